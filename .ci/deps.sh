@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages the build and the test suite need, only when
+# one is missing (idempotent; needs root for apt-get).
+set -eu
+PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "deps: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y $missing
+fi

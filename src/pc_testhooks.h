@@ -1,0 +1,40 @@
+/*
+ * pc_testhooks.h - white-box hooks for libpcache's own tests. Not part of
+ * the public interface: hosts never include this. Each hook reaches into the
+ * shared layout to build a state that only a crash or a race produces
+ * naturally (a lock held by a dead process, a torn length), or to check the
+ * table's invariants from outside.
+ */
+#ifndef PC_TESTHOOKS_H
+#define PC_TESTHOOKS_H
+
+#include "pcache.h"
+
+/* Takes the bucket lock of key's bucket (and opens its version bracket,
+ * as a writer that is mid-update would) and returns without releasing it,
+ * so a test can SIGKILL the caller while it holds the lock. */
+int pc__test_hold_bucket_lock(pc_coll *coll, const void *key, size_t klen);
+
+/* Overwrites the stored length fields of key's record with klen_bits /
+ * vlen_bits without any version bump, as a torn read would observe them.
+ * Returns PC_ENOTFOUND when the key is absent. */
+int pc__test_tear_lengths(pc_coll *coll, const void *key, size_t klen, uint16_t klen_bits,
+                          uint32_t vlen_bits);
+
+/* 1 when key currently lives in an overflow side chain, 0 in its bucket,
+ * PC_ENOTFOUND when absent. */
+int pc__test_in_overflow(pc_coll *coll, const void *key, size_t klen);
+
+/* Checks every invariant of the cache that can be checked from one process
+ * while nobody writes: each carved cell's byte 0 equals its chunk's class;
+ * every bucket slot points at a record cell whose key routes to that bucket;
+ * no key lives in a bucket and in overflow; entry counts agree. Returns 0,
+ * or PC_EINVAL after logging (through the cache's log callback) and writing
+ * the first violation into msg. */
+int pc__test_verify(pc_cache *c, char *msg, size_t msglen);
+
+/* Number of cells currently on this process's private free stacks and on
+ * the global pool, for the fork-safety tests. */
+void pc__test_free_counts(pc_cache *c, uint64_t *private_cells, uint64_t *global_cells);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * pcache.h - the public interface of libpcache, the shared-memory engine.
+ *
+ * libpcache is a key-value table shared by N processes that forked from one
+ * parent. The parent creates the cache (pc_cache_create) before it forks;
+ * every child inherits the mapping at the same address and uses the handle it
+ * inherited. Nothing here is thread-safe within one process: a process uses
+ * its handle from one thread at a time (the hosts are single-threaded
+ * workers). Many processes use the same cache concurrently.
+ *
+ * Conventions (see docs/design.md):
+ *  - every function returns int: 0 on success, a negative PC_E* code on
+ *    failure; pc_strerror() names each code. Out-parameters are written only
+ *    on success unless the function says otherwise.
+ *  - keys and values are binary-safe byte strings (pointer + length).
+ *  - "borrowed" pointer parameters are read during the call only;
+ *    "caller-owned" results are released by the caller with the named free.
+ *  - the library never prints: it logs through pc_config.log.
+ */
+#ifndef PCACHE_H
+#define PCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- error codes: numbers are fixed once released -------------------- */
+#define PC_OK 0
+#define PC_ENOTFOUND (-1)  /* key absent or expired */
+#define PC_ENOMEM (-2)     /* the shared arena is full: the write was dropped */
+#define PC_EINVAL (-3)     /* a bad argument */
+#define PC_ETOOBIG (-4)    /* key or value longer than the limits below */
+#define PC_ETOOSMALL (-5)  /* caller's buffer too small: see *needed */
+#define PC_ENOTNUM (-6)    /* the value is not an integer */
+#define PC_ERANGE (-7)     /* a counter would overflow int64 */
+#define PC_EEXIST (-8)     /* NX write on an existing key */
+#define PC_ENOCOLL (-9)    /* collection not declared */
+#define PC_EURL (-10)      /* malformed perf:// URL */
+#define PC_ESYS (-11)      /* a system call failed (errno is logged) */
+#define PC_ECONFIG (-12)   /* bad configuration (collections spec, sizes) */
+#define PC_EBUSY (-13)     /* another process holds the maintenance role */
+#define PC_ELOCKED (-14)   /* a lock could not be taken in time */
+
+/* Returns a static, human-readable name for an error code (never NULL). */
+const char *pc_strerror(int err);
+
+/* ---- limits ----------------------------------------------------------- */
+#define PC_KEY_MAX 65535u           /* bytes in a key (fits the u16 length) */
+#define PC_VALUE_MAX (1024u * 1024u) /* bytes in a value */
+#define PC_COLL_NAME_MAX 63u        /* bytes in a collection name */
+#define PC_MAX_COLLECTIONS 64u
+#define PC_MAX_PROCS 1024u /* processes that may attach over the cache's life */
+#define PC_LOG2_MIN 4u     /* collection sizes are clamped to [4, 24] */
+#define PC_LOG2_MAX 24u
+#define PC_LOG2_DEFAULT 14u
+
+/* ---- logging ------------------------------------------------------------ */
+enum pc_log_level { PC_LOG_ERR = 0, PC_LOG_WARN = 1, PC_LOG_INFO = 2, PC_LOG_DEBUG = 3 };
+/* msg is borrowed for the call; it carries no trailing newline. */
+typedef void (*pc_log_fn)(void *ctx, int level, const char *msg);
+
+/* ---- memory tiers (best first) ---------------------------------------- */
+enum pc_mem_tier {
+    PC_TIER_HUGETLB = 1,  /* MAP_HUGETLB from the (overcommit) hugetlb pool */
+    PC_TIER_THP = 2,      /* shmem transparent huge pages via MADV_HUGEPAGE */
+    PC_TIER_COLLAPSE = 3, /* MADV_COLLAPSE of the pre-faulted reservation */
+    PC_TIER_4K = 4        /* plain demand-faulted 4 KiB pages */
+};
+/* Static name of a tier: "hugetlb", "thp", "collapse", "4k". */
+const char *pc_tier_name(int tier);
+
+/* ---- configuration ---------------------------------------------------- */
+typedef struct pc_config {
+    /* "name;name=log2size;..." - NULL or "" declares only "default".
+     * Borrowed during pc_cache_create. */
+    const char *collections;
+    size_t mem_mb;         /* plain (4K) shared region for records and tables */
+    size_t hugepage_mb;    /* huge-page reservation in front of it; 0 = none */
+    int lock_memory;       /* mlock the huge-page reservation (tiers 2-4) */
+    unsigned growth_load_factor; /* entries per bucket to grow toward; 0 = never grow */
+    unsigned growth_budget;      /* max bucket splits per pc_maintain call */
+    pc_log_fn log;               /* NULL = silent */
+    void *log_ctx;
+    int log_level; /* messages above this level are not formatted */
+} pc_config;
+
+/* Fills *cfg with the defaults: collections "default", mem_mb 64,
+ * hugepage_mb 0, lock_memory 1, growth_load_factor 4, growth_budget 4096,
+ * log NULL, log_level PC_LOG_INFO. */
+void pc_config_init(pc_config *cfg);
+
+/* ---- the cache ------------------------------------------------------------ */
+typedef struct pc_cache pc_cache; /* process-local handle to the shared cache */
+typedef struct pc_coll pc_coll;   /* a collection; valid as long as its cache */
+
+/* Creates the shared region, the arena and every declared collection.
+ * Call before fork(). On success *out is caller-owned: pc_cache_destroy. */
+int pc_cache_create(const pc_config *cfg, pc_cache **out);
+
+/* Unmaps the region in this process. Other processes are unaffected; the
+ * memory is gone once the last process unmaps or exits. Accepts NULL. */
+void pc_cache_destroy(pc_cache *c);
+
+/* Optional explicit post-fork hook. A fork is also detected by itself
+ * (pthread_atfork), so calling this is never required. */
+void pc_after_fork_child(pc_cache *c);
+
+/* Finds a declared collection by exact name (binary compare, no prefix
+ * match). The result is valid as long as the cache. */
+int pc_coll_find(pc_cache *c, const char *name, size_t len, pc_coll **out);
+/* Number of collections and the i-th one (declaration order). */
+unsigned pc_coll_count(const pc_cache *c);
+pc_coll *pc_coll_at(pc_cache *c, unsigned i);
+/* Name of a collection: valid as long as the cache. */
+const char *pc_coll_name(const pc_coll *coll);
+
+/* ---- URLs: perf://, perf:///name, perf://name, perf:group:///name ---------- */
+typedef struct pc_url {
+    char group[PC_COLL_NAME_MAX + 1]; /* "" when the URL has no group */
+    pc_coll *coll;                    /* the resolved collection */
+} pc_url;
+/* Parses url (borrowed) against the declared collections. Errors:
+ * PC_EURL (malformed, or the cachedb_local "/r" replication marker),
+ * PC_ENOCOLL (names an undeclared collection). On error, if errbuf is not
+ * NULL, a message naming the problem is written there (NUL-terminated). */
+int pc_url_parse(pc_cache *c, const char *url, pc_url *out, char *errbuf, size_t errlen);
+
+/* ---- data operations --------------------------------------------------------
+ * ttl_ms: 0 = no expiry; > 0 = expires that many milliseconds from now.
+ * An expired entry reads as absent the moment it lapses. */
+
+/* set flags */
+#define PC_SET_NX 0x1u      /* only if absent: PC_EEXIST otherwise */
+#define PC_SET_XX 0x2u      /* only if present: PC_ENOTFOUND otherwise */
+#define PC_SET_KEEPTTL 0x4u /* keep an existing entry's expiry (ttl_ms ignored) */
+
+/* Stores value under key. A write whose value is byte-identical to the
+ * stored string only refreshes the expiry (one atomic store). Errors:
+ * PC_ETOOBIG, PC_ENOMEM, PC_EEXIST / PC_ENOTFOUND (NX / XX), PC_EINVAL. */
+int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
+           int64_t ttl_ms, unsigned flags);
+
+/* Metadata returned alongside a read. */
+typedef struct pc_meta {
+    int64_t ttl_ms; /* remaining milliseconds, -1 = never expires */
+    int is_counter; /* 1 when the value is a native int64 counter */
+    size_t vlen;    /* the value's length as returned (decimal for counters) */
+} pc_meta;
+
+/* Reads into the caller's buffer (no allocation). *vlen and *needed are
+ * zeroed first. On a hit returns 0 and sets *vlen. When buf is too small
+ * returns PC_ETOOSMALL and sets *needed to the size required (*vlen stays 0).
+ * PC_ENOTFOUND on a miss. buf is caller-owned and private to this process;
+ * its contents are undefined after any non-hit. meta may be NULL. Counters
+ * are formatted as decimal. */
+int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
+               size_t *vlen, size_t *needed, pc_meta *meta);
+
+/* Reads into a fresh malloc'd buffer. On a hit *val is caller-owned
+ * (free()), NUL-terminated for convenience (the NUL is not counted in
+ * *vlen). meta may be NULL. */
+int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen,
+           pc_meta *meta);
+
+/* 0 when key is present and live, PC_ENOTFOUND otherwise. meta may be NULL
+ * (only ttl_ms, is_counter and vlen of the stored bytes are filled). */
+int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta);
+
+/* Deletes key: 0 if it was present, PC_ENOTFOUND otherwise. */
+int pc_remove(pc_coll *coll, const void *key, size_t klen);
+
+/* Adds delta to a native int64 counter. An absent or expired key starts at
+ * 0; a string value that parses as a decimal int64 is converted; any other
+ * string gives PC_ENOTNUM. ttl_ms > 0 sets the expiry, 0 keeps the current
+ * one (none for a new key). *result (may be NULL) receives the new value.
+ * PC_ERANGE on overflow (the value is unchanged). */
+int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
+           int64_t *result);
+int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
+           int64_t *result);
+
+/* Reads a counter (or a string holding a decimal int64) as a number.
+ * PC_ENOTFOUND, PC_ENOTNUM. */
+int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out);
+
+/* Sets the expiry of an existing key without touching its value (the
+ * versionless store): ttl_ms 0 = never expire. PC_ENOTFOUND if absent. */
+int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
+
+/* ---- maintenance ---------------------------------------------------------
+ * One process (the host's maintenance process or timer) calls pc_maintain
+ * periodically. It splits buckets toward growth_load_factor (at most
+ * growth_budget per call), drains overflow back into buckets, and, when
+ * sweep is set, reclaims expired entries guided by per-bucket hints. */
+typedef struct pc_maint_report {
+    unsigned splits;         /* buckets split in this call */
+    unsigned drained;        /* entries moved from overflow into buckets */
+    unsigned reaped;         /* expired entries reclaimed */
+    unsigned buckets_probed; /* buckets the sweep locked */
+} pc_maint_report;
+#define PC_MAINT_GROW 0x1u
+#define PC_MAINT_SWEEP 0x2u
+#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP)
+/* Returns PC_EBUSY when another process is inside pc_maintain. report may
+ * be NULL. */
+int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);
+
+/* ---- gauges and counters (cheap snapshot; sums per-process shards) ------- */
+typedef struct pc_coll_stats {
+    uint64_t entries;  /* live + not yet reclaimed entries */
+    uint64_t buckets;
+    uint64_t overflow; /* entries living in the overflow side chains */
+    uint64_t hits, misses, stores, removes, expired, destroyed;
+    uint64_t reads, seqlock_retries, lock_fallbacks, nomem;
+    uint64_t splits;
+    unsigned log2_initial; /* declared size after clamping */
+} pc_coll_stats;
+int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out);
+
+typedef struct pc_mem_stats {
+    int tier;              /* enum pc_mem_tier actually achieved */
+    int pinned;            /* mlock succeeded on the huge-page reservation */
+    size_t hugepage_bytes; /* size of the huge-page reservation (0 = none) */
+    size_t hugepage_free;  /* never negative; 0 once exhausted */
+    size_t plain_bytes;
+    size_t plain_free;
+    uint64_t chunks;      /* slab chunks carved */
+    uint64_t chunk_bytes; /* bytes in carved chunks */
+    uint64_t table_bytes; /* bytes in bucket segments and hint arrays */
+} pc_mem_stats;
+int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out);
+
+/* 64-bit hash used for keys (XXH3). Exposed for tests and tools. */
+uint64_t pc_hash(const void *key, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PCACHE_H */

@@ -29,28 +29,28 @@ extern "C" {
 
 /* ---- error codes: numbers are fixed once released -------------------- */
 #define PC_OK 0
-#define PC_ENOTFOUND (-1)  /* key absent or expired */
-#define PC_ENOMEM (-2)     /* the shared arena is full: the write was dropped */
-#define PC_EINVAL (-3)     /* a bad argument */
-#define PC_ETOOBIG (-4)    /* key or value longer than the limits below */
-#define PC_ETOOSMALL (-5)  /* caller's buffer too small: see *needed */
-#define PC_ENOTNUM (-6)    /* the value is not an integer */
-#define PC_ERANGE (-7)     /* a counter would overflow int64 */
-#define PC_EEXIST (-8)     /* NX write on an existing key */
-#define PC_ENOCOLL (-9)    /* collection not declared */
-#define PC_EURL (-10)      /* malformed perf:// URL */
-#define PC_ESYS (-11)      /* a system call failed (errno is logged) */
-#define PC_ECONFIG (-12)   /* bad configuration (collections spec, sizes) */
-#define PC_EBUSY (-13)     /* another process holds the maintenance role */
-#define PC_ELOCKED (-14)   /* a lock could not be taken in time */
+#define PC_ENOTFOUND (-1) /* key absent or expired */
+#define PC_ENOMEM (-2)    /* the shared arena is full: the write was dropped */
+#define PC_EINVAL (-3)    /* a bad argument */
+#define PC_ETOOBIG (-4)   /* key or value longer than the limits below */
+#define PC_ETOOSMALL (-5) /* caller's buffer too small: see *needed */
+#define PC_ENOTNUM (-6)   /* the value is not an integer */
+#define PC_ERANGE (-7)    /* a counter would overflow int64 */
+#define PC_EEXIST (-8)    /* NX write on an existing key */
+#define PC_ENOCOLL (-9)   /* collection not declared */
+#define PC_EURL (-10)     /* malformed perf:// URL */
+#define PC_ESYS (-11)     /* a system call failed (errno is logged) */
+#define PC_ECONFIG (-12)  /* bad configuration (collections spec, sizes) */
+#define PC_EBUSY (-13)    /* another process holds the maintenance role */
+#define PC_ELOCKED (-14)  /* a lock could not be taken in time */
 
 /* Returns a static, human-readable name for an error code (never NULL). */
 const char *pc_strerror(int err);
 
 /* ---- limits ----------------------------------------------------------- */
-#define PC_KEY_MAX 65535u           /* bytes in a key (fits the u16 length) */
+#define PC_KEY_MAX 65535u            /* bytes in a key (fits the u16 length) */
 #define PC_VALUE_MAX (1024u * 1024u) /* bytes in a value */
-#define PC_COLL_NAME_MAX 63u        /* bytes in a collection name */
+#define PC_COLL_NAME_MAX 63u         /* bytes in a collection name */
 #define PC_MAX_COLLECTIONS 64u
 #define PC_MAX_PROCS 1024u /* processes that may attach over the cache's life */
 #define PC_LOG2_MIN 4u     /* collection sizes are clamped to [4, 24] */
@@ -77,9 +77,9 @@ typedef struct pc_config {
     /* "name;name=log2size;..." - NULL or "" declares only "default".
      * Borrowed during pc_cache_create. */
     const char *collections;
-    size_t mem_mb;         /* plain (4K) shared region for records and tables */
-    size_t hugepage_mb;    /* huge-page reservation in front of it; 0 = none */
-    int lock_memory;       /* mlock the huge-page reservation (tiers 2-4) */
+    size_t mem_mb;               /* plain (4K) shared region for records and tables */
+    size_t hugepage_mb;          /* huge-page reservation in front of it; 0 = none */
+    int lock_memory;             /* mlock the huge-page reservation (tiers 2-4) */
     unsigned growth_load_factor; /* entries per bucket to grow toward; 0 = never grow */
     unsigned growth_budget;      /* max bucket splits per pc_maintain call */
     pc_log_fn log;               /* NULL = silent */
@@ -156,14 +156,13 @@ typedef struct pc_meta {
  * PC_ENOTFOUND on a miss. buf is caller-owned and private to this process;
  * its contents are undefined after any non-hit. meta may be NULL. Counters
  * are formatted as decimal. */
-int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
-               size_t *vlen, size_t *needed, pc_meta *meta);
+int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
+               size_t *needed, pc_meta *meta);
 
 /* Reads into a fresh malloc'd buffer. On a hit *val is caller-owned
  * (free()), NUL-terminated for convenience (the NUL is not counted in
  * *vlen). meta may be NULL. */
-int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen,
-           pc_meta *meta);
+int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen, pc_meta *meta);
 
 /* 0 when key is present and live, PC_ENOTFOUND otherwise. meta may be NULL
  * (only ttl_ms, is_counter and vlen of the stored bytes are filled). */
@@ -210,7 +209,7 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);
 
 /* ---- gauges and counters (cheap snapshot; sums per-process shards) ------- */
 typedef struct pc_coll_stats {
-    uint64_t entries;  /* live + not yet reclaimed entries */
+    uint64_t entries; /* live + not yet reclaimed entries */
     uint64_t buckets;
     uint64_t overflow; /* entries living in the overflow side chains */
     uint64_t hits, misses, stores, removes, expired, destroyed;

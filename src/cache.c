@@ -1,0 +1,247 @@
+/*
+ * cache.c - creating the shared cache, the maintenance entry point and the
+ * statistics snapshots.
+ *
+ * Creation lays out the region (region.c), stamps a header with a magic, a
+ * layout version and a fingerprint of the shared types' sizes (so a build
+ * with a different layout can never mistake the region for its own), and
+ * carves each declared collection: its descriptor, its overflow chain
+ * heads, its per-process statistics lines and its first bucket segment.
+ */
+#include "pc_int.h"
+
+#include <stdlib.h>
+
+void pc_config_init(pc_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->collections = NULL;
+    cfg->mem_mb = 64;
+    cfg->hugepage_mb = 0;
+    cfg->lock_memory = 1;
+    cfg->growth_load_factor = 4;
+    cfg->growth_budget = 4096;
+    cfg->log_level = PC_LOG_INFO;
+}
+
+static uint32_t pc_layout_fingerprint(void)
+{
+    uint32_t parts[] = {sizeof(struct pc_header_shm),
+                        sizeof(struct pc_coll_shm),
+                        sizeof(struct pc_bucket_shm),
+                        sizeof(struct pc_rec_shm),
+                        sizeof(struct pc_chain_shm),
+                        sizeof(struct pc_stats_shm),
+                        sizeof(struct pc_ovf_node_shm),
+                        PC_SLOTS,
+                        PC_CHAINS,
+                        PC_MAX_PROCS};
+    return (uint32_t)pc_hash(parts, sizeof parts);
+}
+
+static uint64_t pc_coll_meta_bytes(unsigned log2)
+{
+    uint64_t n0 = 1ull << log2;
+    return sizeof(struct pc_coll_shm) + 64 + PC_CHAINS * sizeof(struct pc_chain_shm) +
+           (uint64_t)PC_MAX_PROCS * sizeof(struct pc_stats_shm) + 64 +
+           n0 * sizeof(struct pc_bucket_shm) + 4096 + n0 * sizeof(uint32_t) + 64;
+}
+
+static int pc_coll_create(pc_cache *c, const struct pc_coll_decl *d, unsigned i)
+{
+    uint64_t off = pc_region_carve(c, sizeof(struct pc_coll_shm), 64);
+    uint64_t chains = pc_region_carve(c, PC_CHAINS * sizeof(struct pc_chain_shm), 64);
+    uint64_t stats = pc_region_carve(c, PC_MAX_PROCS * sizeof(struct pc_stats_shm), 64);
+    if (off == 0 || chains == 0 || stats == 0)
+        return PC_ENOMEM;
+    struct pc_coll_shm *cs = pc_at(c, off);
+    memcpy(cs->name, d->name, sizeof cs->name);
+    cs->log2_initial = d->log2;
+    cs->index = i;
+    cs->chains_off = chains;
+    cs->stats_off = stats;
+    atomic_store(&cs->route, 0);
+    c->hdr->coll_off[i] = off;
+    c->coll[i].c = c;
+    c->coll[i].shm = cs;
+    c->coll[i].idx = i;
+    if (pc_coll_carve_segment(&c->coll[i], 0) != 0)
+        return PC_ENOMEM;
+    return 0;
+}
+
+int pc_cache_create(const pc_config *cfg, pc_cache **out)
+{
+    if (cfg == NULL || out == NULL)
+        return PC_EINVAL;
+    pc_cache *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return PC_ESYS;
+    c->log = cfg->log;
+    c->log_ctx = cfg->log_ctx;
+    c->log_level = cfg->log_level;
+    struct pc_coll_decl decl[PC_MAX_COLLECTIONS];
+    unsigned ndecl = 0;
+    int rc = pc_collections_parse(c, cfg->collections, decl, &ndecl);
+    if (rc != 0)
+        goto fail;
+    if (ndecl == 0) {
+        pc_log(c, PC_LOG_ERR, "pcache: the collections list declares nothing");
+        rc = PC_ECONFIG;
+        goto fail;
+    }
+    uint64_t region_guess = ((uint64_t)cfg->mem_mb + cfg->hugepage_mb) << 20;
+    uint64_t chunk_cap = region_guess / 4096 + 1024; /* generous: big classes, churn */
+    uint64_t meta = sizeof(struct pc_header_shm) + chunk_cap * 8 + 8192;
+    for (unsigned i = 0; i < ndecl; i++)
+        meta += pc_coll_meta_bytes(decl[i].log2);
+    if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
+        goto fail;
+    struct pc_header_shm *h = c->hdr;
+    h->magic = PC_MAGIC;
+    h->layout_version = PC_LAYOUT_VERSION;
+    h->layout_fingerprint = pc_layout_fingerprint();
+    h->growth_load_factor = cfg->growth_load_factor;
+    h->growth_budget = cfg->growth_budget;
+    pc_arena_classes_init(h->class_size, &h->nclasses);
+    memcpy(c->class_size, h->class_size, sizeof c->class_size);
+    c->nclasses = h->nclasses;
+    h->chunk_tab_cap = chunk_cap;
+    h->chunk_tab_off = pc_region_carve(c, chunk_cap * 8, 64);
+    if (h->chunk_tab_off == 0) {
+        rc = PC_ENOMEM;
+        goto fail;
+    }
+    for (unsigned i = 0; i < ndecl; i++) {
+        if ((rc = pc_coll_create(c, &decl[i], i)) != 0) {
+            pc_log(c, PC_LOG_ERR, "pcache: no room for collection '%s' (2^%u buckets)",
+                   decl[i].name, decl[i].log2);
+            goto fail;
+        }
+    }
+    h->ncoll = ndecl;
+    c->ncoll = ndecl;
+    pc_procs_init(h);
+    c->epoch = atomic_load(&pc_fork_epoch);
+    *out = c;
+    return 0;
+fail:
+    pc_region_destroy(c);
+    free(c);
+    return rc;
+}
+
+void pc_cache_destroy(pc_cache *c)
+{
+    if (c == NULL)
+        return;
+    pc_region_destroy(c);
+    free(c);
+}
+
+void pc_after_fork_child(pc_cache *c)
+{
+    if (c != NULL)
+        c->epoch = 0; /* the next operation re-initialises local state */
+}
+
+static uint64_t pc_overflow_count(pc_coll *coll)
+{
+    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    uint64_t in = 0, outc = 0;
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        in += atomic_load_explicit(&s[i].ovf_in, memory_order_relaxed);
+        outc += atomic_load_explicit(&s[i].ovf_out, memory_order_relaxed);
+    }
+    return in >= outc ? in - outc : 0;
+}
+
+int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
+{
+    if (c == NULL)
+        return PC_EINVAL;
+    int rc = pc_enter(c);
+    if (rc != 0)
+        return rc;
+    if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
+        return PC_EBUSY;
+    pc_maint_report r = {0};
+    unsigned budget = c->hdr->growth_budget;
+    for (unsigned i = 0; i < c->ncoll; i++) {
+        pc_coll *coll = &c->coll[i];
+        if (what & PC_MAINT_GROW) {
+            unsigned s = pc_grow(coll, budget);
+            r.splits += s;
+            budget = budget > s ? budget - s : 0;
+            PC_STAT_ADD(coll, splits_done, s);
+            if (pc_overflow_count(coll) > 0)
+                r.drained += pc_overflow_drain(coll, c->hdr->growth_budget);
+        }
+        if (what & PC_MAINT_SWEEP)
+            r.reaped += pc_sweep(coll, &r.buckets_probed);
+    }
+    pc_unlock_word(&c->hdr->maint_lock);
+    if (report != NULL)
+        *report = r;
+    return 0;
+}
+
+int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
+{
+    if (coll == NULL || out == NULL)
+        return PC_EINVAL;
+    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    pc_coll_stats st;
+    memset(&st, 0, sizeof st);
+    uint64_t ins = 0, del = 0, oin = 0, oout = 0;
+#define PC_SUM(f) atomic_load_explicit(&s[i].f, memory_order_relaxed)
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        st.hits += PC_SUM(hits);
+        st.misses += PC_SUM(misses);
+        st.stores += PC_SUM(stores);
+        st.removes += PC_SUM(removes);
+        st.expired += PC_SUM(expired);
+        st.destroyed += PC_SUM(destroyed);
+        st.reads += PC_SUM(reads);
+        st.seqlock_retries += PC_SUM(retries);
+        st.lock_fallbacks += PC_SUM(fallbacks);
+        st.nomem += PC_SUM(nomem);
+        ins += PC_SUM(inserted);
+        del += PC_SUM(deleted);
+        oin += PC_SUM(ovf_in);
+        oout += PC_SUM(ovf_out);
+    }
+#undef PC_SUM
+    st.entries = ins >= del ? ins - del : 0;
+    st.overflow = oin >= oout ? oin - oout : 0;
+    st.buckets = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
+    st.splits = atomic_load(&coll->shm->splits);
+    st.log2_initial = coll->shm->log2_initial;
+    *out = st;
+    return 0;
+}
+
+int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out)
+{
+    if (c == NULL || out == NULL)
+        return PC_EINVAL;
+    const struct pc_header_shm *h = c->hdr;
+    uint64_t bh = atomic_load(&h->bump_huge), bp = atomic_load(&h->bump_plain);
+    pc_mem_stats m;
+    memset(&m, 0, sizeof m);
+    m.tier = h->tier;
+    m.pinned = h->pinned;
+    m.hugepage_bytes = (size_t)h->huge_end;
+    /* a bump pointer never passes its extent's end (region.c), and the
+     * subtraction is still guarded so free space can never wrap */
+    m.hugepage_free = (size_t)(h->huge_end > bh ? h->huge_end - bh : 0);
+    m.plain_bytes = (size_t)(h->plain_end - h->huge_end);
+    m.plain_free = (size_t)(h->plain_end > bp ? h->plain_end - bp : 0);
+    m.chunks = atomic_load(&h->chunks);
+    m.chunk_bytes = atomic_load(&h->chunk_bytes);
+    m.table_bytes = atomic_load(&h->table_bytes);
+    *out = m;
+    return 0;
+}

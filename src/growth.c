@@ -1,0 +1,159 @@
+/*
+ * growth.c - linear hashing over a segmented directory.
+ *
+ * A collection starts with n0 = 2^log2 buckets in segment 0. Level L covers
+ * size = n0 << L buckets plus `split` already-split ones; the routing word
+ * packs (L, split). Splitting bucket s creates bucket s + size in segment
+ * L + 1 (carved, zeroed, when the level starts). Buckets never move, so a
+ * reader's bucket pointer stays valid forever; the only thing a reader
+ * re-checks on a miss is the routing word.
+ *
+ * One split (the maintenance lock holder only, I6):
+ *   1. lock bucket s;
+ *   2. copy the entries whose hash now routes to s + size into the new
+ *      bucket, which no route reaches yet (so no bracket is needed there);
+ *   3. publish the routing word (release): readers now find them there;
+ *   4. remove them from s inside a version bracket, and unlock.
+ * A reader that routed with the old word and looks at s after step 4 sees
+ * a stable miss, re-reads the routing word, finds it changed and retries.
+ * A writer that waited on s's lock re-routes under the lock (pc_lock_route).
+ */
+#include "pc_int.h"
+
+#include <inttypes.h>
+
+/* Sum of a per-process counter pair over every slot ever claimed. */
+uint64_t pc_coll_entries(pc_coll *coll)
+{
+    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    uint64_t ins = 0, del = 0;
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        ins += atomic_load_explicit(&s[i].inserted, memory_order_relaxed);
+        del += atomic_load_explicit(&s[i].deleted, memory_order_relaxed);
+    }
+    return ins >= del ? ins - del : 0; /* a racing pair may read skewed */
+}
+
+/* Carves bucket and hint segment j (j >= 1 holds n0 << (j-1) buckets). */
+int pc_coll_carve_segment(pc_coll *coll, unsigned j)
+{
+    struct pc_coll_shm *cs = coll->shm;
+    if (j >= PC_MAX_SEGS)
+        return PC_ENOMEM;
+    if (cs->seg_off[j] != 0)
+        return 0;
+    uint64_t n = j == 0 ? (1ull << cs->log2_initial) : (1ull << (cs->log2_initial + j - 1));
+    uint64_t boff = pc_region_carve(coll->c, n * sizeof(struct pc_bucket_shm), 4096);
+    if (boff == 0)
+        return PC_ENOMEM;
+    uint64_t hoff = pc_region_carve(coll->c, n * sizeof(uint32_t), 64);
+    if (hoff == 0)
+        return PC_ENOMEM; /* the bucket segment is lost; growth stops */
+    atomic_fetch_add(&coll->c->hdr->table_bytes, n * (sizeof(struct pc_bucket_shm) + 4));
+    cs->seg_off[j] = boff;
+    cs->hint_off[j] = hoff;
+    return 0;
+}
+
+static uint64_t pc_hash_of_slot(pc_cache *c, pc_off off)
+{
+    const struct pc_rec_shm *r = pc_cell(c, off);
+    return pc_hash(r->data, r->klen);
+}
+
+/* Splits the next bucket. Returns 0, or PC_ENOMEM when the table cannot
+ * grow (no room for the next segment, or the size cap). */
+static int pc_split_one(pc_coll *coll)
+{
+    pc_cache *c = coll->c;
+    struct pc_coll_shm *cs = coll->shm;
+    uint64_t route = atomic_load_explicit(&cs->route, memory_order_relaxed);
+    unsigned level = (unsigned)(route >> 32);
+    uint64_t split = route & 0xffffffffu;
+    unsigned l2 = cs->log2_initial;
+    if (l2 + level + 1 > PC_MAX_BUCKETS_LOG2 || level + 1 >= PC_MAX_SEGS)
+        return PC_ENOMEM;
+    uint64_t size = 1ull << (l2 + level);
+    if (cs->seg_off[level + 1] == 0 && pc_coll_carve_segment(coll, level + 1) != 0) {
+        if (!atomic_exchange(&cs->grow_failed, 1))
+            pc_log(c, PC_LOG_WARN,
+                   "pcache: %s: no shared memory for the next bucket segment; "
+                   "the table stops growing at %" PRIu64 " buckets",
+                   cs->name, size + split);
+        return PC_ENOMEM;
+    }
+    uint64_t s = split, ns = split + size;
+    struct pc_bucket_shm *b = pc_bucket_at(coll, s);
+    struct pc_bucket_shm *nb = pc_bucket_at(coll, ns);
+    pc_bucket_lock(coll, b, s);
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    unsigned n = used & PC_USED_MASK, k = 0, keep = 0;
+    pc_off stay[PC_SLOTS];
+    uint8_t stay_tag[PC_SLOTS];
+    for (unsigned i = 0; i < n; i++) {
+        pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
+        uint8_t tag = atomic_load_explicit(&b->tags[i], memory_order_relaxed);
+        if ((pc_hash_of_slot(c, off) & (2 * size - 1)) == ns) {
+            atomic_store_explicit(&nb->slot[k], off, memory_order_relaxed);
+            atomic_store_explicit(&nb->tags[k++], tag, memory_order_relaxed);
+        } else {
+            stay[keep] = off;
+            stay_tag[keep++] = tag;
+        }
+    }
+    /* the new bucket inherits the hint (a lower bound stays a lower bound) */
+    atomic_store_explicit(pc_hint_at(coll, ns),
+                          atomic_load_explicit(pc_hint_at(coll, s), memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&nb->used, (uint8_t)(k | (used & PC_USED_OVF)), memory_order_relaxed);
+    uint64_t next = split + 1 == size ? ((uint64_t)(level + 1) << 32) : (route + 1);
+    atomic_store_explicit(&cs->route, next, memory_order_release);
+    if (k > 0) {
+        pc_wbegin(b);
+        for (unsigned i = 0; i < PC_SLOTS; i++) {
+            atomic_store_explicit(&b->slot[i], i < keep ? stay[i] : 0, memory_order_relaxed);
+            atomic_store_explicit(&b->tags[i], i < keep ? stay_tag[i] : 0, memory_order_relaxed);
+        }
+        atomic_store_explicit(&b->used, (uint8_t)(keep | (used & PC_USED_OVF)),
+                              memory_order_relaxed);
+        pc_wend(b);
+    }
+    if (used & PC_USED_OVF) {
+        /* the chains' keys of s now split between s and ns: recompute both
+         * flags exactly (ns is reachable now; lock it too, s before ns) */
+        pc_bucket_lock(coll, nb, ns);
+        bool so = pc_bucket_has_overflow(coll, next, s);
+        bool no = pc_bucket_has_overflow(coll, next, ns);
+        pc_wbegin(b);
+        atomic_store_explicit(&b->used, (uint8_t)(keep | (so ? PC_USED_OVF : 0)),
+                              memory_order_relaxed);
+        pc_wend(b);
+        uint8_t nu = atomic_load_explicit(&nb->used, memory_order_relaxed) & PC_USED_MASK;
+        pc_wbegin(nb);
+        atomic_store_explicit(&nb->used, (uint8_t)(nu | (no ? PC_USED_OVF : 0)),
+                              memory_order_relaxed);
+        pc_wend(nb);
+        pc_bucket_unlock(nb);
+    }
+    pc_bucket_unlock(b);
+    atomic_fetch_add_explicit(&cs->splits, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* Splits toward growth_load_factor entries per bucket, at most budget. */
+unsigned pc_grow(pc_coll *coll, unsigned budget)
+{
+    unsigned lf = coll->c->hdr->growth_load_factor;
+    if (lf == 0 || atomic_load(&coll->shm->grow_failed))
+        return 0;
+    uint64_t entries = pc_coll_entries(coll);
+    uint64_t buckets = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
+    unsigned done = 0;
+    while (done < budget && entries > (uint64_t)lf * (buckets + done)) {
+        if (pc_split_one(coll) != 0)
+            break;
+        done++;
+    }
+    return done;
+}

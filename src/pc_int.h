@@ -1,0 +1,434 @@
+/*
+ * pc_int.h - the shared-memory layout of libpcache and the internal calls
+ * between its files. Nothing outside src/ includes this (tests use
+ * pc_testhooks.h). docs/design.md explains the protocols; the numbered
+ * invariants below are the ones the code relies on and checks.
+ *
+ * Shared-memory types carry the _shm suffix. Every field says which lock
+ * guards it or how it is read without one.
+ *
+ * INVARIANTS
+ *  I1  The region is mapped before fork at one address in every process and
+ *      never unmapped while the cache lives; reading any byte of it never
+ *      faults. Offsets (pc_off: 16-byte units from the region base) name
+ *      cells; offset 0 is NULL.
+ *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
+ *      stamped when the chunk is carved and never written again. Free-cell
+ *      links and overflow nodes keep byte 0 untouched.
+ *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
+ *      version is even whenever its lock is free. Every change a lock-free
+ *      reader could observe happens inside a version bracket (odd..even).
+ *  I4  A key lives in at most one place: one slot of the bucket it routes to,
+ *      or one node of the overflow chain (hash & (PC_CHAINS-1)). A bucket
+ *      whose keys may be in a chain has PC_USED_OVF set in `used`.
+ *  I5  No arena call happens under a bucket or chain lock: records and nodes
+ *      are built before the lock, freed after it.
+ *  I6  Only the process holding the maintenance lock splits buckets or
+ *      publishes a routing word; a split holds the lock of the bucket it
+ *      splits, so a writer holding a bucket lock sees a stable route for it.
+ *  I7  Lock order: bucket lock, then chain lock. The maintenance lock may be
+ *      held around both.
+ */
+#ifndef PC_INT_H
+#define PC_INT_H
+
+#include "pcache.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define PC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef uint32_t pc_off; /* cell offset in 16-byte units; 0 = NULL */
+#define PC_OFF_SHIFT 4u
+#define PC_CELL_ALIGN 16u
+#define PC_MAX_REGION_BYTES ((uint64_t)UINT32_MAX << PC_OFF_SHIFT) /* 64 GiB */
+
+/* ---- records (one per arena cell) ------------------------------------- */
+#define PC_RF_COUNTER 0x01u /* value is a native little-endian int64 */
+
+struct pc_rec_shm {
+    uint8_t cls;   /* I2: immutable class id */
+    uint8_t flags; /* PC_RF_*; written before publication or in a bracket */
+    uint16_t klen;
+    uint32_t vlen;
+    _Atomic int64_t expires; /* CLOCK_MONOTONIC ms, 0 = never; may be stored
+                                without a bracket (the TTL-only refresh) */
+    unsigned char data[];    /* key bytes, then value bytes */
+};
+#define PC_REC_HDR 16u
+_Static_assert(sizeof(struct pc_rec_shm) == PC_REC_HDR, "record header is 16 bytes");
+
+/* A free cell links through bytes 4..7, leaving the class byte alone (I2). */
+struct pc_free_shm {
+    uint8_t cls;
+    uint8_t pad[3];
+    pc_off next;
+};
+
+/* ---- buckets ---------------------------------------------------------- */
+#define PC_SLOTS 11u
+#define PC_USED_MASK 0x0fu
+#define PC_USED_OVF 0x80u /* keys of this bucket may live in overflow (I4) */
+
+struct pc_bucket_shm {
+    _Atomic uint32_t version;       /* seqlock: odd while a writer is inside */
+    _Atomic uint32_t lock;          /* owner token of the writer; 0 = free */
+    _Atomic uint8_t tags[PC_SLOTS]; /* top byte of each slot's hash */
+    _Atomic uint8_t used;           /* slot count | PC_USED_OVF */
+    _Atomic pc_off slot[PC_SLOTS];  /* record offsets, dense in [0, used) */
+};
+_Static_assert(sizeof(struct pc_bucket_shm) == 64, "a bucket is one cache line");
+_Static_assert(PC_SLOTS <= PC_USED_MASK, "slot count fits the used field");
+
+/* ---- overflow side chains --------------------------------------------- */
+#define PC_CHAINS 1024u /* per collection; chain = hash & (PC_CHAINS-1) */
+
+struct pc_ovf_node_shm { /* lives in a 16-byte arena cell */
+    uint8_t cls;         /* I2: byte 0 stays the class id */
+    uint8_t tag;
+    uint16_t pad;
+    pc_off next; /* guarded by the chain lock */
+    pc_off rec;
+    uint32_t hlo; /* low 32 bits of the key's hash: routes without a deref */
+};
+_Static_assert(sizeof(struct pc_ovf_node_shm) == 16, "overflow node is one 16-byte cell");
+
+struct pc_chain_shm {
+    _Atomic uint32_t lock; /* guards head, count, hint and the nodes */
+    pc_off head;
+    uint32_t count;
+    uint32_t hint; /* lower bound of the chain's expiry (pc_hint units) */
+};
+
+/* ---- collections ------------------------------------------------------ */
+#define PC_MAX_SEGS 32u
+#define PC_MAX_LEVELS 24u       /* table may grow 2^24 times its declared size... */
+#define PC_MAX_BUCKETS_LOG2 31u /* ...but never past 2^31 buckets */
+
+struct pc_coll_shm {
+    char name[PC_COLL_NAME_MAX + 1]; /* immutable after create */
+    uint32_t log2_initial;           /* immutable */
+    uint32_t index;                  /* immutable */
+    /* Routing word: level << 32 | split. Written only by the maintenance
+     * lock holder (I6) with release; read with acquire. */
+    _Atomic uint64_t route;
+    /* Byte offsets of bucket / hint segments. Segment j >= 1 holds buckets
+     * [n0 << (j-1), n0 << j). Written before any route reaches them. */
+    uint64_t seg_off[PC_MAX_SEGS];
+    uint64_t hint_off[PC_MAX_SEGS];
+    uint64_t chains_off;          /* PC_CHAINS pc_chain_shm, immutable */
+    uint64_t stats_off;           /* PC_MAX_PROCS pc_stats_shm lines, immutable */
+    _Atomic uint64_t splits;      /* maintenance lock holder only */
+    _Atomic uint32_t grow_failed; /* set once when a segment could not be carved */
+};
+
+/* Per-process, per-collection counters: written only by the process that
+ * owns the slot (plain increments through relaxed atomics), summed by
+ * readers. Two cache lines so no two processes share a line. */
+struct pc_stats_shm {
+    _Atomic uint64_t hits, misses, stores, removes, expired, destroyed, reads, retries;
+    _Atomic uint64_t inserted, deleted, ovf_in, ovf_out, fallbacks, nomem, splits_done, pad;
+};
+_Static_assert(sizeof(struct pc_stats_shm) == 128, "stats are two cache lines");
+
+/* ---- processes ---------------------------------------------------------- */
+#define PC_TOKEN_IDX_BITS 12u
+#define PC_TOKEN_IDX_MASK ((1u << PC_TOKEN_IDX_BITS) - 1u)
+_Static_assert(PC_MAX_PROCS < (1u << PC_TOKEN_IDX_BITS), "slot index fits a token");
+
+struct pc_proc_shm {
+    _Atomic uint32_t token; /* gen << 12 | index; 0 = free. CAS to claim. */
+    _Atomic int32_t pid;
+    _Atomic uint64_t starttime; /* /proc/<pid>/stat field 22: tells pid reuse */
+};
+
+/* ---- arena ------------------------------------------------------------- */
+#define PC_MAX_CLASSES 96u
+#define PC_CHUNK_TARGET 65536u /* bytes carved per chunk for small classes */
+
+struct pc_pool_shm { /* global free pool of one class */
+    _Atomic uint32_t lock;
+    pc_off head; /* guarded by lock */
+    uint64_t count;
+};
+
+/* ---- the region header -------------------------------------------------- */
+#define PC_MAGIC 0x31454843414350ull /* "PCACHE1" */
+#define PC_LAYOUT_VERSION 1u
+
+struct pc_header_shm {
+    uint64_t magic;
+    uint32_t layout_version;
+    uint32_t layout_fingerprint; /* sizes of the shared types, see region.c */
+    uint64_t region_bytes;
+    uint64_t huge_end;           /* byte offset where the huge-page extent ends */
+    uint64_t plain_end;          /* byte offset where the region ends */
+    _Atomic uint64_t bump_huge;  /* next free byte in the huge extent */
+    _Atomic uint64_t bump_plain; /* next free byte in the plain extent */
+    int32_t tier;
+    int32_t pinned;
+    uint32_t growth_load_factor, growth_budget;
+    uint32_t nclasses;
+    uint32_t ncoll;
+    uint32_t class_size[PC_MAX_CLASSES]; /* immutable */
+    uint64_t coll_off[PC_MAX_COLLECTIONS];
+    _Atomic uint32_t maint_lock;
+    _Atomic uint32_t token_gen;
+    _Atomic uint32_t proc_hwm; /* highest slot index ever claimed */
+    _Atomic uint64_t chunks, chunk_bytes, table_bytes;
+    uint64_t chunk_tab_off; /* uint64_t entries: byte offset << 8 | class */
+    uint64_t chunk_tab_cap;
+    _Atomic uint64_t chunk_tab_len;
+    struct pc_pool_shm pool[PC_MAX_CLASSES];
+    struct pc_proc_shm procs[PC_MAX_PROCS];
+};
+
+/* ---- process-local handles -------------------------------------------- */
+struct pc_local_class { /* this process's private allocation state */
+    pc_off bump, end;   /* current chunk: next cell, chunk end */
+    pc_off free_head;   /* private free stack */
+    uint32_t free_count;
+};
+
+struct pc_coll {
+    pc_cache *c;
+    struct pc_coll_shm *shm;
+    unsigned idx;
+};
+
+struct pc_cache {
+    struct pc_header_shm *hdr;
+    unsigned char *base; /* region base; offsets are relative to it */
+    uint64_t region_bytes;
+    void *map_addr; /* the whole reservation, for munmap */
+    size_t map_len;
+    uint64_t epoch; /* fork epoch this handle's local state belongs to */
+    uint32_t token; /* this process's owner token (0 until claimed) */
+    uint32_t slot;
+    struct pc_local_class cls[PC_MAX_CLASSES];
+    uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
+    unsigned nclasses;
+    unsigned ncoll;
+    struct pc_coll coll[PC_MAX_COLLECTIONS];
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+};
+
+/* ---- small inline helpers ----------------------------------------------- */
+static inline void *pc_at(const pc_cache *c, uint64_t byte_off)
+{
+    return c->base + byte_off;
+}
+
+/* Resolves a cell offset with an extent check: NULL when it cannot name a
+ * cell inside the region (I1: a stale offset is garbage, never a fault). */
+static inline void *pc_cell(const pc_cache *c, pc_off off)
+{
+    uint64_t b = (uint64_t)off << PC_OFF_SHIFT;
+    if (PC_UNLIKELY(off == 0 || b + PC_CELL_ALIGN > c->region_bytes))
+        return NULL;
+    return c->base + b;
+}
+
+static inline pc_off pc_off_of(const pc_cache *c, const void *p)
+{
+    return (pc_off)(((const unsigned char *)p - c->base) >> PC_OFF_SHIFT);
+}
+
+/* Cell size of a class id read from shared memory: 0 for an invalid id. */
+static inline size_t pc_class_bytes(const pc_cache *c, unsigned cls)
+{
+    return cls < c->nclasses ? c->class_size[cls] : 0;
+}
+
+static inline struct pc_stats_shm *pc_stats(const pc_coll *coll)
+{
+    struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
+    return s + coll->c->slot;
+}
+#define PC_STAT_ADD(coll, field, n)                                                                \
+    atomic_store_explicit(&pc_stats(coll)->field,                                                  \
+                          atomic_load_explicit(&pc_stats(coll)->field, memory_order_relaxed) +     \
+                              (n),                                                                 \
+                          memory_order_relaxed)
+
+static inline uint64_t pc_route_load(const struct pc_coll_shm *cs)
+{
+    return atomic_load_explicit(&cs->route, memory_order_acquire);
+}
+
+static inline uint64_t pc_route_index(uint64_t route, unsigned log2n0, uint64_t h)
+{
+    unsigned level = (unsigned)(route >> 32);
+    uint64_t split = route & 0xffffffffu;
+    uint64_t size = 1ull << (log2n0 + level);
+    uint64_t idx = h & (size - 1);
+    if (idx < split)
+        idx = h & (2 * size - 1);
+    return idx;
+}
+
+static inline uint64_t pc_route_buckets(uint64_t route, unsigned log2n0)
+{
+    return (1ull << (log2n0 + (unsigned)(route >> 32))) + (route & 0xffffffffu);
+}
+
+static inline unsigned pc_seg_of(uint64_t idx, unsigned log2n0, uint64_t *local)
+{
+    uint64_t hi = idx >> log2n0;
+    if (hi == 0) {
+        *local = idx;
+        return 0;
+    }
+    unsigned j = 64u - (unsigned)__builtin_clzll(hi); /* hi in [2^(j-1), 2^j) */
+    *local = idx - (1ull << (log2n0 + j - 1));
+    return j;
+}
+
+static inline struct pc_bucket_shm *pc_bucket_at(const pc_coll *coll, uint64_t idx)
+{
+    uint64_t local;
+    unsigned j = pc_seg_of(idx, coll->shm->log2_initial, &local);
+    struct pc_bucket_shm *seg = pc_at(coll->c, coll->shm->seg_off[j]);
+    return seg + local;
+}
+
+static inline _Atomic uint32_t *pc_hint_at(const pc_coll *coll, uint64_t idx)
+{
+    uint64_t local;
+    unsigned j = pc_seg_of(idx, coll->shm->log2_initial, &local);
+    _Atomic uint32_t *seg = pc_at(coll->c, coll->shm->hint_off[j]);
+    return seg + local;
+}
+
+static inline struct pc_chain_shm *pc_chain_for(const pc_coll *coll, uint64_t h)
+{
+    struct pc_chain_shm *ch = pc_at(coll->c, coll->shm->chains_off);
+    return ch + (h & (PC_CHAINS - 1));
+}
+
+/* Expiry hints are seconds of CLOCK_MONOTONIC plus one (0 = no expiry), a
+ * lower bound of the earliest expiry they cover. */
+static inline uint32_t pc_hint_of(int64_t expires_ms)
+{
+    if (expires_ms <= 0)
+        return 0;
+    uint64_t s = (uint64_t)expires_ms / 1000u + 1u;
+    return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+/* Seqlock writer bracket (I3). The opening bump is an acq_rel RMW followed
+ * by a release fence so no payload store can become visible before the odd
+ * version on weakly ordered CPUs (seed 000's aarch64 hole). */
+static inline void pc_wbegin(struct pc_bucket_shm *b)
+{
+    atomic_fetch_add_explicit(&b->version, 1, memory_order_acq_rel);
+    atomic_thread_fence(memory_order_release);
+}
+static inline void pc_wend(struct pc_bucket_shm *b)
+{
+    atomic_fetch_add_explicit(&b->version, 1, memory_order_release);
+}
+
+/* Spin-wait hint for the CPU (the one architecture switch of the engine). */
+static inline void pc_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- errors.c --------------------------------------------------------- */
+void pc_log(const pc_cache *c, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int64_t pc_now_ms(void);
+
+/* ---- procs.c: process slots and owner-token locks --------------------- */
+extern _Atomic uint64_t pc_fork_epoch;
+int pc_local_refresh(pc_cache *c);
+/* Every operation starts here: claims a process slot and drops inherited
+ * allocator state after a fork. Cost: one load and compare. */
+static inline int pc_enter(pc_cache *c)
+{
+    if (PC_LIKELY(c->token != 0 &&
+                  c->epoch == atomic_load_explicit(&pc_fork_epoch, memory_order_relaxed)))
+        return 0;
+    return pc_local_refresh(c);
+}
+#define PC_LOCK_RECOVERED 1 /* pc_lock_word: taken over from a dead owner */
+int pc_lock_slow(pc_cache *c, _Atomic uint32_t *l);
+static inline int pc_lock_word(pc_cache *c, _Atomic uint32_t *l)
+{
+    uint32_t z = 0;
+    if (PC_LIKELY(atomic_compare_exchange_strong_explicit(l, &z, c->token, memory_order_acquire,
+                                                          memory_order_relaxed)))
+        return 0;
+    return pc_lock_slow(c, l);
+}
+static inline void pc_unlock_word(_Atomic uint32_t *l)
+{
+    atomic_store_explicit(l, 0, memory_order_release);
+}
+int pc_trylock_word(pc_cache *c, _Atomic uint32_t *l); /* 0 or PC_EBUSY */
+void pc_procs_init(struct pc_header_shm *h);
+
+/* ---- region.c ----------------------------------------------------------- */
+int pc_region_create(pc_cache *c, const pc_config *cfg, size_t meta_bytes);
+void pc_region_destroy(pc_cache *c);
+/* Carves bytes (aligned) from the region: huge extent first, then plain.
+ * Returns the byte offset or 0 when the region is full. */
+uint64_t pc_region_carve(pc_cache *c, uint64_t bytes, uint64_t align);
+
+/* ---- arena.c ------------------------------------------------------------ */
+void pc_arena_classes_init(uint32_t *sizes, uint32_t *n);
+int pc_class_for(const pc_cache *c, size_t bytes); /* -1 if too large */
+pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
+void pc_free(pc_cache *c, pc_off off);
+void pc_arena_drop_local(pc_cache *c);
+uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
+
+/* ---- table.c ---------------------------------------------------------- */
+int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);
+void pc_bucket_unlock(struct pc_bucket_shm *b);
+struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx);
+int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out);
+bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen);
+
+/* ---- overflow.c (callers hold the chain lock unless said otherwise) ----- */
+void pc_chain_lock(pc_coll *coll, struct pc_chain_shm *ch);
+void pc_chain_unlock(struct pc_chain_shm *ch);
+/* Finds key in a chain; *prev gets the predecessor node offset (0 = head). */
+pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, size_t klen,
+                     pc_off *prev);
+void pc_chain_push(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off rec, uint64_t h,
+                   int64_t expires);
+void pc_chain_unlink(pc_coll *coll, struct pc_chain_shm *ch, pc_off prev, pc_off node);
+/* Whether any node of the chain routes to bucket idx under route. */
+bool pc_chain_routes_to(pc_coll *coll, struct pc_chain_shm *ch, uint64_t route, uint64_t idx);
+bool pc_bucket_has_overflow(pc_coll *coll, uint64_t route, uint64_t idx);
+/* Repairs a chain whose lock was taken from a dead owner. */
+void pc_chain_repair(pc_coll *coll, struct pc_chain_shm *ch);
+unsigned pc_overflow_drain(pc_coll *coll, unsigned budget);
+
+/* ---- growth.c / sweep.c -------------------------------------------------- */
+int pc_coll_carve_segment(pc_coll *coll, unsigned j);
+unsigned pc_grow(pc_coll *coll, unsigned budget);
+unsigned pc_sweep(pc_coll *coll, unsigned *probed);
+uint64_t pc_coll_entries(pc_coll *coll);
+
+/* ---- collections.c -------------------------------------------------------- */
+struct pc_coll_decl {
+    char name[PC_COLL_NAME_MAX + 1];
+    unsigned log2;
+};
+int pc_collections_parse(const pc_cache *c, const char *spec, struct pc_coll_decl *out,
+                         unsigned *n);
+
+#endif /* PC_INT_H */

@@ -1,0 +1,420 @@
+/*
+ * table.c - the data operations on one collection: the seqlock read
+ * protocol and the locked write protocol of docs/design.md ("Reads" and
+ * "Writes"). Growth lives in growth.c, expiry reclamation in sweep.c, the
+ * overflow chains in overflow.c.
+ *
+ * Read (hot path, no lock, no atomic RMW): route the hash, sample an even
+ * bucket version, scan the 1-byte tags, copy the matching record out with
+ * every length clamped subtractively against the cell size its class byte
+ * gives, re-check the version. A stable miss on a bucket flagged
+ * PC_USED_OVF searches the overflow chain under its lock; any miss re-checks
+ * the routing word (a concurrent split may have moved the key). After
+ * PC_READ_RETRIES unstable attempts the read takes the bucket lock.
+ * Cost of a hit: the routing word's line, the bucket's line, the record's
+ * line(s); zero stores to shared memory except the process's own stats line.
+ */
+#include "pc_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PC_READ_RETRIES 16
+
+/* ---- locking buckets ----------------------------------------------------- */
+
+static uint8_t pc_tag_of(uint64_t h)
+{
+    return (uint8_t)(h >> 56);
+}
+
+/* A record offset is plausible when it names a record cell (class > 0:
+ * class 0 is the 16-byte cell of overflow nodes) with a sane key length. */
+static struct pc_rec_shm *pc_rec_checked(const pc_cache *c, pc_off off, size_t *room)
+{
+    struct pc_rec_shm *r = pc_cell(c, off);
+    if (r == NULL)
+        return NULL;
+    size_t cell = pc_class_bytes(c, r->cls);
+    if (cell <= PC_REC_HDR || (((uint64_t)off << PC_OFF_SHIFT) + cell > c->region_bytes))
+        return NULL;
+    *room = cell - PC_REC_HDR;
+    return r;
+}
+
+/* Repairs a bucket whose lock was taken from a dead writer: drops slots
+ * that are not plausible records, duplicates, and records that do not route
+ * here; rebuilds the tags; closes the version bracket. Records the dead
+ * writer had unlinked but not freed leak (logged). */
+static void pc_bucket_repair(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx)
+{
+    pc_cache *c = coll->c;
+    uint64_t route = pc_route_load(coll->shm);
+    unsigned n = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
+    uint8_t ovf = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF;
+    if (n > PC_SLOTS)
+        n = PC_SLOTS;
+    pc_off keep[PC_SLOTS];
+    uint8_t tags[PC_SLOTS];
+    unsigned k = 0, dropped = 0;
+    for (unsigned i = 0; i < n; i++) {
+        pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
+        size_t room = 0;
+        struct pc_rec_shm *r = pc_rec_checked(c, off, &room);
+        bool dup = false;
+        for (unsigned j = 0; j < k; j++)
+            dup |= keep[j] == off;
+        if (r == NULL || dup || r->klen > room ||
+            pc_route_index(route, coll->shm->log2_initial, pc_hash(r->data, r->klen)) != idx) {
+            dropped++;
+            continue;
+        }
+        tags[k] = pc_tag_of(pc_hash(r->data, r->klen));
+        keep[k++] = off;
+    }
+    uint32_t v = atomic_load_explicit(&b->version, memory_order_relaxed);
+    if ((v & 1) == 0)
+        pc_wbegin(b);
+    for (unsigned i = 0; i < PC_SLOTS; i++) {
+        atomic_store_explicit(&b->slot[i], i < k ? keep[i] : 0, memory_order_relaxed);
+        atomic_store_explicit(&b->tags[i], i < k ? tags[i] : 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&b->used, (uint8_t)(k | ovf | (dropped ? PC_USED_OVF : 0)),
+                          memory_order_relaxed);
+    pc_wend(b);
+    pc_log(c, PC_LOG_WARN,
+           "pcache: %s: repaired bucket %" PRIu64 " after a dead writer "
+           "(%u slots kept, %u dropped)",
+           coll->shm->name, idx, k, dropped);
+}
+
+int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx)
+{
+    int rc = pc_lock_word(coll->c, &b->lock);
+    if (PC_UNLIKELY(rc == PC_LOCK_RECOVERED))
+        pc_bucket_repair(coll, b, idx);
+    return 0;
+}
+
+void pc_bucket_unlock(struct pc_bucket_shm *b)
+{
+    pc_unlock_word(&b->lock);
+}
+
+/* Locks the bucket hash h routes to, re-checking the route under the lock:
+ * while we hold it nobody can split it (I6), so the mapping is stable. */
+struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx)
+{
+    unsigned l2 = coll->shm->log2_initial;
+    for (;;) {
+        uint64_t i = pc_route_index(pc_route_load(coll->shm), l2, h);
+        struct pc_bucket_shm *b = pc_bucket_at(coll, i);
+        pc_bucket_lock(coll, b, i);
+        if (pc_route_index(pc_route_load(coll->shm), l2, h) == i) {
+            *idx = i;
+            return b;
+        }
+        pc_bucket_unlock(b);
+    }
+}
+
+bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen)
+{
+    size_t room = pc_class_bytes(c, r->cls);
+    room = room > PC_REC_HDR ? room - PC_REC_HDR : 0;
+    return r->klen == klen && klen <= room && memcmp(r->data, key, klen) == 0;
+}
+
+/* ---- the read path ------------------------------------------------------ */
+
+/* What a read copies out. Filled speculatively; valid only once the
+ * bracket it was read in proves stable (or under the lock). */
+struct pc_rd {
+    void *buf;  /* caller's buffer or NULL (probe) */
+    size_t cap; /* its capacity */
+    size_t vlen;
+    uint8_t flags;
+    int64_t expires;
+    int64_t counter;
+};
+
+/* Copies rec's value into rd with every length clamped: a torn klen/vlen
+ * can shrink what is copied but never push it past the cell (the clamp is
+ * subtractive, so it cannot wrap). The one copy routine of every read. */
+static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen,
+                        struct pc_rd *rd)
+{
+    size_t room = pc_class_bytes(c, r->cls);
+    if (room <= PC_REC_HDR)
+        return false;
+    room -= PC_REC_HDR;
+    size_t kl = r->klen;
+    if (kl != klen || kl > room || memcmp(r->data, key, klen) != 0)
+        return false;
+    size_t vroom = room - kl;
+    size_t vl = r->vlen;
+    if (vl > vroom)
+        vl = vroom;
+    rd->flags = r->flags;
+    rd->expires = atomic_load_explicit(&((struct pc_rec_shm *)r)->expires, memory_order_relaxed);
+    rd->vlen = vl;
+    if (rd->flags & PC_RF_COUNTER) {
+        rd->counter = 0;
+        memcpy(&rd->counter, r->data + kl, vl < 8 ? vl : 8);
+    } else if (rd->buf != NULL && vl <= rd->cap) {
+        memcpy(rd->buf, r->data + kl, vl);
+    }
+    return true;
+}
+
+enum { PC_RD_MISS = 0, PC_RD_HIT = 1, PC_RD_RETRY = 2 };
+
+/* Scans one bucket. With locked=false this is the optimistic attempt and
+ * may return PC_RD_RETRY; *v gets the version it was read under and *ovf
+ * whether the bucket points at overflow. */
+static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, const void *key,
+                          size_t klen, struct pc_rd *rd, bool locked, uint32_t *v, bool *ovf)
+{
+    const pc_cache *c = coll->c;
+    uint32_t v1 = atomic_load_explicit(&b->version, memory_order_acquire);
+    if (!locked && (v1 & 1))
+        return PC_RD_RETRY;
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    unsigned n = used & PC_USED_MASK;
+    if (n > PC_SLOTS)
+        n = PC_SLOTS;
+    int res = PC_RD_MISS;
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != tag)
+            continue;
+        pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
+        const struct pc_rec_shm *r = pc_cell(c, off);
+        if (r != NULL && pc_copy_out(c, r, key, klen, rd)) {
+            res = PC_RD_HIT;
+            break;
+        }
+    }
+    if (!locked) {
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&b->version, memory_order_relaxed) != v1)
+            return PC_RD_RETRY;
+    }
+    *v = v1;
+    *ovf = (used & PC_USED_OVF) != 0;
+    return res;
+}
+
+static int pc_chain_read(pc_coll *coll, uint64_t h, const void *key, size_t klen, struct pc_rd *rd)
+{
+    struct pc_chain_shm *ch = pc_chain_for(coll, h);
+    pc_chain_lock(coll, ch);
+    pc_off prev;
+    pc_off node = pc_chain_find(coll, ch, key, klen, &prev);
+    int res = PC_RD_MISS;
+    if (node != 0) {
+        const struct pc_ovf_node_shm *n = pc_cell(coll->c, node);
+        const struct pc_rec_shm *r = pc_cell(coll->c, n->rec);
+        if (r != NULL && pc_copy_out(coll->c, r, key, klen, rd))
+            res = PC_RD_HIT;
+    }
+    pc_chain_unlock(ch);
+    return res;
+}
+
+/* The shared lookup of get, get_buf, probe and get_counter. Returns 0 on a
+ * live hit (rd filled), PC_ENOTFOUND otherwise. */
+static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *rd)
+{
+    const struct pc_coll_shm *cs = coll->shm;
+    uint64_t h = pc_hash(key, klen);
+    uint8_t tag = pc_tag_of(h);
+    unsigned l2 = cs->log2_initial;
+    int res = PC_RD_RETRY;
+    unsigned retries = 0;
+    for (int attempt = 0; attempt < PC_READ_RETRIES && res == PC_RD_RETRY; attempt++) {
+        uint64_t route = pc_route_load(cs);
+        uint64_t idx = pc_route_index(route, l2, h);
+        struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
+        uint32_t v;
+        bool ovf;
+        res = pc_bucket_read(coll, b, tag, key, klen, rd, false, &v, &ovf);
+        if (res == PC_RD_MISS && ovf)
+            res = pc_chain_read(coll, h, key, klen, rd);
+        if (res == PC_RD_MISS && (pc_route_load(cs) != route ||
+                                  atomic_load_explicit(&b->version, memory_order_acquire) != v))
+            res = PC_RD_RETRY; /* a split or a drain may have moved the key */
+        if (res == PC_RD_RETRY) {
+            retries++;
+            pc_cpu_relax();
+        }
+    }
+    if (res == PC_RD_RETRY) { /* fallback: read under the bucket lock */
+        uint64_t idx;
+        struct pc_bucket_shm *b = pc_lock_route(coll, h, &idx);
+        uint32_t v;
+        bool ovf;
+        res = pc_bucket_read(coll, b, tag, key, klen, rd, true, &v, &ovf);
+        if (res == PC_RD_MISS && ovf)
+            res = pc_chain_read(coll, h, key, klen, rd);
+        pc_bucket_unlock(b);
+        PC_STAT_ADD(coll, fallbacks, 1);
+    }
+    if (retries)
+        PC_STAT_ADD(coll, retries, retries);
+    PC_STAT_ADD(coll, reads, 1);
+    if (res == PC_RD_HIT && (rd->expires == 0 || rd->expires > pc_now_ms())) {
+        PC_STAT_ADD(coll, hits, 1);
+        return 0;
+    }
+    PC_STAT_ADD(coll, misses, 1);
+    return PC_ENOTFOUND;
+}
+
+static int pc_check_key(const pc_coll *coll, const void *key, size_t klen)
+{
+    if (coll == NULL || (key == NULL && klen > 0))
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX)
+        return PC_ETOOBIG;
+    return 0;
+}
+
+static void pc_fill_meta(const struct pc_rd *rd, size_t vlen, pc_meta *meta)
+{
+    if (meta == NULL)
+        return;
+    if (rd->expires == 0) {
+        meta->ttl_ms = -1;
+    } else {
+        int64_t left = rd->expires - pc_now_ms();
+        meta->ttl_ms = left > 0 ? left : 0;
+    }
+    meta->is_counter = (rd->flags & PC_RF_COUNTER) != 0;
+    meta->vlen = vlen;
+}
+
+int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
+               size_t *needed, pc_meta *meta)
+{
+    if (vlen != NULL)
+        *vlen = 0;
+    if (needed != NULL)
+        *needed = 0;
+    int rc = pc_check_key(coll, key, klen);
+    if (rc != 0 || vlen == NULL || (buf == NULL && cap > 0))
+        return rc != 0 ? rc : PC_EINVAL;
+    if ((rc = pc_enter(coll->c)) != 0)
+        return rc;
+    struct pc_rd rd = {.buf = buf, .cap = cap};
+    rc = pc_lookup(coll, key, klen, &rd);
+    if (rc != 0)
+        return rc;
+    size_t out = rd.vlen;
+    if (rd.flags & PC_RF_COUNTER) {
+        char num[24];
+        int n = snprintf(num, sizeof num, "%" PRId64, rd.counter);
+        out = (size_t)n;
+        if (out <= cap)
+            memcpy(buf, num, out);
+    }
+    if (out > cap) {
+        if (needed != NULL)
+            *needed = out;
+        return PC_ETOOSMALL;
+    }
+    *vlen = out;
+    pc_fill_meta(&rd, out, meta);
+    return 0;
+}
+
+int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen, pc_meta *meta)
+{
+    if (val == NULL || vlen == NULL)
+        return PC_EINVAL;
+    char stackbuf[512];
+    size_t got = 0, need = 0;
+    int rc = pc_get_buf(coll, key, klen, stackbuf, sizeof stackbuf, &got, &need, meta);
+    if (rc == 0) {
+        char *p = malloc(got + 1);
+        if (p == NULL)
+            return PC_ESYS;
+        memcpy(p, stackbuf, got);
+        p[got] = '\0';
+        *val = p;
+        *vlen = got;
+        return 0;
+    }
+    while (rc == PC_ETOOSMALL) { /* large value: read straight into the heap */
+        char *p = malloc(need + 1);
+        if (p == NULL)
+            return PC_ESYS;
+        size_t cap = need;
+        rc = pc_get_buf(coll, key, klen, p, cap, &got, &need, meta);
+        if (rc == 0) {
+            p[got] = '\0';
+            *val = p;
+            *vlen = got;
+            return 0;
+        }
+        free(p);
+    }
+    return rc;
+}
+
+int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)
+{
+    int rc = pc_check_key(coll, key, klen);
+    if (rc != 0)
+        return rc;
+    if ((rc = pc_enter(coll->c)) != 0)
+        return rc;
+    struct pc_rd rd = {0};
+    rc = pc_lookup(coll, key, klen, &rd);
+    if (rc == 0)
+        pc_fill_meta(&rd, rd.vlen, meta);
+    return rc;
+}
+
+/* Parses a whole decimal int64 (optional sign, no spaces). */
+int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out)
+{
+    char tmp[24];
+    if (n == 0 || n >= sizeof tmp)
+        return PC_ENOTNUM;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    if (!(tmp[0] == '-' || (tmp[0] >= '0' && tmp[0] <= '9')))
+        return PC_ENOTNUM;
+    char *end;
+    errno = 0;
+    long long v = strtoll(tmp, &end, 10);
+    if (*end != '\0' || end == tmp)
+        return PC_ENOTNUM;
+    if (errno == ERANGE)
+        return PC_ERANGE;
+    *out = v;
+    return 0;
+}
+
+int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out)
+{
+    int rc = pc_check_key(coll, key, klen);
+    if (rc != 0 || out == NULL)
+        return rc != 0 ? rc : PC_EINVAL;
+    if ((rc = pc_enter(coll->c)) != 0)
+        return rc;
+    unsigned char buf[24];
+    struct pc_rd rd = {.buf = buf, .cap = sizeof buf};
+    rc = pc_lookup(coll, key, klen, &rd);
+    if (rc != 0)
+        return rc;
+    if (rd.flags & PC_RF_COUNTER) {
+        *out = rd.counter;
+        return 0;
+    }
+    if (rd.vlen > sizeof buf)
+        return PC_ENOTNUM;
+    return pc_parse_i64(buf, rd.vlen, out);
+}

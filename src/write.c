@@ -1,0 +1,522 @@
+/*
+ * write.c - the write protocol: set, remove, add/sub, expire.
+ *
+ * Every write builds what it needs (a record, an overflow node) before it
+ * takes the bucket lock and frees what it replaced after releasing it (I5).
+ * When the locked state turns out to need something not built yet - a full
+ * bucket needing an overflow node, a string needing a counter record - the
+ * write unlocks, allocates and starts over. Changes visible to lock-free
+ * readers happen inside a version bracket (I3), except the TTL-only refresh:
+ * a set whose value is byte-identical to a live string stores the new expiry
+ * with one atomic store and leaves the version alone.
+ */
+#include "pc_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Where a key was found, under the bucket lock. */
+struct pc_loc {
+    struct pc_bucket_shm *b;
+    uint64_t idx;
+    struct pc_chain_shm *ch; /* locked when not NULL */
+    int where;               /* 0 absent, 1 bucket slot, 2 chain node */
+    unsigned slot;
+    pc_off node, prev;
+    pc_off rec_off;
+    struct pc_rec_shm *rec;
+    bool live;
+};
+
+static uint8_t pc_tag(uint64_t h)
+{
+    return (uint8_t)(h >> 56);
+}
+
+static unsigned pc_used(const struct pc_bucket_shm *b)
+{
+    return atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
+}
+
+/* Locks key's bucket and finds the key. When the bucket points at
+ * overflow and the key is not in the bucket, the chain is left locked in
+ * loc->ch so the caller can insert there without a second lookup. */
+static void pc_locate(pc_coll *coll, uint64_t h, const void *key, size_t klen, int64_t now,
+                      struct pc_loc *loc)
+{
+    pc_cache *c = coll->c;
+    memset(loc, 0, sizeof *loc);
+    loc->b = pc_lock_route(coll, h, &loc->idx);
+    struct pc_bucket_shm *b = loc->b;
+    uint8_t tag = pc_tag(h);
+    unsigned n = pc_used(b);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != tag)
+            continue;
+        pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
+        struct pc_rec_shm *r = pc_cell(c, off);
+        if (r != NULL && pc_rec_key_eq(c, r, key, klen)) {
+            loc->where = 1;
+            loc->slot = i;
+            loc->rec_off = off;
+            loc->rec = r;
+            break;
+        }
+    }
+    if (loc->where == 0 && (atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF)) {
+        loc->ch = pc_chain_for(coll, h);
+        pc_chain_lock(coll, loc->ch);
+        loc->node = pc_chain_find(coll, loc->ch, key, klen, &loc->prev);
+        if (loc->node != 0) {
+            struct pc_ovf_node_shm *nd = pc_cell(c, loc->node);
+            loc->where = 2;
+            loc->rec_off = nd->rec;
+            loc->rec = pc_cell(c, nd->rec);
+        }
+    }
+    if (loc->rec != NULL) {
+        int64_t e = atomic_load_explicit(&loc->rec->expires, memory_order_relaxed);
+        loc->live = e == 0 || e > now;
+    }
+}
+
+static void pc_release(struct pc_loc *loc)
+{
+    if (loc->ch != NULL)
+        pc_chain_unlock(loc->ch);
+    pc_bucket_unlock(loc->b);
+}
+
+/* Lowers the expiry hint covering loc's key so the sweep will look. */
+static void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires)
+{
+    uint32_t nh = pc_hint_of(expires);
+    if (nh == 0)
+        return;
+    if (loc->where == 2) {
+        if (loc->ch->hint == 0 || nh < loc->ch->hint)
+            loc->ch->hint = nh;
+        return;
+    }
+    _Atomic uint32_t *hp = pc_hint_at(coll, loc->idx);
+    uint32_t cur = atomic_load_explicit(hp, memory_order_relaxed);
+    if (cur == 0 || nh < cur)
+        atomic_store_explicit(hp, nh, memory_order_relaxed);
+}
+
+/* Replaces the found record with rec_off: bracketed in a bucket slot; a
+ * chain node is only read under the chain lock, which we hold. */
+static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
+{
+    if (loc->where == 1) {
+        pc_wbegin(loc->b);
+        atomic_store_explicit(&loc->b->slot[loc->slot], rec_off, memory_order_relaxed);
+        pc_wend(loc->b);
+    } else {
+        struct pc_ovf_node_shm *nd = pc_cell(c, loc->node);
+        nd->rec = rec_off;
+    }
+}
+
+/* Inserts a new key: into the bucket when it has a free slot, else into
+ * the chain using the prebuilt node. Returns false when a node is needed
+ * but none was built (the caller unlocks, allocates, retries). */
+static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
+                      int64_t expires, pc_off *node)
+{
+    struct pc_bucket_shm *b = loc->b;
+    unsigned n = pc_used(b);
+    if (n < PC_SLOTS) {
+        uint8_t ovf = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF;
+        pc_wbegin(b);
+        atomic_store_explicit(&b->slot[n], rec_off, memory_order_relaxed);
+        atomic_store_explicit(&b->tags[n], pc_tag(h), memory_order_relaxed);
+        atomic_store_explicit(&b->used, (uint8_t)((n + 1) | ovf), memory_order_relaxed);
+        pc_wend(b);
+        loc->where = 0; /* the bucket's hint covers the new slot */
+        pc_hint_lower(coll, loc, expires);
+    } else {
+        if (*node == 0)
+            return false;
+        if (loc->ch == NULL) {
+            loc->ch = pc_chain_for(coll, h);
+            pc_chain_lock(coll, loc->ch);
+        }
+        pc_chain_push(coll, loc->ch, *node, rec_off, h, expires);
+        *node = 0;
+        if (!(atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF)) {
+            pc_wbegin(b);
+            atomic_store_explicit(&b->used, (uint8_t)(n | PC_USED_OVF), memory_order_relaxed);
+            pc_wend(b);
+        }
+    }
+    PC_STAT_ADD(coll, inserted, 1);
+    return true;
+}
+
+/* Removes the found key from where it lives; the record is freed by the
+ * caller after unlocking. */
+static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_node)
+{
+    struct pc_bucket_shm *b = loc->b;
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    if (loc->where == 1) {
+        unsigned n = used & PC_USED_MASK, last = n - 1;
+        pc_wbegin(b);
+        atomic_store_explicit(&b->slot[loc->slot],
+                              atomic_load_explicit(&b->slot[last], memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&b->tags[loc->slot],
+                              atomic_load_explicit(&b->tags[last], memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&b->slot[last], 0, memory_order_relaxed);
+        atomic_store_explicit(&b->used, (uint8_t)((used & PC_USED_OVF) | last),
+                              memory_order_relaxed);
+        pc_wend(b);
+    } else {
+        pc_chain_unlink(coll, loc->ch, loc->prev, loc->node);
+        *freed_node = loc->node;
+        pc_chain_unlock(loc->ch); /* the scan below locks chains one by one */
+        loc->ch = NULL;
+        if (!pc_bucket_has_overflow(coll, pc_route_load(coll->shm), loc->idx)) {
+            pc_wbegin(b);
+            atomic_store_explicit(&b->used, (uint8_t)(used & PC_USED_MASK), memory_order_relaxed);
+            pc_wend(b);
+        }
+    }
+    PC_STAT_ADD(coll, deleted, 1);
+}
+
+static int pc_check_kv(const pc_coll *coll, const void *key, size_t klen, const void *val,
+                       size_t vlen)
+{
+    if (coll == NULL || (key == NULL && klen > 0) || (val == NULL && vlen > 0))
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX || vlen > PC_VALUE_MAX)
+        return PC_ETOOBIG;
+    return 0;
+}
+
+static int64_t pc_deadline(int64_t now, int64_t ttl_ms)
+{
+    if (ttl_ms <= 0)
+        return 0;
+    if (ttl_ms > INT64_MAX - now)
+        return INT64_MAX;
+    return now + ttl_ms;
+}
+
+/* Lock-free prediction that a set would only refresh the TTL: the stored
+ * record is a live string with the same bytes. Confirmed under the lock. */
+static bool pc_predict_identical(pc_coll *coll, uint64_t h, const void *key, size_t klen,
+                                 const void *val, size_t vlen)
+{
+    pc_cache *c = coll->c;
+    uint64_t idx = pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h);
+    struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
+    uint32_t v1 = atomic_load_explicit(&b->version, memory_order_acquire);
+    if (v1 & 1)
+        return false;
+    unsigned n = pc_used(b);
+    bool same = false;
+    for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
+        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != pc_tag(h))
+            continue;
+        struct pc_rec_shm *r = pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
+        if (r == NULL || !pc_rec_key_eq(c, r, key, klen))
+            continue;
+        size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
+        same = r->flags == 0 && r->vlen == vlen && vlen <= room &&
+               memcmp(r->data + klen, val, vlen) == 0;
+        break;
+    }
+    atomic_thread_fence(memory_order_acquire);
+    return same && atomic_load_explicit(&b->version, memory_order_relaxed) == v1;
+}
+
+/* The TTL-only refresh under the lock. Returns true when it applied. The
+ * flags must be those of a plain string: a counter whose int64 bytes happen
+ * to equal the new string is NOT identical (seed 000 review bug 2). */
+static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, const void *val,
+                              size_t vlen, int64_t expires, unsigned flags)
+{
+    struct pc_rec_shm *r = loc->rec;
+    if (loc->where == 0 || !loc->live || r->flags != 0 || r->vlen != vlen ||
+        memcmp(r->data + klen, val, vlen) != 0)
+        return false;
+    if (!(flags & PC_SET_KEEPTTL)) {
+        atomic_store_explicit(&r->expires, expires, memory_order_relaxed);
+        pc_hint_lower(coll, loc, expires);
+    }
+    return true;
+}
+
+static void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const void *val,
+                        size_t vlen, uint8_t flags, int64_t expires)
+{
+    struct pc_rec_shm *r = pc_cell(c, off);
+    /* r->cls is the cell's class: never written (I2) */
+    r->flags = flags;
+    r->klen = (uint16_t)klen;
+    r->vlen = (uint32_t)vlen;
+    atomic_store_explicit(&r->expires, expires, memory_order_relaxed);
+    if (klen)
+        memcpy(r->data, key, klen);
+    if (vlen)
+        memcpy(r->data + klen, val, vlen);
+}
+
+static void pc_nomem(pc_coll *coll, size_t bytes)
+{
+    PC_STAT_ADD(coll, nomem, 1);
+    pc_log(coll->c, PC_LOG_DEBUG, "pcache: %s: arena full, dropped a write of %zu bytes",
+           coll->shm->name, bytes);
+}
+
+int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
+           int64_t ttl_ms, unsigned flags)
+{
+    int rc = pc_check_kv(coll, key, klen, val, vlen);
+    if (rc != 0)
+        return rc;
+    if ((flags & ~(PC_SET_NX | PC_SET_XX | PC_SET_KEEPTTL)) != 0 ||
+        (flags & (PC_SET_NX | PC_SET_XX)) == (PC_SET_NX | PC_SET_XX) || ttl_ms < 0)
+        return PC_EINVAL;
+    pc_cache *c = coll->c;
+    if ((rc = pc_enter(c)) != 0)
+        return rc;
+    uint64_t h = pc_hash(key, klen);
+    int64_t now = pc_now_ms();
+    int64_t expires = pc_deadline(now, ttl_ms);
+    struct pc_loc loc;
+
+    if (!(flags & PC_SET_NX) && pc_predict_identical(coll, h, key, klen, val, vlen)) {
+        pc_locate(coll, h, key, klen, now, &loc);
+        bool done = pc_refresh_locked(coll, &loc, klen, val, vlen, expires, flags);
+        pc_release(&loc);
+        if (done) {
+            PC_STAT_ADD(coll, stores, 1);
+            return 0;
+        }
+    }
+
+    /* at least one byte past the header, so a record never shares the
+     * 16-byte class of overflow nodes (a record cell always has room) */
+    size_t bytes = PC_REC_HDR + klen + vlen;
+    if (bytes <= PC_REC_HDR)
+        bytes = PC_REC_HDR + 1;
+    pc_off rec = pc_alloc(c, bytes), node = 0, old = 0;
+    if (rec == 0) {
+        pc_nomem(coll, bytes);
+        return PC_ENOMEM;
+    }
+    pc_fill_rec(c, rec, key, klen, val, vlen, 0, expires);
+    for (;;) {
+        pc_locate(coll, h, key, klen, now, &loc);
+        if ((flags & PC_SET_NX) && loc.live) {
+            rc = PC_EEXIST;
+        } else if ((flags & PC_SET_XX) && !loc.live) {
+            rc = PC_ENOTFOUND;
+        } else if (loc.where != 0) {
+            if ((flags & PC_SET_KEEPTTL) && loc.live) {
+                int64_t e = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
+                atomic_store_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires, e,
+                                      memory_order_relaxed);
+            }
+            pc_replace(c, &loc, rec);
+            pc_hint_lower(coll, &loc,
+                          atomic_load_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires,
+                                               memory_order_relaxed));
+            old = loc.rec_off;
+            rec = 0;
+        } else if (pc_insert(coll, &loc, h, rec, expires, &node)) {
+            rec = 0;
+        } else {
+            pc_release(&loc);
+            node = pc_alloc(c, sizeof(struct pc_ovf_node_shm));
+            if (node == 0) {
+                pc_free(c, rec);
+                pc_nomem(coll, sizeof(struct pc_ovf_node_shm));
+                return PC_ENOMEM;
+            }
+            continue;
+        }
+        pc_release(&loc);
+        break;
+    }
+    if (rc == 0)
+        PC_STAT_ADD(coll, stores, 1);
+    if (old != 0) {
+        pc_free(c, old);
+        PC_STAT_ADD(coll, destroyed, 1);
+    }
+    if (rec != 0)
+        pc_free(c, rec);
+    if (node != 0)
+        pc_free(c, node);
+    return rc;
+}
+
+int pc_remove(pc_coll *coll, const void *key, size_t klen)
+{
+    if (coll == NULL || (key == NULL && klen > 0))
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX)
+        return PC_ETOOBIG;
+    pc_cache *c = coll->c;
+    int rc = pc_enter(c);
+    if (rc != 0)
+        return rc;
+    uint64_t h = pc_hash(key, klen);
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, pc_now_ms(), &loc);
+    pc_off old = 0, old_node = 0;
+    bool live = loc.live;
+    if (loc.where != 0) {
+        old = loc.rec_off;
+        pc_unlink_found(coll, &loc, &old_node);
+    }
+    pc_release(&loc);
+    if (old != 0) {
+        pc_free(c, old);
+        PC_STAT_ADD(coll, destroyed, 1);
+    }
+    if (old_node != 0)
+        pc_free(c, old_node);
+    if (!live)
+        return PC_ENOTFOUND;
+    PC_STAT_ADD(coll, removes, 1);
+    return 0;
+}
+
+int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
+           int64_t *result)
+{
+    if (coll == NULL || (key == NULL && klen > 0) || ttl_ms < 0)
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX)
+        return PC_ETOOBIG;
+    pc_cache *c = coll->c;
+    int rc = pc_enter(c);
+    if (rc != 0)
+        return rc;
+    uint64_t h = pc_hash(key, klen);
+    int64_t now = pc_now_ms();
+    pc_off rec = 0, node = 0, old = 0;
+    int64_t value = 0;
+    struct pc_loc loc;
+    for (;;) {
+        rc = 0;
+        pc_locate(coll, h, key, klen, now, &loc);
+        struct pc_rec_shm *r = loc.rec;
+        if (loc.where != 0 && (r->flags & PC_RF_COUNTER) && r->vlen == 8) {
+            /* in place: a live counter continues, an expired one restarts */
+            int64_t cur = 0;
+            if (loc.live)
+                memcpy(&cur, r->data + klen, 8);
+            if (__builtin_add_overflow(cur, delta, &value)) {
+                rc = PC_ERANGE;
+            } else {
+                int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
+                            : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
+                                       : 0;
+                if (loc.where == 1)
+                    pc_wbegin(loc.b);
+                memcpy(r->data + klen, &value, 8);
+                atomic_store_explicit(&r->expires, e, memory_order_relaxed);
+                if (loc.where == 1)
+                    pc_wend(loc.b);
+                pc_hint_lower(coll, &loc, e);
+            }
+            pc_release(&loc);
+            break;
+        }
+        int64_t base = 0;
+        if (loc.where != 0 && loc.live) {
+            size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
+            rc = pc_parse_i64(r->data + klen, r->vlen <= room ? r->vlen : room, &base);
+        }
+        if (rc == 0 && __builtin_add_overflow(base, delta, &value))
+            rc = PC_ERANGE;
+        if (rc != 0) {
+            pc_release(&loc);
+            break;
+        }
+        if (rec == 0) {
+            pc_release(&loc);
+            if ((rec = pc_alloc(c, PC_REC_HDR + klen + 8)) == 0) {
+                pc_nomem(coll, PC_REC_HDR + klen + 8);
+                rc = PC_ENOMEM;
+                break;
+            }
+            continue;
+        }
+        int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
+                    : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
+                               : 0;
+        pc_fill_rec(c, rec, key, klen, &value, 8, PC_RF_COUNTER, e);
+        if (loc.where != 0) {
+            pc_replace(c, &loc, rec);
+            old = loc.rec_off;
+            pc_hint_lower(coll, &loc, e);
+        } else if (!pc_insert(coll, &loc, h, rec, e, &node)) {
+            pc_release(&loc);
+            if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0) {
+                pc_nomem(coll, sizeof(struct pc_ovf_node_shm));
+                rc = PC_ENOMEM;
+                break;
+            }
+            continue;
+        }
+        rec = 0;
+        pc_release(&loc);
+        break;
+    }
+    if (rc == 0) {
+        PC_STAT_ADD(coll, stores, 1);
+        if (result != NULL)
+            *result = value;
+    }
+    if (old != 0) {
+        pc_free(c, old);
+        PC_STAT_ADD(coll, destroyed, 1);
+    }
+    if (rec != 0)
+        pc_free(c, rec);
+    if (node != 0)
+        pc_free(c, node);
+    return rc;
+}
+
+int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
+           int64_t *result)
+{
+    if (delta == INT64_MIN)
+        return PC_ERANGE;
+    return pc_add(coll, key, klen, -delta, ttl_ms, result);
+}
+
+int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
+{
+    if (coll == NULL || (key == NULL && klen > 0) || ttl_ms < 0)
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX)
+        return PC_ETOOBIG;
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    uint64_t h = pc_hash(key, klen);
+    int64_t now = pc_now_ms();
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, now, &loc);
+    rc = PC_ENOTFOUND;
+    if (loc.where != 0 && loc.live) {
+        int64_t e = pc_deadline(now, ttl_ms);
+        atomic_store_explicit(&loc.rec->expires, e, memory_order_relaxed); /* versionless */
+        pc_hint_lower(coll, &loc, e);
+        rc = 0;
+    }
+    pc_release(&loc);
+    return rc;
+}

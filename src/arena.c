@@ -90,6 +90,20 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
     return 0;
 }
 
+/* Takes a pool's lock. If its holder died mid-push or mid-pop the list may
+ * be inconsistent (a cell reachable twice would be handed out twice), so the
+ * pool is emptied: its cells leak, which is logged, and nothing is shared. */
+static void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
+{
+    if (pc_lock_word(c, &pool->lock) == PC_LOCK_RECOVERED) {
+        pc_log(c, PC_LOG_WARN,
+               "pcache: free pool of class %u abandoned by a dead process: %llu cells leaked",
+               cls, (unsigned long long)pool->count);
+        pool->head = 0;
+        pool->count = 0;
+    }
+}
+
 /* Moves up to PC_BATCH cells from the global pool to the private stack. */
 static unsigned pc_pool_take(pc_cache *c, unsigned cls)
 {
@@ -98,7 +112,7 @@ static unsigned pc_pool_take(pc_cache *c, unsigned cls)
         return 0;
     struct pc_local_class *L = &c->cls[cls];
     unsigned n = 0;
-    pc_lock_word(c, &pool->lock); /* a dead holder leaves at worst a short list */
+    pc_pool_lock(c, pool, cls);
     while (n < PC_BATCH && pool->head != 0) {
         struct pc_free_shm *f = pc_cell(c, pool->head);
         if (f == NULL)
@@ -119,7 +133,7 @@ static void pc_pool_give(pc_cache *c, unsigned cls, unsigned n)
 {
     struct pc_pool_shm *pool = &c->hdr->pool[cls];
     struct pc_local_class *L = &c->cls[cls];
-    pc_lock_word(c, &pool->lock);
+    pc_pool_lock(c, pool, cls);
     while (n-- > 0 && L->free_head != 0) {
         struct pc_free_shm *f = pc_cell(c, L->free_head);
         pc_off next = f->next;

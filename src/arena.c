@@ -97,8 +97,8 @@ static void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
 {
     if (pc_lock_word(c, &pool->lock) == PC_LOCK_RECOVERED) {
         pc_log(c, PC_LOG_WARN,
-               "pcache: free pool of class %u abandoned by a dead process: %llu cells leaked",
-               cls, (unsigned long long)pool->count);
+               "pcache: free pool of class %u abandoned by a dead process: %llu cells leaked", cls,
+               (unsigned long long)pool->count);
         pool->head = 0;
         pool->count = 0;
     }

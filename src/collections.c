@@ -92,37 +92,40 @@ static int pc_parse_item(const pc_cache *c, const char *s, const char *e, struct
 int pc_collections_parse(const pc_cache *c, const char *spec, struct pc_coll_decl *out, unsigned *n)
 {
     unsigned k = 0;
-    if (spec == NULL || spec[strspn(spec, " \t;")] == '\0') {
+    if (spec == NULL || spec[strspn(spec, " \t")] == '\0') {
         strcpy(out[0].name, "default");
         out[0].log2 = PC_LOG2_DEFAULT;
         *n = 1;
         return 0;
     }
     const char *s = spec;
-    while (*s != '\0') {
+    for (;;) {
         const char *e = strchr(s, ';');
         if (e == NULL)
             e = s + strlen(s);
         const char *te;
         const char *ts = pc_trim(s, e, &te);
-        if (ts < te) {
-            if (k == PC_MAX_COLLECTIONS) {
-                pc_log(c, PC_LOG_ERR, "pcache: more than %u collections declared",
-                       PC_MAX_COLLECTIONS);
+        if (ts == te) {
+            pc_log(c, PC_LOG_ERR, "pcache: collections '%s': empty item (a stray ';')", spec);
+            return PC_ECONFIG;
+        }
+        if (k == PC_MAX_COLLECTIONS) {
+            pc_log(c, PC_LOG_ERR, "pcache: more than %u collections declared", PC_MAX_COLLECTIONS);
+            return PC_ECONFIG;
+        }
+        int rc = pc_parse_item(c, ts, te, &out[k]);
+        if (rc != 0)
+            return rc;
+        for (unsigned i = 0; i < k; i++) {
+            if (strcmp(out[i].name, out[k].name) == 0) {
+                pc_log(c, PC_LOG_ERR, "pcache: collection '%s' declared twice", out[k].name);
                 return PC_ECONFIG;
             }
-            int rc = pc_parse_item(c, ts, te, &out[k]);
-            if (rc != 0)
-                return rc;
-            for (unsigned i = 0; i < k; i++) {
-                if (strcmp(out[i].name, out[k].name) == 0) {
-                    pc_log(c, PC_LOG_ERR, "pcache: collection '%s' declared twice", out[k].name);
-                    return PC_ECONFIG;
-                }
-            }
-            k++;
         }
-        s = *e == ';' ? e + 1 : e;
+        k++;
+        if (*e == '\0')
+            break;
+        s = e + 1;
     }
     *n = k;
     return 0;

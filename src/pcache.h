@@ -153,7 +153,8 @@ typedef struct pc_meta {
 /* Reads into the caller's buffer (no allocation). *vlen and *needed are
  * zeroed first. On a hit returns 0 and sets *vlen. When buf is too small
  * returns PC_ETOOSMALL and sets *needed to the size required (*vlen stays 0).
- * PC_ENOTFOUND on a miss. buf is caller-owned and private to this process;
+ * PC_ENOTFOUND on a miss. vlen and needed are required (PC_EINVAL when
+ * NULL). buf is caller-owned and private to this process;
  * its contents are undefined after any non-hit. meta may be NULL. Counters
  * are formatted as decimal. */
 int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,

@@ -77,7 +77,9 @@ static unsigned pc_sweep_chain(pc_coll *coll, struct pc_chain_shm *ch, int64_t n
     pc_cache *c = coll->c;
     pc_off nodes[PC_REAP_BATCH], recs[PC_REAP_BATCH];
     uint32_t hlos[PC_REAP_BATCH];
-    unsigned k = 0, reaped = 0;
+    unsigned k, reaped = 0;
+again:
+    k = 0;
     pc_chain_lock(coll, ch);
     for (pc_off off = ch->head; off != 0 && k < PC_REAP_BATCH;) {
         const struct pc_ovf_node_shm *n = pc_cell(c, off);
@@ -123,6 +125,8 @@ static unsigned pc_sweep_chain(pc_coll *coll, struct pc_chain_shm *ch, int64_t n
             reaped++;
         }
     }
+    if (k == PC_REAP_BATCH)
+        goto again; /* the batch was full: there may be more */
     /* recompute the chain's hint from what is left */
     pc_chain_lock(coll, ch);
     uint32_t hint = 0;

@@ -303,7 +303,7 @@ int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t ca
     if (needed != NULL)
         *needed = 0;
     int rc = pc_check_key(coll, key, klen);
-    if (rc != 0 || vlen == NULL || (buf == NULL && cap > 0))
+    if (rc != 0 || vlen == NULL || needed == NULL || (buf == NULL && cap > 0))
         return rc != 0 ? rc : PC_EINVAL;
     if ((rc = pc_enter(coll->c)) != 0)
         return rc;
@@ -320,8 +320,7 @@ int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t ca
             memcpy(buf, num, out);
     }
     if (out > cap) {
-        if (needed != NULL)
-            *needed = out;
+        *needed = out;
         return PC_ETOOSMALL;
     }
     *vlen = out;

@@ -390,8 +390,15 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     return 0;
 }
 
-int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
-           int64_t *result)
+/* cur + delta, or cur - delta when neg; false on int64 overflow. */
+static bool pc_apply(int64_t cur, int64_t delta, bool neg, int64_t *out)
+{
+    return neg ? !__builtin_sub_overflow(cur, delta, out)
+               : !__builtin_add_overflow(cur, delta, out);
+}
+
+static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta, bool neg,
+                     int64_t ttl_ms, int64_t *result)
 {
     if (coll == NULL || (key == NULL && klen > 0) || ttl_ms < 0)
         return PC_EINVAL;
@@ -415,7 +422,7 @@ int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
             int64_t cur = 0;
             if (loc.live)
                 memcpy(&cur, r->data + klen, 8);
-            if (__builtin_add_overflow(cur, delta, &value)) {
+            if (!pc_apply(cur, delta, neg, &value)) {
                 rc = PC_ERANGE;
             } else {
                 int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
@@ -437,7 +444,7 @@ int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
             size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
             rc = pc_parse_i64(r->data + klen, r->vlen <= room ? r->vlen : room, &base);
         }
-        if (rc == 0 && __builtin_add_overflow(base, delta, &value))
+        if (rc == 0 && !pc_apply(base, delta, neg, &value))
             rc = PC_ERANGE;
         if (rc != 0) {
             pc_release(&loc);
@@ -489,12 +496,16 @@ int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
     return rc;
 }
 
+int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
+           int64_t *result)
+{
+    return pc_addsub(coll, key, klen, delta, false, ttl_ms, result);
+}
+
 int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
            int64_t *result)
 {
-    if (delta == INT64_MIN)
-        return PC_ERANGE;
-    return pc_add(coll, key, klen, -delta, ttl_ms, result);
+    return pc_addsub(coll, key, klen, delta, true, ttl_ms, result);
 }
 
 int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)

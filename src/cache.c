@@ -10,7 +10,9 @@
  */
 #include "pc_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 void pc_config_init(pc_config *cfg)
 {
@@ -80,6 +82,8 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     c->log = cfg->log;
     c->log_ctx = cfg->log_ctx;
     c->log_level = cfg->log_level;
+    c->ev_fn = cfg->event_fn;
+    c->ev_ctx = cfg->event_ctx;
     struct pc_coll_decl decl[PC_MAX_COLLECTIONS];
     unsigned ndecl = 0;
     int rc = pc_collections_parse(c, cfg->collections, decl, &ndecl);
@@ -123,6 +127,24 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     c->ncoll = ndecl;
     pc_procs_init(h);
     c->epoch = atomic_load(&pc_fork_epoch);
+    atomic_store(&h->ev_mask, cfg->event_mask & ((1u << PC_EV_COUNT) - 1));
+    h->requested_huge_mb = cfg->hugepage_mb;
+    if (cfg->hugepage_mb > 0 && h->tier != PC_TIER_HUGETLB &&
+        pc_event_wanted(c, PC_EV_MEM_DEGRADED)) {
+        long over = -1;
+        FILE *f = fopen("/proc/sys/vm/nr_overcommit_hugepages", "r");
+        if (f != NULL) {
+            if (fscanf(f, "%ld", &over) != 1)
+                over = -1;
+            fclose(f);
+        }
+        pc_event ev = {.type = PC_EV_MEM_DEGRADED,
+                       .requested_mb = cfg->hugepage_mb,
+                       .tier = h->tier,
+                       .backing = pc_tier_name(h->tier),
+                       .overcommit_pages = over < 0 ? 0 : (uint64_t)over};
+        pc_event_raise_slow(c, &ev);
+    }
     *out = c;
     return 0;
 fail:
@@ -171,7 +193,17 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     for (unsigned i = 0; i < c->ncoll; i++) {
         pc_coll *coll = &c->coll[i];
         if (what & PC_MAINT_GROW) {
+            uint64_t before = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
             unsigned s = pc_grow(coll, budget);
+            if (s > 0 && pc_event_wanted(c, PC_EV_GROWN)) {
+                pc_event ev = {.type = PC_EV_GROWN,
+                               .collection = coll->shm->name,
+                               .prev_buckets = before,
+                               .buckets = before + s,
+                               .splits = s,
+                               .entries = pc_coll_entries(coll)};
+                pc_event_raise_slow(c, &ev);
+            }
             r.splits += s;
             budget = budget > s ? budget - s : 0;
             PC_STAT_ADD(coll, splits_done, s);
@@ -187,38 +219,102 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     return 0;
 }
 
+/* The cumulative counters, in the order of pc_coll_shm.base[]. */
+enum {
+    PC_B_HITS,
+    PC_B_MISSES,
+    PC_B_STORES,
+    PC_B_REMOVES,
+    PC_B_EXPIRED,
+    PC_B_DESTROYED,
+    PC_B_READS,
+    PC_B_RETRIES,
+    PC_B_FALLBACKS,
+    PC_B_NOMEM,
+    PC_B_COUNT
+};
+
+static void pc_sum_counters(pc_coll *coll, uint64_t *sum, uint64_t *ins, uint64_t *del,
+                            uint64_t *oin, uint64_t *oout)
+{
+    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    memset(sum, 0, PC_B_COUNT * sizeof *sum);
+    *ins = *del = *oin = *oout = 0;
+#define PC_SUM(f) atomic_load_explicit(&s[i].f, memory_order_relaxed)
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        sum[PC_B_HITS] += PC_SUM(hits);
+        sum[PC_B_MISSES] += PC_SUM(misses);
+        sum[PC_B_STORES] += PC_SUM(stores);
+        sum[PC_B_REMOVES] += PC_SUM(removes);
+        sum[PC_B_EXPIRED] += PC_SUM(expired);
+        sum[PC_B_DESTROYED] += PC_SUM(destroyed);
+        sum[PC_B_READS] += PC_SUM(reads);
+        sum[PC_B_RETRIES] += PC_SUM(retries);
+        sum[PC_B_FALLBACKS] += PC_SUM(fallbacks);
+        sum[PC_B_NOMEM] += PC_SUM(nomem);
+        *ins += PC_SUM(inserted);
+        *del += PC_SUM(deleted);
+        *oin += PC_SUM(ovf_in);
+        *oout += PC_SUM(ovf_out);
+    }
+#undef PC_SUM
+}
+
+_Static_assert(PC_B_COUNT <= sizeof(((struct pc_coll_shm *)0)->base) / sizeof(uint64_t),
+               "baseline holds every counter");
+
+int pc_stats_reset(pc_coll *coll)
+{
+    if (coll == NULL)
+        return PC_EINVAL;
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    uint64_t sum[PC_B_COUNT], ins, del, oin, oout;
+    pc_sum_counters(coll, sum, &ins, &del, &oin, &oout);
+    struct pc_coll_shm *cs = coll->shm;
+    pc_lock_word(coll->c, &cs->base_lock);
+    memcpy(cs->base, sum, sizeof sum);
+    cs->base_reset_at = (int64_t)time(NULL);
+    pc_unlock_word(&cs->base_lock);
+    return 0;
+}
+
 int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
 {
     if (coll == NULL || out == NULL)
         return PC_EINVAL;
-    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
-    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    uint64_t sum[PC_B_COUNT], base[PC_B_COUNT], ins, del, oin, oout;
+    pc_sum_counters(coll, sum, &ins, &del, &oin, &oout);
+    struct pc_coll_shm *cs = coll->shm;
+    pc_lock_word(coll->c, &cs->base_lock);
+    memcpy(base, cs->base, sizeof base);
+    int64_t reset_at = cs->base_reset_at;
+    pc_unlock_word(&cs->base_lock);
+    for (unsigned i = 0; i < PC_B_COUNT; i++) /* counters only grow; guard skew */
+        sum[i] = sum[i] >= base[i] ? sum[i] - base[i] : 0;
     pc_coll_stats st;
     memset(&st, 0, sizeof st);
-    uint64_t ins = 0, del = 0, oin = 0, oout = 0;
-#define PC_SUM(f) atomic_load_explicit(&s[i].f, memory_order_relaxed)
-    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
-        st.hits += PC_SUM(hits);
-        st.misses += PC_SUM(misses);
-        st.stores += PC_SUM(stores);
-        st.removes += PC_SUM(removes);
-        st.expired += PC_SUM(expired);
-        st.destroyed += PC_SUM(destroyed);
-        st.reads += PC_SUM(reads);
-        st.seqlock_retries += PC_SUM(retries);
-        st.lock_fallbacks += PC_SUM(fallbacks);
-        st.nomem += PC_SUM(nomem);
-        ins += PC_SUM(inserted);
-        del += PC_SUM(deleted);
-        oin += PC_SUM(ovf_in);
-        oout += PC_SUM(ovf_out);
-    }
-#undef PC_SUM
+    st.hits = sum[PC_B_HITS];
+    st.misses = sum[PC_B_MISSES];
+    st.stores = sum[PC_B_STORES];
+    st.removes = sum[PC_B_REMOVES];
+    st.expired = sum[PC_B_EXPIRED];
+    st.destroyed = sum[PC_B_DESTROYED];
+    st.reads = sum[PC_B_READS];
+    st.seqlock_retries = sum[PC_B_RETRIES];
+    st.lock_fallbacks = sum[PC_B_FALLBACKS];
+    st.nomem = sum[PC_B_NOMEM];
     st.entries = ins >= del ? ins - del : 0;
     st.overflow = oin >= oout ? oin - oout : 0;
-    st.buckets = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
-    st.splits = atomic_load(&coll->shm->splits);
-    st.log2_initial = coll->shm->log2_initial;
+    st.buckets = pc_route_buckets(pc_route_load(cs), cs->log2_initial);
+    st.splits = atomic_load(&cs->splits);
+    st.log2_initial = cs->log2_initial;
+    st.reset_at = reset_at;
     *out = st;
     return 0;
 }

@@ -120,10 +120,16 @@ struct pc_coll_shm {
      * [n0 << (j-1), n0 << j). Written before any route reaches them. */
     uint64_t seg_off[PC_MAX_SEGS];
     uint64_t hint_off[PC_MAX_SEGS];
-    uint64_t chains_off;          /* PC_CHAINS pc_chain_shm, immutable */
-    uint64_t stats_off;           /* PC_MAX_PROCS pc_stats_shm lines, immutable */
-    _Atomic uint64_t splits;      /* maintenance lock holder only */
-    _Atomic uint32_t grow_failed; /* set once when a segment could not be carved */
+    uint64_t chains_off;             /* PC_CHAINS pc_chain_shm, immutable */
+    uint64_t stats_off;              /* PC_MAX_PROCS pc_stats_shm lines, immutable */
+    _Atomic uint64_t splits;         /* maintenance lock holder only */
+    _Atomic uint32_t grow_failed;    /* set once when a segment could not be carved */
+    _Atomic uint32_t expired_events; /* opt-in for PC_EV_EXPIRED */
+    /* perf_stats_reset baseline: the summed counters at the last reset.
+     * Guarded by base_lock; readers take it too (rare, management only). */
+    _Atomic uint32_t base_lock;
+    int64_t base_reset_at;
+    uint64_t base[16];
 };
 
 /* Per-process, per-collection counters: written only by the process that
@@ -177,6 +183,8 @@ struct pc_header_shm {
     uint32_t class_size[PC_MAX_CLASSES]; /* immutable */
     uint64_t coll_off[PC_MAX_COLLECTIONS];
     _Atomic uint32_t maint_lock;
+    _Atomic uint32_t ev_mask;   /* subscribed event types: 1u << PC_EV_* */
+    uint64_t requested_huge_mb; /* for the mem_degraded event */
     _Atomic uint32_t token_gen;
     _Atomic uint32_t proc_hwm; /* highest slot index ever claimed */
     _Atomic uint64_t chunks, chunk_bytes, table_bytes;
@@ -217,6 +225,8 @@ struct pc_cache {
     pc_log_fn log;
     void *log_ctx;
     int log_level;
+    pc_event_fn ev_fn; /* this process's event handler */
+    void *ev_ctx;
 };
 
 /* ---- small inline helpers ----------------------------------------------- */
@@ -422,6 +432,14 @@ int pc_coll_carve_segment(pc_coll *coll, unsigned j);
 unsigned pc_grow(pc_coll *coll, unsigned budget);
 unsigned pc_sweep(pc_coll *coll, unsigned *probed);
 uint64_t pc_coll_entries(pc_coll *coll);
+
+/* ---- events.c -------------------------------------------------------------
+ * The cost with no subscriber: one relaxed load of the shared mask. */
+void pc_event_raise_slow(pc_cache *c, const pc_event *ev);
+static inline bool pc_event_wanted(const pc_cache *c, int type)
+{
+    return (atomic_load_explicit(&c->hdr->ev_mask, memory_order_relaxed) & (1u << type)) != 0;
+}
 
 /* ---- collections.c -------------------------------------------------------- */
 struct pc_coll_decl {

@@ -62,6 +62,10 @@ enum pc_log_level { PC_LOG_ERR = 0, PC_LOG_WARN = 1, PC_LOG_INFO = 2, PC_LOG_DEB
 /* msg is borrowed for the call; it carries no trailing newline. */
 typedef void (*pc_log_fn)(void *ctx, int level, const char *msg);
 
+struct pc_event;
+/* An event handler: ev is borrowed for the call. */
+typedef void (*pc_event_fn)(void *ctx, const struct pc_event *ev);
+
 /* ---- memory tiers (best first) ---------------------------------------- */
 enum pc_mem_tier {
     PC_TIER_HUGETLB = 1,  /* MAP_HUGETLB from the (overcommit) hugetlb pool */
@@ -84,7 +88,10 @@ typedef struct pc_config {
     unsigned growth_budget;      /* max bucket splits per pc_maintain call */
     pc_log_fn log;               /* NULL = silent */
     void *log_ctx;
-    int log_level; /* messages above this level are not formatted */
+    int log_level;        /* messages above this level are not formatted */
+    pc_event_fn event_fn; /* handler set at creation (sees mem_degraded) */
+    void *event_ctx;
+    unsigned event_mask; /* initial subscriptions: 1u << PC_EV_* */
 } pc_config;
 
 /* Fills *cfg with the defaults: collections "default", mem_mb 64,
@@ -217,6 +224,7 @@ typedef struct pc_coll_stats {
     uint64_t reads, seqlock_retries, lock_fallbacks, nomem;
     uint64_t splits;
     unsigned log2_initial; /* declared size after clamping */
+    int64_t reset_at;      /* wall-clock seconds of the last pc_stats_reset, 0 = never */
 } pc_coll_stats;
 int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out);
 
@@ -232,6 +240,100 @@ typedef struct pc_mem_stats {
     uint64_t table_bytes; /* bytes in bucket segments and hint arrays */
 } pc_mem_stats;
 int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out);
+
+/* ---- iteration: one lock-free walker ------------------------------------
+ * The walker visits buckets in ascending index order. Each bucket (with the
+ * overflow entries that route to it) is copied out under its seqlock, then
+ * the callback runs with no lock held, so it may call any operation of this
+ * header (glob delete calls pc_remove from it). Every entry present for the
+ * whole walk is visited at least once, even while the table grows: a split
+ * only moves keys to a higher bucket index. An entry may be visited twice. */
+typedef struct pc_entry { /* borrowed: valid during the callback only */
+    const void *key;
+    size_t klen;
+    const void *val; /* NULL unless PC_WALK_VALUES; counters as decimal */
+    size_t vlen;
+    int64_t ttl_ms; /* remaining milliseconds, -1 = never */
+    int is_counter;
+} pc_entry;
+/* Returns 0 to continue, anything else to stop the walk (that value is
+ * passed back by the walk). */
+typedef int (*pc_walk_fn)(void *ctx, const pc_entry *e);
+#define PC_WALK_VALUES 0x1u
+#define PC_GLOB_MAX 4096u /* bytes in a glob pattern */
+
+/* Shell glob over binary strings: '*' any run, '?' one byte, '[...]' a set
+ * ('!' or '^' negates, 'a-z' ranges), '\' escapes the next byte. Returns 1
+ * on a match, 0 otherwise. A malformed pattern (unterminated '[' or a
+ * trailing '\') matches its bytes literally where they cannot be read as
+ * syntax; pc_glob_check reports it. */
+int pc_glob_match(const void *pat, size_t plen, const void *s, size_t slen);
+/* 0 when pat is a well-formed glob, PC_EINVAL otherwise, PC_ETOOBIG past
+ * PC_GLOB_MAX. */
+int pc_glob_check(const void *pat, size_t plen);
+
+/* Visits up to max_buckets buckets starting at bucket index cursor, calling
+ * fn for each live entry whose key matches glob (NULL glob = all). *next
+ * receives the cursor to continue from, 0 when the walk is complete.
+ * PC_EINVAL for a cursor past the table's end. */
+int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *glob, size_t glen,
+            unsigned flags, pc_walk_fn fn, void *ctx, uint64_t *next);
+/* The whole collection: pc_scan from 0 until done. */
+int pc_walk(pc_coll *coll, const void *glob, size_t glen, unsigned flags, pc_walk_fn fn, void *ctx);
+/* Deletes every key matching glob; *count = keys deleted. */
+int pc_del_glob(pc_coll *coll, const void *glob, size_t glen, uint64_t *count);
+/* Re-arms the expiry of every live key matching glob (the versionless
+ * store); ttl_ms 0 = never expire. *count = keys updated. */
+int pc_ttl_glob(pc_coll *coll, const void *glob, size_t glen, int64_t ttl_ms, uint64_t *count);
+
+/* ---- statistics baseline ----------------------------------------------- */
+/* Records the current counters as the collection's baseline: later
+ * pc_coll_stats_get() counters (hits .. nomem) report the difference.
+ * Counters are never rewound; gauges (entries, buckets, overflow) are not
+ * affected. */
+int pc_stats_reset(pc_coll *coll);
+/* The hit rate of a stats snapshot (-1 when there were no reads) and a
+ * one-line note (static string) that follows the measured value. */
+const char *pc_hit_rate_note(const pc_coll_stats *st, double *rate);
+
+/* ---- events --------------------------------------------------------------
+ * Events are raised in the process that observes them (the sweep's process
+ * for expired, the writer for nomem, the maintenance process for grown) and
+ * handed to that process's handler. The subscription mask lives in shared
+ * memory: with no subscriber an event costs one shared read. None is raised
+ * on the get/set hit path. */
+enum pc_event_type {
+    PC_EV_EXPIRED = 0,      /* collection, key */
+    PC_EV_NOMEM = 1,        /* collection, key, size */
+    PC_EV_GROWN = 2,        /* collection, prev_buckets, buckets, splits, entries */
+    PC_EV_MEM_DEGRADED = 3, /* requested_mb, tier, backing, overcommit_pages */
+    PC_EV_SYNCED = 4,       /* collection, source_node */
+    PC_EV_COUNT = 5
+};
+typedef struct pc_event { /* borrowed: valid during the handler only */
+    int type;
+    const char *collection; /* NULL for mem_degraded */
+    const void *key;
+    size_t klen;
+    uint64_t size;
+    uint64_t prev_buckets, buckets, splits, entries;
+    uint64_t requested_mb;
+    int tier;
+    const char *backing; /* "hugetlb", "thp", "collapse", "4k" */
+    uint64_t overcommit_pages;
+    const char *source_node;
+} pc_event;
+/* Sets this process's handler (inherited by children forked later). */
+int pc_event_handler(pc_cache *c, pc_event_fn fn, void *ctx);
+/* Subscribes (on=1) or unsubscribes every process to an event type. */
+int pc_event_subscribe(pc_cache *c, int type, int on);
+/* Expired events are opt-in per collection. */
+int pc_event_expired(pc_coll *coll, int on);
+/* Raises synced (for the storage layer's sync). */
+void pc_event_synced(pc_coll *coll, const char *source_node);
+/* Name of an event type: "expired", "nomem", "grown", "mem_degraded",
+ * "synced". */
+const char *pc_event_name(int type);
 
 /* 64-bit hash used for keys (XXH3). Exposed for tests and tools. */
 uint64_t pc_hash(const void *key, size_t len);

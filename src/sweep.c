@@ -21,6 +21,18 @@ static uint32_t pc_rec_hint(pc_cache *c, pc_off off)
     return pc_hint_of(atomic_load_explicit(&r->expires, memory_order_relaxed));
 }
 
+/* Raises the expired event for an unlinked record (opt-in per collection). */
+static void pc_expired_event(pc_coll *coll, pc_off off)
+{
+    if (!pc_event_wanted(coll->c, PC_EV_EXPIRED) ||
+        !atomic_load_explicit(&coll->shm->expired_events, memory_order_relaxed))
+        return;
+    const struct pc_rec_shm *r = pc_cell(coll->c, off);
+    pc_event ev = {
+        .type = PC_EV_EXPIRED, .collection = coll->shm->name, .key = r->data, .klen = r->klen};
+    pc_event_raise_slow(coll->c, &ev);
+}
+
 /* Reaps one bucket under its lock; returns the number reclaimed. */
 static unsigned pc_sweep_bucket(pc_coll *coll, uint64_t idx, int64_t now)
 {
@@ -58,9 +70,11 @@ static unsigned pc_sweep_bucket(pc_coll *coll, uint64_t idx, int64_t now)
     }
     atomic_store_explicit(pc_hint_at(coll, idx), hint, memory_order_relaxed);
     pc_bucket_unlock(b);
-    /* frees after the unlock (I5); expired events will be raised here */
-    for (unsigned i = 0; i < nd; i++)
+    /* the records are ours now: raise events from them, then free (I5) */
+    for (unsigned i = 0; i < nd; i++) {
+        pc_expired_event(coll, dead[i]);
         pc_free(c, dead[i]);
+    }
     if (nd > 0) {
         PC_STAT_ADD(coll, expired, nd);
         PC_STAT_ADD(coll, destroyed, nd);
@@ -120,6 +134,7 @@ again:
         }
         pc_bucket_unlock(b);
         if (gone) {
+            pc_expired_event(coll, recs[j]);
             pc_free(c, recs[j]);
             pc_free(c, nodes[j]);
             reaped++;

@@ -267,9 +267,17 @@ static void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, c
         memcpy(r->data + klen, val, vlen);
 }
 
-static void pc_nomem(pc_coll *coll, size_t bytes)
+static void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes)
 {
     PC_STAT_ADD(coll, nomem, 1);
+    if (pc_event_wanted(coll->c, PC_EV_NOMEM)) {
+        pc_event ev = {.type = PC_EV_NOMEM,
+                       .collection = coll->shm->name,
+                       .key = key,
+                       .klen = klen,
+                       .size = bytes};
+        pc_event_raise_slow(coll->c, &ev);
+    }
     pc_log(coll->c, PC_LOG_DEBUG, "pcache: %s: arena full, dropped a write of %zu bytes",
            coll->shm->name, bytes);
 }
@@ -308,7 +316,7 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
         bytes = PC_REC_HDR + 1;
     pc_off rec = pc_alloc(c, bytes), node = 0, old = 0;
     if (rec == 0) {
-        pc_nomem(coll, bytes);
+        pc_nomem(coll, key, klen, bytes);
         return PC_ENOMEM;
     }
     pc_fill_rec(c, rec, key, klen, val, vlen, 0, expires);
@@ -337,7 +345,7 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
             node = pc_alloc(c, sizeof(struct pc_ovf_node_shm));
             if (node == 0) {
                 pc_free(c, rec);
-                pc_nomem(coll, sizeof(struct pc_ovf_node_shm));
+                pc_nomem(coll, key, klen, sizeof(struct pc_ovf_node_shm));
                 return PC_ENOMEM;
             }
             continue;
@@ -453,7 +461,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         if (rec == 0) {
             pc_release(&loc);
             if ((rec = pc_alloc(c, PC_REC_HDR + klen + 8)) == 0) {
-                pc_nomem(coll, PC_REC_HDR + klen + 8);
+                pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
                 rc = PC_ENOMEM;
                 break;
             }
@@ -470,7 +478,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         } else if (!pc_insert(coll, &loc, h, rec, e, &node)) {
             pc_release(&loc);
             if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0) {
-                pc_nomem(coll, sizeof(struct pc_ovf_node_shm));
+                pc_nomem(coll, key, klen, sizeof(struct pc_ovf_node_shm));
                 rc = PC_ENOMEM;
                 break;
             }

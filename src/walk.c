@@ -1,0 +1,309 @@
+/*
+ * walk.c - the one lock-free walker behind scan, keys, dump, multi-get, glob
+ * delete and glob TTL re-arm.
+ *
+ * The cursor is a bucket index and the walk goes up. What happens when the
+ * table grows during a walk: a split of bucket s only moves keys to bucket
+ * s + size, a higher index, and buckets never move in memory. A key present
+ * for the whole walk therefore sits, when the walk reaches its bucket, either
+ * in that bucket (visited now) or in a higher one (visited later) - unless
+ * it was moved up after its old bucket was visited, in which case it was
+ * already returned. So every such key is returned at least once; a key
+ * moved up after being visited is returned twice, which callers accept (it
+ * is Redis SCAN's guarantee, without the reverse-binary cursor, because our
+ * table only grows). The walk ends when the cursor reaches the table's size
+ * as read at that moment.
+ *
+ * One bucket is copied out as a unit: its slots under the seqlock, then the
+ * overflow entries that route to it (chain by chain, under the chain locks),
+ * then the bucket's version and the routing word are re-checked - a drain
+ * moving a key from a chain into the bucket bumps the version, so a key can
+ * never fall between the two reads. Callbacks run after the copy, with no
+ * lock held, so they may modify the table.
+ */
+#include "pc_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct pc_went { /* one copied entry: offsets into the scratch bytes */
+    size_t koff, klen, voff, vlen;
+    int64_t expires;
+    uint8_t flags;
+};
+
+struct pc_wscratch {
+    unsigned char *bytes;
+    size_t cap, used, need;
+    struct pc_went *ents;
+    size_t ecap, n, eneed;
+};
+
+static void pc_ws_free(struct pc_wscratch *w)
+{
+    free(w->bytes);
+    free(w->ents);
+}
+
+/* Grows the scratch after an attempt reported what it needed. */
+static int pc_ws_grow(struct pc_wscratch *w)
+{
+    if (w->need > w->cap) {
+        size_t cap = w->need * 2;
+        unsigned char *b = realloc(w->bytes, cap);
+        if (b == NULL)
+            return PC_ESYS;
+        w->bytes = b;
+        w->cap = cap;
+    }
+    if (w->eneed > w->ecap) {
+        size_t cap = w->eneed * 2;
+        struct pc_went *e = realloc(w->ents, cap * sizeof *e);
+        if (e == NULL)
+            return PC_ESYS;
+        w->ents = e;
+        w->ecap = cap;
+    }
+    return 0;
+}
+
+/* Copies one record into the scratch, clamped like every read (I2: the
+ * class byte bounds the cell). Never allocates: when the scratch is too
+ * small it only records what would be needed. */
+static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool values,
+                       struct pc_wscratch *w)
+{
+    size_t room = pc_class_bytes(c, r->cls);
+    if (room <= PC_REC_HDR)
+        return;
+    room -= PC_REC_HDR;
+    size_t kl = r->klen;
+    if (kl > room)
+        kl = room;
+    size_t vl = r->vlen;
+    if (vl > room - kl)
+        vl = room - kl;
+    uint8_t flags = r->flags;
+    size_t want = kl + (values ? ((flags & PC_RF_COUNTER) ? 24 : vl) : 0);
+    w->eneed = w->n + 1 > w->eneed ? w->n + 1 : w->eneed;
+    w->need = w->used + want > w->need ? w->used + want : w->need;
+    if (w->n >= w->ecap || w->used + want > w->cap) {
+        w->n++; /* counted, not stored: the attempt will be redone */
+        w->used += want;
+        return;
+    }
+    struct pc_went *e = &w->ents[w->n++];
+    e->koff = w->used;
+    e->klen = kl;
+    memcpy(w->bytes + w->used, r->data, kl);
+    w->used += kl;
+    e->flags = flags;
+    e->expires = atomic_load_explicit(&((struct pc_rec_shm *)r)->expires, memory_order_relaxed);
+    e->voff = w->used;
+    e->vlen = 0;
+    if (!values)
+        return;
+    if (flags & PC_RF_COUNTER) {
+        int64_t v = 0;
+        memcpy(&v, r->data + kl, vl < 8 ? vl : 8);
+        e->vlen = (size_t)snprintf((char *)w->bytes + w->used, 24, "%" PRId64, v);
+    } else {
+        memcpy(w->bytes + w->used, r->data + kl, vl);
+        e->vlen = vl;
+    }
+    w->used += want;
+}
+
+/* Copies the overflow entries routing to idx. Chains are locked one at a
+ * time; the caller re-checks the bucket afterwards. */
+static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool values,
+                         struct pc_wscratch *w)
+{
+    unsigned l2 = coll->shm->log2_initial;
+    uint64_t size = 1ull << (l2 + (unsigned)(route >> 32));
+    uint64_t split = route & 0xffffffffu;
+    uint64_t m = (idx < split || idx >= size) ? 2 * size : size;
+    uint64_t first = m >= PC_CHAINS ? (idx & (PC_CHAINS - 1)) : idx;
+    uint64_t step = m >= PC_CHAINS ? PC_CHAINS : m;
+    struct pc_chain_shm *chains = pc_at(coll->c, coll->shm->chains_off);
+    for (uint64_t j = first; j < PC_CHAINS; j += step) {
+        struct pc_chain_shm *ch = &chains[j];
+        if (ch->count == 0)
+            continue;
+        pc_chain_lock(coll, ch);
+        for (pc_off off = ch->head; off != 0;) {
+            const struct pc_ovf_node_shm *n = pc_cell(coll->c, off);
+            if (n == NULL)
+                break;
+            const struct pc_rec_shm *r = pc_cell(coll->c, n->rec);
+            if (r != NULL && pc_route_index(route, l2, n->hlo) == idx)
+                pc_ws_copy(coll->c, r, values, w);
+            off = n->next;
+        }
+        pc_chain_unlock(ch);
+    }
+}
+
+/* Copies bucket idx (and its overflow) into w as one consistent unit. */
+static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, struct pc_wscratch *w)
+{
+    const pc_cache *c = coll->c;
+    struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
+    for (unsigned attempt = 0;; attempt++) {
+        w->n = w->used = w->need = w->eneed = 0;
+        uint64_t route = pc_route_load(coll->shm);
+        bool locked = attempt >= 16; /* after many retries: under the lock */
+        if (locked)
+            pc_bucket_lock(coll, b, idx);
+        uint32_t v1 = atomic_load_explicit(&b->version, memory_order_acquire);
+        if (!locked && (v1 & 1)) {
+            pc_cpu_relax();
+            continue;
+        }
+        uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+        unsigned n = used & PC_USED_MASK;
+        for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
+            const struct pc_rec_shm *r =
+                pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
+            if (r != NULL)
+                pc_ws_copy(c, r, values, w);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        bool stable = atomic_load_explicit(&b->version, memory_order_relaxed) == v1;
+        if (stable && (used & PC_USED_OVF))
+            pc_ws_chains(coll, route, idx, values, w);
+        stable = stable && atomic_load_explicit(&b->version, memory_order_acquire) == v1 &&
+                 pc_route_load(coll->shm) == route;
+        if (locked)
+            pc_bucket_unlock(b);
+        if (!stable && !locked)
+            continue;
+        if (w->need > w->cap || w->eneed > w->ecap) {
+            int rc = pc_ws_grow(w);
+            if (rc != 0)
+                return rc;
+            attempt = 0;
+            continue;
+        }
+        return 0;
+    }
+}
+
+int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *glob, size_t glen,
+            unsigned flags, pc_walk_fn fn, void *ctx, uint64_t *next)
+{
+    if (coll == NULL || fn == NULL || next == NULL || (glob == NULL && glen > 0) ||
+        max_buckets == 0 || (flags & ~PC_WALK_VALUES) != 0)
+        return PC_EINVAL;
+    int rc = pc_glob_check(glob, glen);
+    if (rc != 0)
+        return rc;
+    if ((rc = pc_enter(coll->c)) != 0)
+        return rc;
+    unsigned l2 = coll->shm->log2_initial;
+    if (cursor >= pc_route_buckets(pc_route_load(coll->shm), l2))
+        return PC_EINVAL;
+    struct pc_wscratch w;
+    memset(&w, 0, sizeof w);
+    bool values = (flags & PC_WALK_VALUES) != 0;
+    uint64_t idx = cursor, visited = 0;
+    int stop = 0;
+    while (stop == 0 && visited < max_buckets &&
+           idx < pc_route_buckets(pc_route_load(coll->shm), l2)) {
+        if ((rc = pc_ws_bucket(coll, idx, values, &w)) != 0)
+            break;
+        idx++;
+        visited++;
+        int64_t now = pc_now_ms();
+        for (size_t i = 0; i < w.n && stop == 0; i++) {
+            const struct pc_went *e = &w.ents[i];
+            if (e->expires != 0 && e->expires <= now)
+                continue;
+            if (glob != NULL && !pc_glob_match(glob, glen, w.bytes + e->koff, e->klen))
+                continue;
+            pc_entry pe = {.key = w.bytes + e->koff,
+                           .klen = e->klen,
+                           .val = values ? w.bytes + e->voff : NULL,
+                           .vlen = e->vlen,
+                           .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
+                           .is_counter = (e->flags & PC_RF_COUNTER) != 0};
+            stop = fn(ctx, &pe);
+        }
+    }
+    pc_ws_free(&w);
+    if (rc != 0)
+        return rc;
+    *next = idx >= pc_route_buckets(pc_route_load(coll->shm), l2) ? 0 : idx;
+    return stop;
+}
+
+int pc_walk(pc_coll *coll, const void *glob, size_t glen, unsigned flags, pc_walk_fn fn, void *ctx)
+{
+    uint64_t cursor = 0;
+    do {
+        int rc = pc_scan(coll, cursor, 4096, glob, glen, flags, fn, ctx, &cursor);
+        if (rc != 0)
+            return rc;
+    } while (cursor != 0);
+    return 0;
+}
+
+struct pc_glob_op {
+    pc_coll *coll;
+    int64_t ttl_ms;
+    uint64_t count;
+    int err;
+};
+
+static int pc_del_cb(void *ctx, const pc_entry *e)
+{
+    struct pc_glob_op *op = ctx;
+    int rc = pc_remove(op->coll, e->key, e->klen);
+    if (rc == 0)
+        op->count++;
+    else if (rc != PC_ENOTFOUND)
+        op->err = rc;
+    return 0;
+}
+
+static int pc_ttl_cb(void *ctx, const pc_entry *e)
+{
+    struct pc_glob_op *op = ctx;
+    int rc = pc_expire(op->coll, e->key, e->klen, op->ttl_ms);
+    if (rc == 0)
+        op->count++;
+    else if (rc != PC_ENOTFOUND)
+        op->err = rc;
+    return 0;
+}
+
+/* A key visited twice (moved up by a split) is deleted once: the second
+ * pc_remove finds nothing. For the TTL re-arm a second visit re-arms the
+ * same key again, so the count is of re-arms; keys are deduplicated by the
+ * delete path only, where the count is user-visible as "deleted". */
+int pc_del_glob(pc_coll *coll, const void *glob, size_t glen, uint64_t *count)
+{
+    if (count == NULL)
+        return PC_EINVAL;
+    struct pc_glob_op op = {.coll = coll};
+    int rc = pc_walk(coll, glob, glen, 0, pc_del_cb, &op);
+    if (rc == 0 && op.err != 0)
+        rc = op.err;
+    if (rc == 0)
+        *count = op.count;
+    return rc;
+}
+
+int pc_ttl_glob(pc_coll *coll, const void *glob, size_t glen, int64_t ttl_ms, uint64_t *count)
+{
+    if (count == NULL || ttl_ms < 0)
+        return PC_EINVAL;
+    struct pc_glob_op op = {.coll = coll, .ttl_ms = ttl_ms};
+    int rc = pc_walk(coll, glob, glen, 0, pc_ttl_cb, &op);
+    if (rc == 0 && op.err != 0)
+        rc = op.err;
+    if (rc == 0)
+        *count = op.count;
+    return rc;
+}

@@ -232,7 +232,7 @@ typedef struct pc_mem_stats {
     int tier;              /* enum pc_mem_tier actually achieved */
     int pinned;            /* mlock succeeded on the huge-page reservation */
     size_t hugepage_bytes; /* size of the huge-page reservation (0 = none) */
-    size_t hugepage_free;  /* never negative; 0 once exhausted */
+    size_t hugepage_free;  /* never negative: carving falls through to the plain extent */
     size_t plain_bytes;
     size_t plain_free;
     uint64_t chunks;      /* slab chunks carved */

@@ -181,17 +181,24 @@ static int pc_drain_one(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_
     uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
     unsigned cnt = used & PC_USED_MASK;
     if (n != NULL && n->rec == rec && cnt < PC_SLOTS) {
+        /* The bracket opens before the unlink: a reader or the walker that
+         * read the bucket before the move and the chain after it sees the
+         * version change and retries, so the key never falls between. */
         uint8_t tag = n->tag;
-        pc_chain_unlink(coll, ch, prev, node);
-        pc_chain_unlock(ch);
-        bool more = pc_bucket_has_overflow(coll, pc_route_load(coll->shm), idx);
-        struct pc_rec_shm *r = pc_cell(c, rec);
         pc_wbegin(b);
+        pc_chain_unlink(coll, ch, prev, node);
         atomic_store_explicit(&b->slot[cnt], rec, memory_order_relaxed);
         atomic_store_explicit(&b->tags[cnt], tag, memory_order_relaxed);
-        atomic_store_explicit(&b->used, (uint8_t)((cnt + 1) | (more ? PC_USED_OVF : 0)),
-                              memory_order_relaxed);
+        atomic_store_explicit(&b->used, (uint8_t)((cnt + 1) | PC_USED_OVF), memory_order_relaxed);
         pc_wend(b);
+        pc_chain_unlock(ch);
+        /* the flag stayed set (conservative); clear it if nothing is left */
+        if (!pc_bucket_has_overflow(coll, pc_route_load(coll->shm), idx)) {
+            pc_wbegin(b);
+            atomic_store_explicit(&b->used, (uint8_t)(cnt + 1), memory_order_relaxed);
+            pc_wend(b);
+        }
+        struct pc_rec_shm *r = pc_cell(c, rec);
         uint32_t hint = pc_hint_of(atomic_load_explicit(&r->expires, memory_order_relaxed));
         _Atomic uint32_t *hp = pc_hint_at(coll, idx);
         uint32_t cur = atomic_load_explicit(hp, memory_order_relaxed);

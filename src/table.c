@@ -138,6 +138,8 @@ struct pc_rd {
     uint8_t flags;
     int64_t expires;
     int64_t counter;
+    unsigned retries; /* seqlock retries this lookup took */
+    bool fallback;    /* it ended under the bucket lock */
 };
 
 /* Copies rec's value into rd with every length clamped: a torn klen/vlen
@@ -259,17 +261,28 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
         if (res == PC_RD_MISS && ovf)
             res = pc_chain_read(coll, h, key, klen, rd);
         pc_bucket_unlock(b);
-        PC_STAT_ADD(coll, fallbacks, 1);
+        rd->fallback = true;
     }
-    if (retries)
-        PC_STAT_ADD(coll, retries, retries);
-    PC_STAT_ADD(coll, reads, 1);
-    if (res == PC_RD_HIT && (rd->expires == 0 || rd->expires > pc_now_ms())) {
-        PC_STAT_ADD(coll, hits, 1);
+    rd->retries = retries;
+    if (res == PC_RD_HIT && (rd->expires == 0 || rd->expires > pc_now_ms()))
         return 0;
-    }
-    PC_STAT_ADD(coll, misses, 1);
     return PC_ENOTFOUND;
+}
+
+/* Records one read in this process's stats line. Called once per user
+ * read, so an internal retry (pc_get growing its buffer) is not counted
+ * twice. */
+static void pc_read_stats(pc_coll *coll, const struct pc_rd *rd, bool hit)
+{
+    if (rd->retries)
+        PC_STAT_ADD(coll, retries, rd->retries);
+    if (rd->fallback)
+        PC_STAT_ADD(coll, fallbacks, 1);
+    PC_STAT_ADD(coll, reads, 1);
+    if (hit)
+        PC_STAT_ADD(coll, hits, 1);
+    else
+        PC_STAT_ADD(coll, misses, 1);
 }
 
 static int pc_check_key(const pc_coll *coll, const void *key, size_t klen)
@@ -295,8 +308,9 @@ static void pc_fill_meta(const struct pc_rd *rd, size_t vlen, pc_meta *meta)
     meta->vlen = vlen;
 }
 
-int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
-               size_t *needed, pc_meta *meta)
+/* quiet_toosmall: a too-small result is not counted (pc_get retries it). */
+static int pc_get_buf_impl(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
+                           size_t *vlen, size_t *needed, pc_meta *meta, bool quiet_toosmall)
 {
     if (vlen != NULL)
         *vlen = 0;
@@ -309,8 +323,10 @@ int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t ca
         return rc;
     struct pc_rd rd = {.buf = buf, .cap = cap};
     rc = pc_lookup(coll, key, klen, &rd);
-    if (rc != 0)
+    if (rc != 0) {
+        pc_read_stats(coll, &rd, false);
         return rc;
+    }
     size_t out = rd.vlen;
     if (rd.flags & PC_RF_COUNTER) {
         char num[24];
@@ -320,12 +336,21 @@ int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t ca
             memcpy(buf, num, out);
     }
     if (out > cap) {
+        if (!quiet_toosmall)
+            pc_read_stats(coll, &rd, true);
         *needed = out;
         return PC_ETOOSMALL;
     }
+    pc_read_stats(coll, &rd, true);
     *vlen = out;
     pc_fill_meta(&rd, out, meta);
     return 0;
+}
+
+int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
+               size_t *needed, pc_meta *meta)
+{
+    return pc_get_buf_impl(coll, key, klen, buf, cap, vlen, needed, meta, false);
 }
 
 int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen, pc_meta *meta)
@@ -334,7 +359,7 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
         return PC_EINVAL;
     char stackbuf[512];
     size_t got = 0, need = 0;
-    int rc = pc_get_buf(coll, key, klen, stackbuf, sizeof stackbuf, &got, &need, meta);
+    int rc = pc_get_buf_impl(coll, key, klen, stackbuf, sizeof stackbuf, &got, &need, meta, true);
     if (rc == 0) {
         char *p = malloc(got + 1);
         if (p == NULL)
@@ -350,7 +375,7 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
         if (p == NULL)
             return PC_ESYS;
         size_t cap = need;
-        rc = pc_get_buf(coll, key, klen, p, cap, &got, &need, meta);
+        rc = pc_get_buf_impl(coll, key, klen, p, cap, &got, &need, meta, true);
         if (rc == 0) {
             p[got] = '\0';
             *val = p;
@@ -371,6 +396,7 @@ int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)
         return rc;
     struct pc_rd rd = {0};
     rc = pc_lookup(coll, key, klen, &rd);
+    pc_read_stats(coll, &rd, rc == 0);
     if (rc == 0)
         pc_fill_meta(&rd, rd.vlen, meta);
     return rc;
@@ -407,6 +433,7 @@ int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out)
     unsigned char buf[24];
     struct pc_rd rd = {.buf = buf, .cap = sizeof buf};
     rc = pc_lookup(coll, key, klen, &rd);
+    pc_read_stats(coll, &rd, rc == 0);
     if (rc != 0)
         return rc;
     if (rd.flags & PC_RF_COUNTER) {

@@ -345,7 +345,7 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
             node = pc_alloc(c, sizeof(struct pc_ovf_node_shm));
             if (node == 0) {
                 pc_free(c, rec);
-                pc_nomem(coll, key, klen, sizeof(struct pc_ovf_node_shm));
+                pc_nomem(coll, key, klen, bytes);
                 return PC_ENOMEM;
             }
             continue;
@@ -478,7 +478,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         } else if (!pc_insert(coll, &loc, h, rec, e, &node)) {
             pc_release(&loc);
             if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0) {
-                pc_nomem(coll, key, klen, sizeof(struct pc_ovf_node_shm));
+                pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
                 rc = PC_ENOMEM;
                 break;
             }

@@ -179,6 +179,24 @@ static uint64_t pc_overflow_count(pc_coll *coll)
     return in >= outc ? in - outc : 0;
 }
 
+/* Grows one collection by at most budget splits and raises grown. */
+static unsigned pc_grow_coll(pc_cache *c, pc_coll *coll, unsigned budget)
+{
+    uint64_t before = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
+    unsigned s = pc_grow(coll, budget);
+    if (s > 0 && pc_event_wanted(c, PC_EV_GROWN)) {
+        pc_event ev = {.type = PC_EV_GROWN,
+                       .collection = coll->shm->name,
+                       .prev_buckets = before,
+                       .buckets = before + s,
+                       .splits = s,
+                       .entries = pc_coll_entries(coll)};
+        pc_event_raise_slow(c, &ev);
+    }
+    PC_STAT_ADD(coll, splits_done, s);
+    return s;
+}
+
 int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
 {
     if (c == NULL)
@@ -189,30 +207,30 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
         return PC_EBUSY;
     pc_maint_report r = {0};
-    unsigned budget = c->hdr->growth_budget;
-    for (unsigned i = 0; i < c->ncoll; i++) {
-        pc_coll *coll = &c->coll[i];
-        if (what & PC_MAINT_GROW) {
-            uint64_t before = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
-            unsigned s = pc_grow(coll, budget);
-            if (s > 0 && pc_event_wanted(c, PC_EV_GROWN)) {
-                pc_event ev = {.type = PC_EV_GROWN,
-                               .collection = coll->shm->name,
-                               .prev_buckets = before,
-                               .buckets = before + s,
-                               .splits = s,
-                               .entries = pc_coll_entries(coll)};
-                pc_event_raise_slow(c, &ev);
+    if (what & PC_MAINT_GROW) {
+        /* The split budget is per call, shared fairly: every collection
+         * first gets an equal share, then what is left goes round again,
+         * so one collection catching up never starves another. */
+        unsigned budget = c->hdr->growth_budget;
+        unsigned share = c->ncoll > 0 ? budget / c->ncoll : budget;
+        if (share == 0)
+            share = 1;
+        for (int pass = 0; pass < 2 && budget > 0; pass++) {
+            for (unsigned i = 0; i < c->ncoll && budget > 0; i++) {
+                unsigned s = pc_grow_coll(c, &c->coll[i], pass == 0 ? share : budget);
+                if (s > budget)
+                    s = budget;
+                r.splits += s;
+                budget -= s;
             }
-            r.splits += s;
-            budget = budget > s ? budget - s : 0;
-            PC_STAT_ADD(coll, splits_done, s);
-            if (pc_overflow_count(coll) > 0)
-                r.drained += pc_overflow_drain(coll, c->hdr->growth_budget);
         }
-        if (what & PC_MAINT_SWEEP)
-            r.reaped += pc_sweep(coll, &r.buckets_probed);
+        for (unsigned i = 0; i < c->ncoll; i++)
+            if (pc_overflow_count(&c->coll[i]) > 0)
+                r.drained += pc_overflow_drain(&c->coll[i], c->hdr->growth_budget);
     }
+    if (what & PC_MAINT_SWEEP)
+        for (unsigned i = 0; i < c->ncoll; i++)
+            r.reaped += pc_sweep(&c->coll[i], &r.buckets_probed);
     pc_unlock_word(&c->hdr->maint_lock);
     if (report != NULL)
         *report = r;

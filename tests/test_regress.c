@@ -432,6 +432,39 @@ static void growth_runs_without_sweep_and_drains_overflow(void **state)
     pc_cache_destroy(c);
 }
 
+/* Regression: pc_maintain spent the whole split budget in declaration
+ * order, so a later collection stayed at its initial size, its keys in
+ * overflow, until an earlier one reached its target. */
+static void growth_budget_shared_across_collections(void **state)
+{
+    (void)state;
+    pc_config cfg;
+    pc_config_init(&cfg);
+    cfg.collections = "a=4;b=4";
+    cfg.mem_mb = 256;
+    cfg.growth_budget = 32;
+    pc_cache *c;
+    assert_int_equal(pc_cache_create(&cfg, &c), 0);
+    pc_coll *a = coll(c, "a"), *b = coll(c, "b");
+    char k[32];
+    for (int i = 0; i < 100000; i++) {
+        int n = snprintf(k, sizeof k, "a%d", i);
+        assert_int_equal(pc_set(a, k, (size_t)n, "v", 1, 0, 0), 0);
+    }
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(k, sizeof k, "b%d", i);
+        assert_int_equal(pc_set(b, k, (size_t)n, "v", 1, 0, 0), 0);
+    }
+    for (int t = 0; t < 50; t++)
+        assert_int_equal(pc_maintain(c, PC_MAINT_GROW, NULL), 0);
+    pc_coll_stats sa = stats(a), sb = stats(b);
+    /* 50 calls x 32 splits shared by two hungry collections */
+    assert_true(sb.buckets >= 16 + 50 * 16 - 16);
+    assert_true(sa.buckets >= 16 + 50 * 16 - 16);
+    verify(c);
+    pc_cache_destroy(c);
+}
+
 static void hugepage_exhaustion_never_negative(void **state)
 {
     static const size_t sizes[] = {100, 1000, 4000, 20000};
@@ -500,6 +533,7 @@ int main(void)
         cmocka_unit_test(add_on_expired_counter_starts_from_delta),
         cmocka_unit_test(sequential_numeric_keys_overflow_under_1pct),
         cmocka_unit_test(growth_runs_without_sweep_and_drains_overflow),
+        cmocka_unit_test(growth_budget_shared_across_collections),
         cmocka_unit_test(hugepage_exhaustion_never_negative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

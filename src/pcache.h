@@ -255,11 +255,13 @@ typedef struct pc_entry { /* borrowed: valid during the callback only */
     size_t vlen;
     int64_t ttl_ms; /* remaining milliseconds, -1 = never */
     int is_counter;
+    uint32_t stamp; /* bucket version the entry was read under (see pc_wal_rec) */
 } pc_entry;
 /* Returns 0 to continue, anything else to stop the walk (that value is
  * passed back by the walk). */
 typedef int (*pc_walk_fn)(void *ctx, const pc_entry *e);
 #define PC_WALK_VALUES 0x1u
+#define PC_WALK_RAW 0x2u  /* counters as their 8 little-endian int64 bytes */
 #define PC_GLOB_MAX 4096u /* bytes in a glob pattern */
 
 /* Shell glob over binary strings: '*' any run, '?' one byte, '[...]' a set
@@ -334,6 +336,44 @@ void pc_event_synced(pc_coll *coll, const char *source_node);
 /* Name of an event type: "expired", "nomem", "grown", "mem_degraded",
  * "synced". */
 const char *pc_event_name(int type);
+
+/* ---- write-ahead hook (for the storage layer's journal) -----------------
+ * On a collection whose journal mode is not 0, every acknowledged mutation
+ * calls this process's hook after the bucket lock is released and before
+ * the operation returns; a non-zero hook result is returned by the
+ * operation (the change stays in memory but was not made durable).
+ * stamp orders writes of one key across processes: two writes of the same
+ * key carry stamps a < b in serial-number order ((int32_t)(b - a) > 0)
+ * when b happened later. It is the key's bucket version after the write
+ * (splits hand a bucket's version to the bucket they create), so it is also
+ * comparable with pc_entry.stamp read by a walk. */
+enum pc_wal_op {
+    PC_WAL_SET = 1,     /* val/vlen, expires */
+    PC_WAL_COUNTER = 2, /* counter (the resulting value), expires */
+    PC_WAL_DEL = 3,
+    PC_WAL_EXPIRE = 4 /* expires only */
+};
+typedef struct pc_wal_rec { /* borrowed: valid during the hook only */
+    pc_coll *coll;
+    int op;
+    const void *key;
+    size_t klen;
+    const void *val;
+    size_t vlen;
+    int64_t counter;
+    int64_t expires_mono_ms; /* CLOCK_MONOTONIC deadline in ms, 0 = never */
+    uint32_t stamp;
+} pc_wal_rec;
+typedef int (*pc_wal_fn)(void *ctx, const pc_wal_rec *r);
+/* Sets this process's hook (inherited by children forked later). */
+int pc_wal_hook(pc_cache *c, pc_wal_fn fn, void *ctx);
+/* Journal mode of a collection as the storage layer defines it (0 = off);
+ * stored in shared memory, so it applies to every process. */
+int pc_coll_set_journal(pc_coll *coll, unsigned mode);
+unsigned pc_coll_journal(const pc_coll *coll);
+
+/* Stores a native counter with its value (restoring a snapshot). */
+int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, int64_t ttl_ms);
 
 /* 64-bit hash used for keys (XXH3). Exposed for tests and tools. */
 uint64_t pc_hash(const void *key, size_t len);

@@ -30,6 +30,7 @@
 struct pc_went { /* one copied entry: offsets into the scratch bytes */
     size_t koff, klen, voff, vlen;
     int64_t expires;
+    uint32_t stamp;
     uint8_t flags;
 };
 
@@ -71,7 +72,7 @@ static int pc_ws_grow(struct pc_wscratch *w)
 /* Copies one record into the scratch, clamped like every read (I2: the
  * class byte bounds the cell). Never allocates: when the scratch is too
  * small it only records what would be needed. */
-static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool values,
+static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool values, bool raw,
                        struct pc_wscratch *w)
 {
     size_t room = pc_class_bytes(c, r->cls);
@@ -107,7 +108,12 @@ static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool value
     if (flags & PC_RF_COUNTER) {
         int64_t v = 0;
         memcpy(&v, r->data + kl, vl < 8 ? vl : 8);
-        e->vlen = (size_t)snprintf((char *)w->bytes + w->used, 24, "%" PRId64, v);
+        if (raw) {
+            memcpy(w->bytes + w->used, &v, 8);
+            e->vlen = 8;
+        } else {
+            e->vlen = (size_t)snprintf((char *)w->bytes + w->used, 24, "%" PRId64, v);
+        }
     } else {
         memcpy(w->bytes + w->used, r->data + kl, vl);
         e->vlen = vl;
@@ -117,7 +123,7 @@ static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool value
 
 /* Copies the overflow entries routing to idx. Chains are locked one at a
  * time; the caller re-checks the bucket afterwards. */
-static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool values,
+static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool values, bool raw,
                          struct pc_wscratch *w)
 {
     unsigned l2 = coll->shm->log2_initial;
@@ -138,7 +144,7 @@ static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool value
                 break;
             const struct pc_rec_shm *r = pc_cell(coll->c, n->rec);
             if (r != NULL && pc_route_index(route, l2, n->hlo) == idx)
-                pc_ws_copy(coll->c, r, values, w);
+                pc_ws_copy(coll->c, r, values, raw, w);
             off = n->next;
         }
         pc_chain_unlock(ch);
@@ -146,7 +152,7 @@ static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool value
 }
 
 /* Copies bucket idx (and its overflow) into w as one consistent unit. */
-static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, struct pc_wscratch *w)
+static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, struct pc_wscratch *w)
 {
     const pc_cache *c = coll->c;
     struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
@@ -167,18 +173,20 @@ static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, struct pc_wscr
             const struct pc_rec_shm *r =
                 pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
             if (r != NULL)
-                pc_ws_copy(c, r, values, w);
+                pc_ws_copy(c, r, values, raw, w);
         }
         atomic_thread_fence(memory_order_acquire);
         bool stable = atomic_load_explicit(&b->version, memory_order_relaxed) == v1;
         if (stable && (used & PC_USED_OVF))
-            pc_ws_chains(coll, route, idx, values, w);
+            pc_ws_chains(coll, route, idx, values, raw, w);
         stable = stable && atomic_load_explicit(&b->version, memory_order_acquire) == v1 &&
                  pc_route_load(coll->shm) == route;
         if (locked)
             pc_bucket_unlock(b);
         if (!stable && !locked)
             continue;
+        for (size_t i = 0; i < w->n && i < w->ecap; i++)
+            w->ents[i].stamp = v1;
         if (w->need > w->cap || w->eneed > w->ecap) {
             int rc = pc_ws_grow(w);
             if (rc != 0)
@@ -194,7 +202,7 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
             unsigned flags, pc_walk_fn fn, void *ctx, uint64_t *next)
 {
     if (coll == NULL || fn == NULL || next == NULL || (glob == NULL && glen > 0) ||
-        max_buckets == 0 || (flags & ~PC_WALK_VALUES) != 0)
+        max_buckets == 0 || (flags & ~(PC_WALK_VALUES | PC_WALK_RAW)) != 0)
         return PC_EINVAL;
     int rc = pc_glob_check(glob, glen);
     if (rc != 0)
@@ -206,12 +214,12 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
         return PC_EINVAL;
     struct pc_wscratch w;
     memset(&w, 0, sizeof w);
-    bool values = (flags & PC_WALK_VALUES) != 0;
+    bool values = (flags & PC_WALK_VALUES) != 0, raw = (flags & PC_WALK_RAW) != 0;
     uint64_t idx = cursor, visited = 0;
     int stop = 0;
     while (stop == 0 && visited < max_buckets &&
            idx < pc_route_buckets(pc_route_load(coll->shm), l2)) {
-        if ((rc = pc_ws_bucket(coll, idx, values, &w)) != 0)
+        if ((rc = pc_ws_bucket(coll, idx, values, raw, &w)) != 0)
             break;
         idx++;
         visited++;
@@ -227,7 +235,8 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
                            .val = values ? w.bytes + e->voff : NULL,
                            .vlen = e->vlen,
                            .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
-                           .is_counter = (e->flags & PC_RF_COUNTER) != 0};
+                           .is_counter = (e->flags & PC_RF_COUNTER) != 0,
+                           .stamp = e->stamp};
             stop = fn(ctx, &pe);
         }
     }

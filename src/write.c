@@ -88,6 +88,35 @@ static void pc_release(struct pc_loc *loc)
     pc_bucket_unlock(loc->b);
 }
 
+/* Whether writes to coll are journaled by this process. */
+static bool pc_journaled(const pc_coll *coll)
+{
+    return coll->c->wal_fn != NULL &&
+           atomic_load_explicit(&coll->shm->journal, memory_order_relaxed) != 0;
+}
+
+/* The write's stamp: the bucket version after its bracket (lock held). */
+static uint32_t pc_stamp(const struct pc_loc *loc)
+{
+    return atomic_load_explicit(&loc->b->version, memory_order_relaxed);
+}
+
+/* Hands an acknowledged write to the journal hook (no lock held). */
+static int pc_journal(pc_coll *coll, int op, const void *key, size_t klen, const void *val,
+                      size_t vlen, int64_t counter, int64_t expires, uint32_t stamp)
+{
+    pc_wal_rec r = {.coll = coll,
+                    .op = op,
+                    .key = key,
+                    .klen = klen,
+                    .val = val,
+                    .vlen = vlen,
+                    .counter = counter,
+                    .expires_mono_ms = expires,
+                    .stamp = stamp};
+    return coll->c->wal_fn(coll->c->wal_ctx, &r);
+}
+
 /* Lowers the expiry hint covering loc's key so the sweep will look. */
 static void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires)
 {
@@ -114,8 +143,12 @@ static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
         atomic_store_explicit(&loc->b->slot[loc->slot], rec_off, memory_order_relaxed);
         pc_wend(loc->b);
     } else {
+        /* chain nodes are read under the chain lock; the bracket only
+         * advances the bucket version, which stamps the write (journal) */
         struct pc_ovf_node_shm *nd = pc_cell(c, loc->node);
+        pc_wbegin(loc->b);
         nd->rec = rec_off;
+        pc_wend(loc->b);
     }
 }
 
@@ -143,13 +176,11 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
             loc->ch = pc_chain_for(coll, h);
             pc_chain_lock(coll, loc->ch);
         }
+        pc_wbegin(b); /* sets the flag and stamps the write */
         pc_chain_push(coll, loc->ch, *node, rec_off, h, expires);
         *node = 0;
-        if (!(atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF)) {
-            pc_wbegin(b);
-            atomic_store_explicit(&b->used, (uint8_t)(n | PC_USED_OVF), memory_order_relaxed);
-            pc_wend(b);
-        }
+        atomic_store_explicit(&b->used, (uint8_t)(n | PC_USED_OVF), memory_order_relaxed);
+        pc_wend(b);
     }
     PC_STAT_ADD(coll, inserted, 1);
     return true;
@@ -175,7 +206,9 @@ static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_nod
                               memory_order_relaxed);
         pc_wend(b);
     } else {
+        pc_wbegin(b);
         pc_chain_unlink(coll, loc->ch, loc->prev, loc->node);
+        pc_wend(b);
         *freed_node = loc->node;
         pc_chain_unlock(loc->ch); /* the scan below locks chains one by one */
         loc->ch = NULL;
@@ -246,7 +279,14 @@ static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, co
         memcmp(r->data + klen, val, vlen) != 0)
         return false;
     if (!(flags & PC_SET_KEEPTTL)) {
+        /* versionless for readers; a journaled collection still bumps the
+         * version so the refresh gets its own stamp */
+        bool j = pc_journaled(coll);
+        if (j)
+            pc_wbegin(loc->b);
         atomic_store_explicit(&r->expires, expires, memory_order_relaxed);
+        if (j)
+            pc_wend(loc->b);
         pc_hint_lower(coll, loc, expires);
     }
     return true;
@@ -282,8 +322,10 @@ static void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes)
            coll->shm->name, bytes);
 }
 
-int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
-           int64_t ttl_ms, unsigned flags)
+/* The set of pc_set (rflags 0) and pc_set_counter (PC_RF_COUNTER, 8-byte
+ * value). Only a plain string can take the TTL-only refresh. */
+static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
+                      uint8_t rflags, int64_t ttl_ms, unsigned flags)
 {
     int rc = pc_check_kv(coll, key, klen, val, vlen);
     if (rc != 0)
@@ -299,12 +341,18 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
     int64_t expires = pc_deadline(now, ttl_ms);
     struct pc_loc loc;
 
-    if (!(flags & PC_SET_NX) && pc_predict_identical(coll, h, key, klen, val, vlen)) {
+    if (rflags == 0 && !(flags & PC_SET_NX) &&
+        pc_predict_identical(coll, h, key, klen, val, vlen)) {
         pc_locate(coll, h, key, klen, now, &loc);
         bool done = pc_refresh_locked(coll, &loc, klen, val, vlen, expires, flags);
+        int64_t final_exp =
+            done ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
+        uint32_t stamp = pc_stamp(&loc);
         pc_release(&loc);
         if (done) {
             PC_STAT_ADD(coll, stores, 1);
+            if (pc_journaled(coll))
+                return pc_journal(coll, PC_WAL_SET, key, klen, val, vlen, 0, final_exp, stamp);
             return 0;
         }
     }
@@ -319,7 +367,9 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
         pc_nomem(coll, key, klen, bytes);
         return PC_ENOMEM;
     }
-    pc_fill_rec(c, rec, key, klen, val, vlen, 0, expires);
+    pc_fill_rec(c, rec, key, klen, val, vlen, rflags, expires);
+    int64_t final_exp = expires;
+    uint32_t stamp = 0;
     for (;;) {
         pc_locate(coll, h, key, klen, now, &loc);
         if ((flags & PC_SET_NX) && loc.live) {
@@ -331,6 +381,7 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
                 int64_t e = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
                 atomic_store_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires, e,
                                       memory_order_relaxed);
+                final_exp = e;
             }
             pc_replace(c, &loc, rec);
             pc_hint_lower(coll, &loc,
@@ -350,6 +401,7 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
             }
             continue;
         }
+        stamp = pc_stamp(&loc);
         pc_release(&loc);
         break;
     }
@@ -363,7 +415,48 @@ int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t 
         pc_free(c, rec);
     if (node != 0)
         pc_free(c, node);
+    if (rc == 0 && pc_journaled(coll)) {
+        int64_t cv = 0;
+        if (rflags & PC_RF_COUNTER)
+            memcpy(&cv, val, 8);
+        rc = pc_journal(coll, (rflags & PC_RF_COUNTER) ? PC_WAL_COUNTER : PC_WAL_SET, key, klen,
+                        (rflags & PC_RF_COUNTER) ? NULL : val, (rflags & PC_RF_COUNTER) ? 0 : vlen,
+                        cv, final_exp, stamp);
+    }
     return rc;
+}
+
+int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
+           int64_t ttl_ms, unsigned flags)
+{
+    return pc_set_rec(coll, key, klen, val, vlen, 0, ttl_ms, flags);
+}
+
+int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, int64_t ttl_ms)
+{
+    return pc_set_rec(coll, key, klen, &value, sizeof value, PC_RF_COUNTER, ttl_ms, 0);
+}
+
+int pc_wal_hook(pc_cache *c, pc_wal_fn fn, void *ctx)
+{
+    if (c == NULL)
+        return PC_EINVAL;
+    c->wal_fn = fn;
+    c->wal_ctx = ctx;
+    return 0;
+}
+
+int pc_coll_set_journal(pc_coll *coll, unsigned mode)
+{
+    if (coll == NULL)
+        return PC_EINVAL;
+    atomic_store(&coll->shm->journal, mode);
+    return 0;
+}
+
+unsigned pc_coll_journal(const pc_coll *coll)
+{
+    return coll == NULL ? 0 : atomic_load(&coll->shm->journal);
 }
 
 int pc_remove(pc_coll *coll, const void *key, size_t klen)
@@ -385,6 +478,7 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
         old = loc.rec_off;
         pc_unlink_found(coll, &loc, &old_node);
     }
+    uint32_t stamp = pc_stamp(&loc);
     pc_release(&loc);
     if (old != 0) {
         pc_free(c, old);
@@ -395,6 +489,8 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     if (!live)
         return PC_ENOTFOUND;
     PC_STAT_ADD(coll, removes, 1);
+    if (pc_journaled(coll))
+        return pc_journal(coll, PC_WAL_DEL, key, klen, NULL, 0, 0, 0, stamp);
     return 0;
 }
 
@@ -419,7 +515,8 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_now_ms();
     pc_off rec = 0, node = 0, old = 0;
-    int64_t value = 0;
+    int64_t value = 0, final_exp = 0;
+    uint32_t stamp = 0;
     struct pc_loc loc;
     for (;;) {
         rc = 0;
@@ -436,14 +533,14 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
                 int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
                             : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
                                        : 0;
-                if (loc.where == 1)
-                    pc_wbegin(loc.b);
+                pc_wbegin(loc.b); /* a chain record is bracketed too: the stamp */
                 memcpy(r->data + klen, &value, 8);
                 atomic_store_explicit(&r->expires, e, memory_order_relaxed);
-                if (loc.where == 1)
-                    pc_wend(loc.b);
+                pc_wend(loc.b);
                 pc_hint_lower(coll, &loc, e);
+                final_exp = e;
             }
+            stamp = pc_stamp(&loc);
             pc_release(&loc);
             break;
         }
@@ -471,6 +568,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
                     : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
                                : 0;
         pc_fill_rec(c, rec, key, klen, &value, 8, PC_RF_COUNTER, e);
+        final_exp = e;
         if (loc.where != 0) {
             pc_replace(c, &loc, rec);
             old = loc.rec_off;
@@ -485,6 +583,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
             continue;
         }
         rec = 0;
+        stamp = pc_stamp(&loc);
         pc_release(&loc);
         break;
     }
@@ -501,6 +600,8 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         pc_free(c, rec);
     if (node != 0)
         pc_free(c, node);
+    if (rc == 0 && pc_journaled(coll))
+        rc = pc_journal(coll, PC_WAL_COUNTER, key, klen, NULL, 0, value, final_exp, stamp);
     return rc;
 }
 
@@ -530,12 +631,21 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, now, &loc);
     rc = PC_ENOTFOUND;
+    int64_t e = 0;
     if (loc.where != 0 && loc.live) {
-        int64_t e = pc_deadline(now, ttl_ms);
-        atomic_store_explicit(&loc.rec->expires, e, memory_order_relaxed); /* versionless */
+        e = pc_deadline(now, ttl_ms);
+        bool j = pc_journaled(coll); /* versionless unless journaled (stamp) */
+        if (j)
+            pc_wbegin(loc.b);
+        atomic_store_explicit(&loc.rec->expires, e, memory_order_relaxed);
+        if (j)
+            pc_wend(loc.b);
         pc_hint_lower(coll, &loc, e);
         rc = 0;
     }
+    uint32_t stamp = pc_stamp(&loc);
     pc_release(&loc);
+    if (rc == 0 && pc_journaled(coll))
+        rc = pc_journal(coll, PC_WAL_EXPIRE, key, klen, NULL, 0, 0, e, stamp);
     return rc;
 }

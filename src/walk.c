@@ -316,3 +316,160 @@ int pc_ttl_glob(pc_coll *coll, const void *glob, size_t glen, int64_t ttl_ms, ui
         *count = op.count;
     return rc;
 }
+
+/* ---- the ordered walk of snapshot saves ----------------------------------
+ * Every live entry in ascending pc_order_key(hash) = the hash with its bits
+ * reversed. A bucket's index is the low bits of the hash, so all keys whose
+ * low k bits equal g sort together once the bits are reversed. With M = 2^k
+ * the unsplit modulus when the walk starts, group g is every bucket whose
+ * index is g mod M (g, g + M once split, ...). Keys never leave their group
+ * as the table grows (every later modulus is a multiple of M), so visiting
+ * the groups in bit-reversed order of g and sorting each group's few
+ * entries yields the collection sorted, with no global sort and no second
+ * pass: a save writes blocks straight from it, and a point lookup in a
+ * snapshot is a range search on the reversed hash. A key that a split
+ * copies between two buckets of a group while we read them is emitted once.
+ */
+uint64_t pc_order_key(uint64_t h)
+{
+    h = ((h >> 1) & 0x5555555555555555ull) | ((h & 0x5555555555555555ull) << 1);
+    h = ((h >> 2) & 0x3333333333333333ull) | ((h & 0x3333333333333333ull) << 2);
+    h = ((h >> 4) & 0x0f0f0f0f0f0f0f0full) | ((h & 0x0f0f0f0f0f0f0f0full) << 4);
+    return __builtin_bswap64(h);
+}
+
+struct pc_gidx {
+    uint64_t order;
+    size_t i;
+};
+
+/* Appends the bucket copy in w to the group copy g (offsets rebased). */
+static int pc_group_append(struct pc_wscratch *g, const struct pc_wscratch *w)
+{
+    g->need = g->used + w->used;
+    g->eneed = g->n + w->n;
+    if (g->need > g->cap || g->eneed > g->ecap) {
+        int rc = pc_ws_grow(g);
+        if (rc != 0)
+            return rc;
+    }
+    memcpy(g->bytes + g->used, w->bytes, w->used);
+    for (size_t i = 0; i < w->n; i++) {
+        struct pc_went e = w->ents[i];
+        e.koff += g->used;
+        e.voff += g->used;
+        g->ents[g->n++] = e;
+    }
+    g->used += w->used;
+    return 0;
+}
+
+static int pc_gidx_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct pc_wscratch *g = ctx;
+    const struct pc_gidx *x = a, *y = b;
+    if (x->order != y->order)
+        return x->order < y->order ? -1 : 1;
+    const struct pc_went *ex = &g->ents[x->i], *ey = &g->ents[y->i];
+    if (ex->klen != ey->klen)
+        return ex->klen < ey->klen ? -1 : 1;
+    return memcmp(g->bytes + ex->koff, g->bytes + ey->koff, ex->klen);
+}
+
+/* Memory-level parallelism for the save: the walk's order is known ahead,
+ * so the bucket lines of a group PC_PF_FAR ahead and the record lines of a
+ * group PC_PF_NEAR ahead are prefetched. Only hints: the slot offsets read
+ * here are unvalidated (any offset inside the region is safe to prefetch). */
+#define PC_PF_FAR 16u
+#define PC_PF_NEAR 8u
+static void pc_prefetch_group(pc_coll *coll, uint64_t grp, uint64_t m, uint64_t nb, bool recs)
+{
+    const pc_cache *c = coll->c;
+    for (uint64_t b = grp; b < nb; b += m) {
+        const struct pc_bucket_shm *bk = pc_bucket_at(coll, b);
+        if (!recs) {
+            __builtin_prefetch(bk, 0, 0);
+            continue;
+        }
+        unsigned n = atomic_load_explicit(&bk->used, memory_order_relaxed) & PC_USED_MASK;
+        for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
+            const unsigned char *r =
+                pc_cell(c, atomic_load_explicit(&bk->slot[i], memory_order_relaxed));
+            if (r == NULL)
+                continue;
+            /* the first 256 bytes, without reading the class byte (a read
+             * would stall on the very miss we want to overlap) */
+            for (size_t o = 0; o < 256; o += 64)
+                if (((uint64_t)(r - c->base) + o) < c->region_bytes)
+                    __builtin_prefetch(r + o, 0, 0);
+        }
+    }
+}
+
+int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
+{
+    if (coll == NULL || fn == NULL || (flags & ~(PC_WALK_VALUES | PC_WALK_RAW)) != 0)
+        return PC_EINVAL;
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    bool values = (flags & PC_WALK_VALUES) != 0, raw = (flags & PC_WALK_RAW) != 0;
+    unsigned l2 = coll->shm->log2_initial;
+    unsigned bits = l2 + (unsigned)(pc_route_load(coll->shm) >> 32);
+    uint64_t m = 1ull << bits; /* the unsplit modulus at the start */
+    struct pc_wscratch w, g;
+    memset(&w, 0, sizeof w);
+    memset(&g, 0, sizeof g);
+    struct pc_gidx *idx = NULL;
+    size_t icap = 0;
+    int stop = 0;
+    for (uint64_t j = 0; j < m && stop == 0 && rc == 0; j++) {
+        uint64_t grp = pc_order_key(j) >> (64 - bits);
+        uint64_t nb = pc_route_buckets(pc_route_load(coll->shm), l2);
+        if (bits > 0 && j + PC_PF_FAR < m)
+            pc_prefetch_group(coll, pc_order_key(j + PC_PF_FAR) >> (64 - bits), m, nb, false);
+        if (bits > 0 && j + PC_PF_NEAR < m)
+            pc_prefetch_group(coll, pc_order_key(j + PC_PF_NEAR) >> (64 - bits), m, nb, true);
+        g.n = g.used = 0;
+        for (uint64_t b = grp; b < nb && rc == 0; b += m)
+            if ((rc = pc_ws_bucket(coll, b, values, raw, &w)) == 0)
+                rc = pc_group_append(&g, &w);
+        if (rc != 0 || g.n == 0)
+            continue;
+        if (g.n > icap) {
+            struct pc_gidx *ni = realloc(idx, g.n * 2 * sizeof *ni);
+            if (ni == NULL) {
+                rc = PC_ESYS;
+                break;
+            }
+            idx = ni;
+            icap = g.n * 2;
+        }
+        for (size_t i = 0; i < g.n; i++) {
+            idx[i].order = pc_order_key(pc_hash(g.bytes + g.ents[i].koff, g.ents[i].klen));
+            idx[i].i = i;
+        }
+        if (g.n > 1)
+            qsort_r(idx, g.n, sizeof *idx, pc_gidx_cmp, &g); /* glibc: a context argument */
+        int64_t now = pc_now_ms();
+        for (size_t k = 0; k < g.n && stop == 0; k++) {
+            if (k > 0 && pc_gidx_cmp(&idx[k - 1], &idx[k], &g) == 0)
+                continue; /* seen twice across a split */
+            const struct pc_went *e = &g.ents[idx[k].i];
+            if (e->expires != 0 && e->expires <= now)
+                continue;
+            pc_entry pe = {.key = g.bytes + e->koff,
+                           .klen = e->klen,
+                           .val = values ? g.bytes + e->voff : NULL,
+                           .vlen = e->vlen,
+                           .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
+                           .is_counter = (e->flags & PC_RF_COUNTER) != 0,
+                           .stamp = e->stamp};
+            stop = fn(ctx, &pe);
+        }
+    }
+    pc_ws_free(&w);
+    pc_ws_free(&g);
+    free(idx);
+    return rc != 0 ? rc : stop;
+}

@@ -41,6 +41,14 @@ const char *pc_strerror(int err)
         return "another process holds the maintenance role";
     case PC_ELOCKED:
         return "lock not available";
+    case PC_ECORRUPT:
+        return "stored data is corrupt";
+    case PC_EFORMAT:
+        return "unsupported (newer) format version";
+    case PC_ESTORE:
+        return "not a pcache store";
+    case PC_EIO:
+        return "I/O error";
     default:
         return "unknown error";
     }

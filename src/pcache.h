@@ -43,6 +43,10 @@ extern "C" {
 #define PC_ECONFIG (-12)  /* bad configuration (collections spec, sizes) */
 #define PC_EBUSY (-13)    /* another process holds the maintenance role */
 #define PC_ELOCKED (-14)  /* a lock could not be taken in time */
+#define PC_ECORRUPT (-15) /* stored data failed a checksum or does not decode */
+#define PC_EFORMAT (-16)  /* stored data has a newer or unknown format version */
+#define PC_ESTORE (-17)   /* path is not a pcache store, or it cannot be opened */
+#define PC_EIO (-18)      /* an I/O call on a store or journal failed */
 
 /* Returns a static, human-readable name for an error code (never NULL). */
 const char *pc_strerror(int err);

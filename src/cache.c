@@ -10,6 +10,7 @@
  */
 #include "pc_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -169,14 +170,8 @@ void pc_after_fork_child(pc_cache *c)
 
 static uint64_t pc_overflow_count(pc_coll *coll)
 {
-    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
-    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
-    uint64_t in = 0, outc = 0;
-    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
-        in += atomic_load_explicit(&s[i].ovf_in, memory_order_relaxed);
-        outc += atomic_load_explicit(&s[i].ovf_out, memory_order_relaxed);
-    }
-    return in >= outc ? in - outc : 0;
+    return pc_stats_pair(coll, offsetof(struct pc_stats_shm, ovf_in),
+                         offsetof(struct pc_stats_shm, ovf_out));
 }
 
 /* Grows one collection by at most budget splits and raises grown. */

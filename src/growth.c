@@ -21,18 +21,28 @@
 #include "pc_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 
-/* Sum of a per-process counter pair over every slot ever claimed. */
+/* in - out of a per-process counter pair, summed over every slot ever
+ * claimed (fields given by offset into pc_stats_shm). */
+uint64_t pc_stats_pair(pc_coll *coll, size_t in_off, size_t out_off)
+{
+    const unsigned char *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    uint64_t in = 0, out = 0;
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        const unsigned char *line = s + (size_t)i * sizeof(struct pc_stats_shm);
+        in += atomic_load_explicit((const _Atomic uint64_t *)(line + in_off), memory_order_relaxed);
+        out +=
+            atomic_load_explicit((const _Atomic uint64_t *)(line + out_off), memory_order_relaxed);
+    }
+    return in >= out ? in - out : 0; /* a racing pair may read skewed */
+}
+
 uint64_t pc_coll_entries(pc_coll *coll)
 {
-    const struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
-    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
-    uint64_t ins = 0, del = 0;
-    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
-        ins += atomic_load_explicit(&s[i].inserted, memory_order_relaxed);
-        del += atomic_load_explicit(&s[i].deleted, memory_order_relaxed);
-    }
-    return ins >= del ? ins - del : 0; /* a racing pair may read skewed */
+    return pc_stats_pair(coll, offsetof(struct pc_stats_shm, inserted),
+                         offsetof(struct pc_stats_shm, deleted));
 }
 
 /* Carves bucket and hint segment j (j >= 1 holds n0 << (j-1) buckets). */

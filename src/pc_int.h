@@ -435,6 +435,7 @@ int pc_coll_carve_segment(pc_coll *coll, unsigned j);
 unsigned pc_grow(pc_coll *coll, unsigned budget);
 unsigned pc_sweep(pc_coll *coll, unsigned *probed);
 uint64_t pc_coll_entries(pc_coll *coll);
+uint64_t pc_stats_pair(pc_coll *coll, size_t in_off, size_t out_off);
 
 /* ---- events.c -------------------------------------------------------------
  * The cost with no subscriber: one relaxed load of the shared mask. */

@@ -198,6 +198,20 @@ static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, stru
     }
 }
 
+/* The callback's view of a copied entry (borrowed from the scratch). */
+static pc_entry pc_went_entry(const struct pc_wscratch *w, const struct pc_went *e, bool values,
+                              int64_t now)
+{
+    pc_entry pe = {.key = w->bytes + e->koff,
+                   .klen = e->klen,
+                   .val = values ? w->bytes + e->voff : NULL,
+                   .vlen = e->vlen,
+                   .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
+                   .is_counter = (e->flags & PC_RF_COUNTER) != 0,
+                   .stamp = e->stamp};
+    return pe;
+}
+
 int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *glob, size_t glen,
             unsigned flags, pc_walk_fn fn, void *ctx, uint64_t *next)
 {
@@ -230,13 +244,7 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
                 continue;
             if (glob != NULL && !pc_glob_match(glob, glen, w.bytes + e->koff, e->klen))
                 continue;
-            pc_entry pe = {.key = w.bytes + e->koff,
-                           .klen = e->klen,
-                           .val = values ? w.bytes + e->voff : NULL,
-                           .vlen = e->vlen,
-                           .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
-                           .is_counter = (e->flags & PC_RF_COUNTER) != 0,
-                           .stamp = e->stamp};
+            pc_entry pe = pc_went_entry(&w, e, values, now);
             stop = fn(ctx, &pe);
         }
     }
@@ -458,13 +466,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
             const struct pc_went *e = &g.ents[idx[k].i];
             if (e->expires != 0 && e->expires <= now)
                 continue;
-            pc_entry pe = {.key = g.bytes + e->koff,
-                           .klen = e->klen,
-                           .val = values ? g.bytes + e->voff : NULL,
-                           .vlen = e->vlen,
-                           .ttl_ms = e->expires == 0 ? -1 : e->expires - now,
-                           .is_counter = (e->flags & PC_RF_COUNTER) != 0,
-                           .stamp = e->stamp};
+            pc_entry pe = pc_went_entry(&g, e, values, now);
             stop = fn(ctx, &pe);
         }
     }

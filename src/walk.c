@@ -118,7 +118,7 @@ static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool value
         memcpy(w->bytes + w->used, r->data + kl, vl);
         e->vlen = vl;
     }
-    w->used += want;
+    w->used += want - kl; /* the key's bytes were counted above */
 }
 
 /* Copies the overflow entries routing to idx. Chains are locked one at a
@@ -361,7 +361,8 @@ static int pc_group_append(struct pc_wscratch *g, const struct pc_wscratch *w)
         if (rc != 0)
             return rc;
     }
-    memcpy(g->bytes + g->used, w->bytes, w->used);
+    if (w->used > 0) /* an empty bucket's scratch may not exist yet */
+        memcpy(g->bytes + g->used, w->bytes, w->used);
     for (size_t i = 0; i < w->n; i++) {
         struct pc_went e = w->ents[i];
         e.koff += g->used;

@@ -1,0 +1,320 @@
+/*
+ * store_int.h - internals of the snapshot store (storage/). Not installed,
+ * not included outside storage/.
+ *
+ * The on-disk format is docs/snapshot-format.md; every constant and layout
+ * here cites the section of that document it implements. The code that
+ * encodes and decodes the format is store_format.c and it is the only code
+ * that knows byte offsets. Every decoder treats its input as hostile: it
+ * bounds-checks every length against the bytes it was given and returns
+ * PC_ECORRUPT with a static reason instead of trusting a field.
+ *
+ * Files:
+ *   store_format.c  byte layouts, varints, checksums (pure functions)
+ *   store_env.c     open/close, the store header, boot generations, map
+ *                   growth, logging
+ *   store_block.c   building, compressing and unpacking one block
+ *   store_pipe.c    the ordered worker pool that compresses / decompresses
+ *                   blocks beside the thread that walks or loads
+ *   store_save.c    pc_store_save
+ *   store_load.c    pc_store_load and the prune of expired records
+ *   store_read.c    the offline API: list, get, iterate, verify, info
+ */
+#ifndef PC_STORE_INT_H
+#define PC_STORE_INT_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pcache.h"
+#include "pcache_store.h"
+
+/* ---- format constants (docs/snapshot-format.md) ------------------------- */
+#define PC_SF_VERSION 1u /* the format version this code writes and reads */
+
+/* §3 store header: meta key "\0store" */
+#define PC_SF_HDR_KEY "\0store"
+#define PC_SF_HDR_KEYLEN 6u
+#define PC_SF_HDR_MAGIC "PCSTORE" /* 7 bytes + a 0 byte */
+#define PC_SF_HDR_SIZE 48u
+
+/* §4 collection meta: meta key "c:" + name */
+#define PC_SF_META_MAGIC "PCCM"
+#define PC_SF_META_SIZE 128u
+
+/* §5 block */
+#define PC_SF_BLOCK_MAGIC "PCBK"
+#define PC_SF_BLOCK_HDR 64u
+#define PC_SF_BLOCK_RAW_MAX (64u * 1024u * 1024u) /* a decoder refuses more */
+#define PC_SF_CODEC_NONE 0u
+#define PC_SF_CODEC_ZSTD 1u
+
+/* §6 record */
+#define PC_SF_REC_FIXED 17u /* crc32 + flags + stamp + expires */
+#define PC_SF_REC_COUNTER 0x01u
+#define PC_SF_REC_FLAGS_KNOWN PC_SF_REC_COUNTER
+#define PC_SF_VARINT_MAX 5u /* bytes of a u32 LEB128 */
+
+/* the block key: name, 0x00, big-endian order key */
+#define PC_SF_BKEY_MAX (PC_COLL_NAME_MAX + 1u + 8u)
+
+/* ---- little/big endian helpers ----------------------------------------- */
+static inline void pc_put_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void pc_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void pc_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void pc_put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[7 - i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t pc_get_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t pc_get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t pc_get_le64(const uint8_t *p)
+{
+    return (uint64_t)pc_get_le32(p) | ((uint64_t)pc_get_le32(p + 4) << 32);
+}
+static inline uint64_t pc_get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* ---- store_format.c ------------------------------------------------------ */
+uint64_t pc_sf_hash(const void *p, size_t n); /* XXH3-64, seed 0 */
+/* The order key of a key: pc_order_key(pc_hash(key)). */
+uint64_t pc_sf_order(const void *key, size_t klen);
+/* Record order: order key, then key length, then key bytes (memcmp), exactly
+ * the order of pc_walk_ordered. <0, 0, >0. */
+int pc_sf_rec_cmp(uint64_t oa, const void *ka, size_t la, uint64_t ob, const void *kb, size_t lb);
+
+size_t pc_sf_varint_put(uint8_t *p, uint32_t v); /* writes 1..5 bytes */
+/* Reads a u32 LEB128 of at most 5 bytes from [p, p + n): bytes used, or 0
+ * when it is truncated, longer than 5 bytes or exceeds 32 bits. */
+size_t pc_sf_varint_get(const uint8_t *p, size_t n, uint32_t *v);
+
+/* §3 */
+typedef struct pc_sf_hdr {
+    uint32_t version;
+    uint32_t flags;
+    int64_t created_ms;
+    uint64_t boot_gen;
+} pc_sf_hdr;
+void pc_sf_hdr_encode(const pc_sf_hdr *h, uint8_t out[PC_SF_HDR_SIZE]);
+/* PC_ESTORE (not our magic), PC_ECORRUPT (bad size or checksum),
+ * PC_EFORMAT (newer version: h->version is set). */
+int pc_sf_hdr_decode(const void *p, size_t n, pc_sf_hdr *h, const char **why);
+
+/* §4: the decoded form is the public pc_store_coll_meta */
+void pc_sf_meta_encode(const pc_store_coll_meta *m, uint8_t out[PC_SF_META_SIZE]);
+/* PC_ECORRUPT / PC_EFORMAT (m->format_version set). m->name untouched. */
+int pc_sf_meta_decode(const void *p, size_t n, pc_store_coll_meta *m, const char **why);
+
+/* §5 */
+typedef struct pc_sf_block {
+    uint32_t version;
+    uint8_t codec;
+    uint32_t count;
+    uint32_t raw_len;
+    uint32_t payload_len;
+    uint32_t dict_id;
+    uint64_t first, last; /* order keys of the first and last record */
+    uint64_t payload_sum, raw_sum;
+    const uint8_t *payload; /* borrowed from the decoded value */
+} pc_sf_block;
+void pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR]);
+/* Checks the header (magic, version, header checksum, lengths against n),
+ * not the payload. */
+int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why);
+
+/* The block key of collection name (nlen bytes) and an order key; returns
+ * its length. */
+size_t pc_sf_bkey(uint8_t out[PC_SF_BKEY_MAX], const char *name, size_t nlen, uint64_t order);
+
+/* §6 one record */
+typedef struct pc_sf_rec {
+    const uint8_t *key, *val; /* borrowed from the raw block */
+    uint32_t klen, vlen;
+    uint64_t expires_ms; /* absolute unix ms, 0 = never */
+    uint32_t stamp;
+    unsigned flags;
+} pc_sf_rec;
+/* Bytes the record will take. */
+size_t pc_sf_rec_size(size_t klen, size_t vlen);
+/* Writes the record at out (pc_sf_rec_size bytes available); returns the
+ * bytes written. */
+size_t pc_sf_rec_encode(uint8_t *out, const pc_sf_rec *r);
+/* Decodes the record at [p, p + n). On success *used = its size. Errors:
+ * PC_ECORRUPT with *why; when the lengths parsed but the checksum (or a
+ * flag, or a counter's length) is wrong, *used and r->key / r->klen are
+ * still set (*key_ok = 1) so the caller can name the key and step over it.
+ */
+int pc_sf_rec_decode(const uint8_t *p, size_t n, size_t *used, pc_sf_rec *r, int *key_ok,
+                     const char **why);
+
+/* The meta key "c:" + name (kind 'c'). Returns the length. */
+size_t pc_sf_meta_key(uint8_t out[2 + PC_COLL_NAME_MAX], char kind, const char *name, size_t nlen);
+
+/* The content checksum of a collection: XXH3-64 over the blocks' raw
+ * checksums as 8-byte little-endian words, in block-key order. */
+typedef struct pc_sf_sum {
+    void *state; /* XXH3_state_t */
+} pc_sf_sum;
+int pc_sf_sum_init(pc_sf_sum *s);
+void pc_sf_sum_add(pc_sf_sum *s, uint64_t block_raw_sum);
+uint64_t pc_sf_sum_final(pc_sf_sum *s); /* frees the state */
+void pc_sf_sum_free(pc_sf_sum *s);      /* accepts a finalised or zeroed one */
+
+/* Writes key as printable text for a log line: bytes outside 0x20..0x7e
+ * and '\\' as \xNN, cut with "..." past 80 bytes. Returns out. */
+char *pc_sf_keystr(const void *key, size_t klen, char *out, size_t cap);
+
+/* Validates a collection name: 1..63 bytes of [A-Za-z0-9_.-]. */
+int pc_sf_name_ok(const char *name, size_t *nlen);
+
+/* ---- store_block.c: one block in memory ---------------------------------------- */
+/* Raw records being collected for one block, in record order. */
+typedef struct pc_sb_raw {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t count;
+    uint64_t first, last; /* order keys of the first and last record */
+    uint64_t key_bytes, value_bytes;
+} pc_sb_raw;
+/* Appends one record (r->key etc. borrowed) with its order key. PC_ESYS
+ * when memory runs out. */
+int pc_sb_raw_add(pc_sb_raw *b, const pc_sf_rec *r, uint64_t order);
+void pc_sb_raw_reset(pc_sb_raw *b);
+void pc_sb_raw_free(pc_sb_raw *b);
+
+/* A finished block: its LMDB key and value (header + payload). */
+typedef struct pc_sb_out {
+    uint8_t key[PC_SF_BKEY_MAX];
+    size_t klen;
+    uint8_t *val; /* malloc'd, exactly val_len bytes */
+    size_t val_len;
+    uint64_t raw_sum;
+    uint32_t count;
+    uint32_t raw_len;
+} pc_sb_out;
+/* Compresses b (zstd at level with cc; stored as is when that is not
+ * smaller) into out->val and fills out. PC_ESYS on allocation failure,
+ * PC_EIO when zstd fails. */
+typedef struct pc_sb_scratch { /* a compression buffer reused across blocks */
+    uint8_t *buf;
+    size_t cap;
+} pc_sb_scratch;
+int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name, size_t nlen,
+               pc_sb_scratch *scratch, pc_sb_out *out);
+
+/* Bits of pc_sb_unpack's *state. */
+#define PC_SB_RAW 0x1u /* *raw holds raw_len bytes (maybe not trustworthy) */
+#define PC_SB_HDR 0x2u /* *hdr decoded (its checksum passed) */
+/* Decodes a block value and yields its raw records: 0 when the header, the
+ * payload checksum, the decompression and the raw checksum all pass; else
+ * PC_ECORRUPT / PC_EFORMAT with *why, and PC_SB_RAW set in *state when raw
+ * bytes of the right length were still produced (to name keys in a report;
+ * never to load). *buf / *cap is a reusable decompression buffer. */
+int pc_sb_unpack(void *zstd_dctx, const void *val, size_t len, pc_sf_block *hdr, uint8_t **buf,
+                 size_t *cap, const uint8_t **raw, unsigned *state, const char **why);
+
+/* ---- the handle (store_env.c) --------------------------------------------- */
+struct pc_store {
+    MDB_env *env;
+    MDB_dbi meta, blocks;
+    unsigned flags; /* PC_STORE_RDONLY, PC_STORE_CREATE */
+    pid_t pid;      /* the opener: an LMDB env must not cross fork() */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+    int zlevel;
+    size_t block_bytes;
+    unsigned threads;
+    size_t map_size;  /* current map size as set by this process */
+    unsigned psize;   /* LMDB page size */
+    char path[4096];  /* the directory */
+    char dpath[4200]; /* path/data.mdb */
+};
+
+/* Logging: the level is checked before the arguments are formatted. */
+void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define PC_SLOG(s, lvl, ...)                                                                       \
+    do {                                                                                           \
+        if ((s)->log != NULL && (lvl) <= (s)->log_level)                                           \
+            pc_slog_emit((s), (lvl), __VA_ARGS__);                                                 \
+    } while (0)
+
+/* Maps an LMDB or errno code to PC_E*, logging what failed at level ERR. */
+int pc_store_mdb_err(const pc_store *s, int mrc, const char *what);
+/* 0, or PC_EINVAL (logged) when the handle is used after fork(). */
+int pc_store_check_pid(const pc_store *s);
+/* mdb_txn_begin that adopts a map size grown by another process
+ * (MDB_MAP_RESIZED) and retries. flags: 0 or MDB_RDONLY. */
+int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn);
+/* Grows the map (no transaction of this process may be open) to at least
+ * need bytes, doubling at least. */
+int pc_store_grow(pc_store *s, size_t need);
+/* Clears reader slots of dead processes (mdb_reader_check): a reader that
+ * died inside a read transaction would otherwise keep every page freed
+ * since from being reused, and the file would grow. */
+void pc_store_reap_readers(pc_store *s);
+/* Bytes in use in the environment (last page + 1) * page size. */
+size_t pc_store_used_bytes(pc_store *s);
+/* Wall clock in ms (CLOCK_REALTIME). Monotonic seconds as a double. */
+int64_t pc_store_now_ms(void);
+double pc_store_mono(void);
+/* Reads the decoded meta of collection name in txn: 0, PC_ENOTFOUND,
+ * PC_ECORRUPT (logged), PC_EFORMAT (logged). */
+int pc_store_meta_read(pc_store *s, MDB_txn *txn, const char *name, size_t nlen,
+                       pc_store_coll_meta *m);
+
+/* ---- store_pipe.c: ordered jobs on worker threads -------------------------
+ * The producing thread submits jobs in order; nworkers threads run them; the
+ * producer takes results back in the same order. With nworkers == 0 every
+ * job runs inline in pc_pipe_submit. A job is a caller-owned pointer; run()
+ * receives the worker's index (nworkers for the inline case) so the caller
+ * can keep one compression context per worker. */
+typedef struct pc_pipe pc_pipe;
+typedef void (*pc_pipe_run_fn)(void *ctx, unsigned worker, void *job);
+/* depth: jobs in flight at most (>= 1). */
+int pc_pipe_create(unsigned nworkers, unsigned depth, pc_pipe_run_fn run, void *ctx, pc_pipe **out);
+/* Submits a job. When depth jobs are in flight, first waits for the oldest
+ * and returns it in *done (else *done = NULL): the caller must consume it. */
+void pc_pipe_submit(pc_pipe *p, void *job, void **done);
+/* Waits for the oldest job in flight and returns it, NULL when none is. */
+void *pc_pipe_next(pc_pipe *p);
+/* Joins the workers. Jobs still in flight are waited for and dropped (the
+ * caller owns them and must have kept track). Accepts NULL. */
+void pc_pipe_destroy(pc_pipe *p);
+
+/* store_load.c: logs a block that failed a check (why) at PC_LOG_ERR with
+ * the collection, its order-key range when hdr_ok, and the keys raw (may be
+ * NULL) still names. */
+void pc_store_report_block(const pc_store *s, const char *name, const pc_sf_block *hdr, int hdr_ok,
+                           const char *why, const uint8_t *raw);
+unsigned pc_store_auto_threads(unsigned requested);
+
+#endif /* PC_STORE_INT_H */

@@ -1,0 +1,32 @@
+# The snapshot store's tests (storage/). Included by tests/CMakeLists.txt.
+# test_store.c and test_store_crash.c are registered by the test_*.c glob
+# there; they also link the store and the SIP-like data generator.
+#
+# test_store_crash SIGKILLs a saving child PCACHE_CRASH_ITERS times (default
+# 200) and checks the store after each kill; RUN_SERIAL so the kills land in
+# saves whose timing is not disturbed by other tests. Its timeout scales with
+# the iteration count seen at configure time.
+foreach(name test_store test_store_crash)
+  if(TARGET ${name})
+    target_link_libraries(${name} PRIVATE pcache_store pcache_sipgen)
+  endif()
+endforeach()
+if(TEST test_store_crash)
+  set(pc_crash_iters 200)
+  if(DEFINED ENV{PCACHE_CRASH_ITERS} AND "$ENV{PCACHE_CRASH_ITERS}" MATCHES "^[0-9]+$")
+    set(pc_crash_iters $ENV{PCACHE_CRASH_ITERS})
+  endif()
+  math(EXPR pc_crash_timeout "${pc_crash_iters} + 300")
+  set_tests_properties(test_store_crash PROPERTIES TIMEOUT ${pc_crash_timeout} RUN_SERIAL TRUE
+                                                   LABELS "crash")
+endif()
+if(TEST test_store)
+  set_tests_properties(test_store PROPERTIES LABELS "store")
+endif()
+# The journal's tests (written beside the store) link its library when the
+# storage/ build made one.
+foreach(name test_journal test_journal_kill)
+  if(TARGET ${name} AND TARGET pcache_journal)
+    target_link_libraries(${name} PRIVATE pcache_journal)
+  endif()
+endforeach()

@@ -358,6 +358,58 @@ typedef struct pc_store_info {
 } pc_store_info;
 int pc_store_info_get(pc_store *s, pc_store_info *out);
 
+/* ---- persistence policies (persist.c): what the hosts call ---------------
+ * db_url selects the store ("lmdb:///abs/path" or a directory path);
+ * db_mode 0 = on demand (perf_save / perf_load only), 1 = load at startup,
+ * 2 = load at startup and save on graceful shutdown; persist_collections
+ * names the collections the modes (and the periodic snapshots) cover; the
+ * journal spec gives per-collection journal modes ("th=always;s=everysec").
+ * Lifecycle: pc_persist_open and pc_persist_startup before the host forks,
+ * pc_persist_tick about once a second in the maintenance process (journal
+ * fdatasync, periodic snapshots), pc_persist_worker_tick in each worker,
+ * pc_persist_shutdown on a graceful stop.
+ * Saves run in the calling process: hosts call them from a process that
+ * serves no traffic. */
+typedef struct pc_persist pc_persist;
+struct pc_mgmt;
+typedef struct pc_persist_config {
+    const char *db_url;              /* required */
+    int db_mode;                     /* 0, 1, 2 */
+    const char *persist_collections; /* "a,b" or "a;b"; NULL = none */
+    const char *journal;             /* "a=always;b=everysec"; NULL = no journal */
+    unsigned snapshot_period_s;      /* periodic saves of persist_collections; 0 = off */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+} pc_persist_config;
+void pc_persist_config_init(pc_persist_config *cfg);
+/* Checks the policy against the cache's collections, opens (creates) the
+ * store, takes a new boot generation and opens the journal. Errors name the
+ * problem in err: PC_ECONFIG (db_mode, a malformed list or journal mode),
+ * PC_ENOCOLL (an undeclared collection), PC_EURL (an unsupported db_url),
+ * the store's open errors. *out is caller-owned: pc_persist_close. */
+int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
+                    size_t errlen);
+void pc_persist_close(pc_persist *p); /* accepts NULL */
+/* db_mode >= 1: restores every persist collection (snapshot + journal);
+ * then installs the journal hook (so workers forked later inherit it).
+ * Returns the first error; the other collections are still restored. */
+int pc_persist_startup(pc_persist *p);
+/* In the maintenance process, about once a second. */
+int pc_persist_tick(pc_persist *p);
+/* In every worker, about once a second: writes its buffered journal
+ * records (the fdatasync stays in pc_persist_tick). */
+int pc_persist_worker_tick(pc_persist *p);
+/* Flushes the journal; db_mode 2: saves every persist collection. */
+int pc_persist_shutdown(pc_persist *p);
+/* One collection, as perf_save / perf_load do (result may be NULL). */
+int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *result);
+/* Registers perf_save and perf_load and adds the last save / load, the
+ * generation and the journal mode to perf_stats. */
+int pc_persist_register(pc_persist *p, struct pc_mgmt *m);
+pc_store *pc_persist_store(const pc_persist *p);
+int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll);
+
 #ifdef __cplusplus
 }
 #endif

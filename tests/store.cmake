@@ -30,3 +30,7 @@ foreach(name test_journal test_journal_kill)
     target_link_libraries(${name} PRIVATE pcache_journal)
   endif()
 endforeach()
+# The persistence policies' test links the policy layer.
+if(TARGET test_persist AND TARGET pcache_persist)
+  target_link_libraries(test_persist PRIVATE pcache_persist)
+endif()

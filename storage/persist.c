@@ -1,0 +1,527 @@
+/*
+ * persist.c - the persistence policies the hosts use: which store
+ * (db_url), when to load and save (db_mode, persist_collections, periodic
+ * snapshots), the journal modes, and the perf_save / perf_load commands.
+ *
+ * The policy layer owns no format: saves and loads go through the snapshot
+ * store (pc_store_*) and, together with the write-ahead journal, through
+ * pc_journal_save / pc_journal_restore, the one order in which the two work
+ * together. Host lifecycle:
+ *   pc_persist_open      before fork: parse and check the policy, open the
+ *                        store and the journal (new boot generation)
+ *   pc_persist_startup   before fork: db_mode >= 1 restores every persist
+ *                        collection (snapshot + journal), then installs the
+ *                        journal hook so workers inherit it
+ *   pc_persist_tick      in the maintenance process, about once a second:
+ *                        journal fdatasync, periodic snapshots
+ *   pc_persist_shutdown  on a graceful stop: db_mode 2 saves every persist
+ *                        collection
+ * Facts about the last save and load of each collection live in a small
+ * shared area, so perf_stats in any process reports what the maintenance
+ * process did.
+ */
+#include "pc_journal.h"
+#include "pcache_mgmt.h"
+#include "pcache_store.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+struct pc_persist_coll_shm {                    /* written by the saving/loading process only */
+    _Atomic int64_t last_save_ms, last_load_ms; /* wall clock, 0 = never */
+    _Atomic uint64_t last_save_count, last_load_count, generation;
+    _Atomic uint64_t last_save_us, last_load_us;
+    _Atomic int32_t last_save_rc, last_load_rc;
+};
+
+struct pc_persist {
+    pc_cache *cache;
+    pc_store *store;
+    pc_journal *journal;
+    int db_mode;
+    unsigned period_s;
+    int64_t next_periodic_ms;
+    bool persist[PC_MAX_COLLECTIONS];
+    struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+};
+
+__attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, int level,
+                                                         const char *fmt, ...)
+{
+    if (p->log == NULL || level > p->log_level)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    p->log(p->log_ctx, level, buf);
+}
+
+__attribute__((format(printf, 4, 5))) static int pp_fail(char *err, size_t errlen, int rc,
+                                                         const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static int64_t pp_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t pp_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pc_persist_config_init(pc_persist_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->log_level = PC_LOG_INFO;
+}
+
+static unsigned pp_index(const pc_persist *p, const pc_coll *coll)
+{
+    for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
+        if (pc_coll_at(p->cache, i) == coll)
+            return i;
+    return 0;
+}
+
+/* Calls fn(ctx, name, len, value, vlen) for each item of "a;b=c" or "a,b"
+ * (both separators accepted; spaces trimmed). */
+typedef int (*pp_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
+                          char *err, size_t errlen);
+static int pp_items(const char *list, pp_item_fn fn, void *ctx, char *err, size_t errlen)
+{
+    const char *s = list;
+    while (s != NULL && *s != '\0') {
+        size_t n = strcspn(s, ",;");
+        const char *a = s, *e = s + n;
+        while (a < e && (*a == ' ' || *a == '\t'))
+            a++;
+        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (a < e) {
+            const char *eq = memchr(a, '=', (size_t)(e - a));
+            const char *ne = eq != NULL ? eq : e;
+            while (ne > a && ne[-1] == ' ')
+                ne--;
+            const char *v = eq != NULL ? eq + 1 : NULL;
+            while (v != NULL && v < e && *v == ' ')
+                v++;
+            int rc = fn(ctx, a, (size_t)(ne - a), v, v != NULL ? (size_t)(e - v) : 0, err, errlen);
+            if (rc != 0)
+                return rc;
+        }
+        s = s[n] == '\0' ? s + n : s + n + 1;
+    }
+    return 0;
+}
+
+static int pp_persist_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
+                           char *err, size_t errlen)
+{
+    pc_persist *p = ctx;
+    (void)vlen;
+    pc_coll *coll;
+    if (val != NULL)
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "persist_collections: '%.*s=...': expected a "
+                       "list of collection names",
+                       (int)len, name);
+    if (pc_coll_find(p->cache, name, len, &coll) != 0)
+        return pp_fail(err, errlen, PC_ENOCOLL,
+                       "persist_collections names '%.*s', which is not "
+                       "a declared collection",
+                       (int)len, name);
+    p->persist[pp_index(p, coll)] = true;
+    return 0;
+}
+
+static int pp_journal_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
+                           char *err, size_t errlen)
+{
+    pc_persist *p = ctx;
+    char mode[16];
+    unsigned m;
+    if (val == NULL || vlen == 0 || vlen >= sizeof mode)
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "journal: '%.*s' needs a mode: name=off, "
+                       "name=everysec or name=always",
+                       (int)len, name);
+    memcpy(mode, val, vlen);
+    mode[vlen] = '\0';
+    if (pc_journal_mode_parse(mode, &m) != 0)
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "journal: '%.*s=%s': the mode must be off, "
+                       "everysec or always",
+                       (int)len, name, mode);
+    pc_coll *coll;
+    if (pc_coll_find(p->cache, name, len, &coll) != 0)
+        return pp_fail(err, errlen, PC_ENOCOLL,
+                       "journal names '%.*s', which is not a declared "
+                       "collection",
+                       (int)len, name);
+    pc_coll_set_journal(coll, m);
+    return 0;
+}
+
+/* db_url: "lmdb:///abs/path" or a plain path. odbc:// comes with the ODBC
+ * exporter. */
+static int pp_store_path(const char *url, char *err, size_t errlen)
+{
+    if (strncmp(url, "odbc:", 5) == 0)
+        return pp_fail(err, errlen, PC_EURL,
+                       "db_url '%.200s': the odbc:// store is not "
+                       "available in this build (the ODBC exporter)",
+                       url);
+    const char *colon = strstr(url, "://");
+    if (colon != NULL && strncmp(url, "lmdb://", 7) != 0)
+        return pp_fail(err, errlen, PC_EURL,
+                       "db_url '%.200s': unknown scheme (expected "
+                       "lmdb:///path)",
+                       url);
+    return 0;
+}
+
+int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
+                    size_t errlen)
+{
+    if (c == NULL || cfg == NULL || out == NULL)
+        return PC_EINVAL;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (cfg->db_mode < 0 || cfg->db_mode > 2)
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "db_mode %d: expected 0 (on demand), 1 (load "
+                       "at startup) or 2 (load at startup, save at shutdown)",
+                       cfg->db_mode);
+    if (cfg->db_url == NULL || cfg->db_url[0] == '\0')
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "no db_url: persistence needs a store "
+                       "(lmdb:///path)");
+    int rc = pp_store_path(cfg->db_url, err, errlen);
+    if (rc != 0)
+        return rc;
+    pc_persist *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return PC_ESYS;
+    p->cache = c;
+    p->db_mode = cfg->db_mode;
+    p->period_s = cfg->snapshot_period_s;
+    p->log = cfg->log;
+    p->log_ctx = cfg->log_ctx;
+    p->log_level = cfg->log_level;
+    p->shm = mmap(NULL, PC_MAX_COLLECTIONS * sizeof *p->shm, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p->shm == MAP_FAILED) {
+        free(p);
+        return pp_fail(err, errlen, PC_ESYS, "cannot map the persistence state");
+    }
+    if ((rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen)) != 0 ||
+        (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
+        goto fail;
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.flags = PC_STORE_CREATE;
+    sc.log = cfg->log;
+    sc.log_ctx = cfg->log_ctx;
+    sc.log_level = cfg->log_level;
+    if ((rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
+        goto fail;
+    uint64_t gen;
+    if ((rc = pc_store_next_boot_gen(p->store, &gen)) != 0) {
+        pp_fail(err, errlen, rc, "db_url '%.200s': cannot record a new boot generation: %s",
+                cfg->db_url, pc_strerror(rc));
+        goto fail;
+    }
+    pc_journal_config jc;
+    pc_journal_config_init(&jc);
+    jc.dir = pc_store_path(p->store);
+    jc.boot_gen = gen;
+    jc.log = cfg->log;
+    jc.log_ctx = cfg->log_ctx;
+    jc.log_level = cfg->log_level;
+    if ((rc = pc_journal_open(c, &jc, &p->journal)) != 0) {
+        pp_fail(err, errlen, rc, "cannot open the journal in '%s': %s", jc.dir, pc_strerror(rc));
+        goto fail;
+    }
+    *out = p;
+    return 0;
+fail:
+    pc_persist_close(p);
+    return rc;
+}
+
+void pc_persist_close(pc_persist *p)
+{
+    if (p == NULL)
+        return;
+    pc_journal_close(p->journal);
+    pc_store_close(p->store);
+    if (p->shm != NULL && p->shm != MAP_FAILED)
+        munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
+    free(p);
+}
+
+int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res)
+{
+    pc_store_save_result r;
+    memset(&r, 0, sizeof r);
+    int rc = pc_journal_save(p->journal, p->store, coll, &r, NULL);
+    struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
+    atomic_store(&st->last_save_rc, rc);
+    if (rc == 0) {
+        atomic_store(&st->last_save_ms, pp_wall_ms());
+        atomic_store(&st->last_save_count, r.saved);
+        atomic_store(&st->last_save_us, (uint64_t)(r.seconds * 1e6));
+        atomic_store(&st->generation, r.generation);
+        pp_log(p, PC_LOG_INFO,
+               "pcache: saved %s: %llu entries in %.3f s (%.0f/s), generation "
+               "%llu",
+               pc_coll_name(coll), (unsigned long long)r.saved, r.seconds, r.rate,
+               (unsigned long long)r.generation);
+    } else {
+        pp_log(p, PC_LOG_ERR, "pcache: save of %s failed: %s (the previous snapshot stands)",
+               pc_coll_name(coll), pc_strerror(rc));
+    }
+    if (res != NULL)
+        *res = r;
+    return rc;
+}
+
+static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore_result *res)
+{
+    pc_journal_restore_result r;
+    memset(&r, 0, sizeof r);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = pc_journal_restore(p->journal, p->store, coll, &r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
+    atomic_store(&st->last_load_rc, rc);
+    if (rc == 0) {
+        atomic_store(&st->last_load_ms, pp_wall_ms());
+        atomic_store(&st->last_load_count, r.load.loaded);
+        atomic_store(&st->last_load_us, (uint64_t)(secs * 1e6));
+        if (r.snapshot)
+            atomic_store(&st->generation, r.load.meta.generation);
+        pp_log(p, PC_LOG_INFO,
+               "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
+               "skipped, journal replayed, in %.3f s",
+               pc_coll_name(coll), (unsigned long long)r.load.loaded,
+               (unsigned long long)r.load.skipped_expired, secs);
+    } else {
+        pp_log(p, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll), pc_strerror(rc));
+    }
+    if (res != NULL)
+        *res = r;
+    return rc;
+}
+
+int pc_persist_startup(pc_persist *p)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    int first = 0;
+    if (p->db_mode >= 1) {
+        for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
+            if (!p->persist[i])
+                continue;
+            int rc = pc_persist_load_coll(p, pc_coll_at(p->cache, i), NULL);
+            if (rc != 0 && first == 0)
+                first = rc;
+        }
+    }
+    /* journaling starts only now, so the restore is not journaled again */
+    int rc = pc_journal_install(p->journal);
+    p->next_periodic_ms = pp_mono_ms() + (int64_t)p->period_s * 1000;
+    return first != 0 ? first : rc;
+}
+
+int pc_persist_tick(pc_persist *p)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    int rc = pc_journal_sync_all(p->journal);
+    if (p->period_s > 0 && pp_mono_ms() >= p->next_periodic_ms) {
+        for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
+            if (p->persist[i]) {
+                int r = pc_persist_save_coll(p, pc_coll_at(p->cache, i), NULL);
+                if (r != 0 && rc == 0)
+                    rc = r;
+            }
+        p->next_periodic_ms = pp_mono_ms() + (int64_t)p->period_s * 1000;
+    }
+    return rc;
+}
+
+int pc_persist_worker_tick(pc_persist *p)
+{
+    return p == NULL ? PC_EINVAL : pc_journal_tick(p->journal, 0);
+}
+
+int pc_persist_shutdown(pc_persist *p)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    int first = pc_journal_flush(p->journal, 1);
+    if (p->db_mode == 2) {
+        for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
+            if (!p->persist[i])
+                continue;
+            int rc = pc_persist_save_coll(p, pc_coll_at(p->cache, i), NULL);
+            if (rc != 0 && first == 0)
+                first = rc;
+        }
+    }
+    return first;
+}
+
+pc_store *pc_persist_store(const pc_persist *p)
+{
+    return p == NULL ? NULL : p->store;
+}
+
+int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)
+{
+    return p != NULL && coll != NULL && p->persist[pp_index(p, coll)];
+}
+
+/* ---- perf_save / perf_load -------------------------------------------------- */
+
+static const pc_mgmt_param pp_params[] = {
+    {"collection", PC_MP_COLL_ALL, 0, NULL, 0, 0, "collection (omitted: every collection)"},
+};
+
+static double pp_secs(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
+                       pc_mgmt_err *err)
+{
+    pc_persist *p = ctx;
+    pc_coll *only = pc_mgmt_call_coll(call, 0);
+    unsigned n = 0;
+    uint64_t saved = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
+        pc_coll *coll = pc_coll_at(p->cache, i);
+        if (only != NULL && coll != only)
+            continue;
+        pc_store_save_result r;
+        int rc = pc_persist_save_coll(p, coll, &r);
+        if (rc != 0)
+            return pc_mgmt_errorf(err, rc,
+                                  "perf_save: saving collection \"%s\" failed: %s "
+                                  "(its previous snapshot stands; %u collection(s) saved "
+                                  "before it)",
+                                  pc_coll_name(coll), pc_strerror(rc), n);
+        n++;
+        saved += r.saved;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = pp_secs(&t0, &t1);
+    int rc = ops->obj_begin(rctx, NULL);
+    rc = rc ? rc : ops->u64(rctx, "collections", n);
+    rc = rc ? rc : ops->u64(rctx, "saved", saved);
+    rc = rc ? rc : ops->dbl(rctx, "duration", secs);
+    rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
+    const char *path = pc_store_path(p->store);
+    rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
+    rc = rc ? rc : ops->obj_end(rctx);
+    return rc;
+}
+
+static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
+                       pc_mgmt_err *err)
+{
+    pc_persist *p = ctx;
+    pc_coll *only = pc_mgmt_call_coll(call, 0);
+    unsigned n = 0;
+    uint64_t loaded = 0, expired = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
+        pc_coll *coll = pc_coll_at(p->cache, i);
+        if (only != NULL && coll != only)
+            continue;
+        pc_journal_restore_result r;
+        int rc = pc_persist_load_coll(p, coll, &r);
+        if (rc != 0)
+            return pc_mgmt_errorf(err, rc,
+                                  "perf_load: loading collection \"%s\" failed: %s "
+                                  "(%u collection(s) loaded before it)",
+                                  pc_coll_name(coll), pc_strerror(rc), n);
+        n++;
+        loaded += r.load.loaded;
+        expired += r.load.skipped_expired;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int rc = ops->obj_begin(rctx, NULL);
+    rc = rc ? rc : ops->u64(rctx, "collections", n);
+    rc = rc ? rc : ops->u64(rctx, "loaded", loaded);
+    rc = rc ? rc : ops->u64(rctx, "skipped_expired", expired);
+    rc = rc ? rc : ops->dbl(rctx, "duration", pp_secs(&t0, &t1));
+    rc = rc ? rc : ops->obj_end(rctx);
+    return rc;
+}
+
+/* perf_stats: the last save and load of each collection. */
+static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rctx)
+{
+    pc_persist *p = ctx;
+    const struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
+    int rc = ops->boolean(rctx, "persisted", p->persist[pp_index(p, coll)]);
+    rc = rc ? rc : ops->i64(rctx, "last_save", atomic_load(&st->last_save_ms) / 1000);
+    rc = rc ? rc : ops->u64(rctx, "last_save_entries", atomic_load(&st->last_save_count));
+    rc = rc ? rc : ops->dbl(rctx, "last_save_duration", atomic_load(&st->last_save_us) / 1e6);
+    rc = rc ? rc : ops->i64(rctx, "last_load", atomic_load(&st->last_load_ms) / 1000);
+    rc = rc ? rc : ops->u64(rctx, "last_load_entries", atomic_load(&st->last_load_count));
+    rc = rc ? rc : ops->u64(rctx, "generation", atomic_load(&st->generation));
+    const char *jm = pc_journal_mode_name(pc_coll_journal(coll));
+    rc = rc ? rc : ops->str(rctx, "journal", jm, strlen(jm));
+    return rc;
+}
+
+int pc_persist_register(pc_persist *p, pc_mgmt *m)
+{
+    if (p == NULL || m == NULL)
+        return PC_EINVAL;
+    pc_mgmt_cmd save = {"perf_save", "snapshot collections to the store (one transaction each)",
+                        pp_params,   1,
+                        pp_cmd_save, p};
+    pc_mgmt_cmd load = {"perf_load", "restore collections from the store (snapshot + journal)",
+                        pp_params,   1,
+                        pp_cmd_load, p};
+    int rc = pc_mgmt_register(m, &save);
+    if (rc == 0)
+        rc = pc_mgmt_register(m, &load);
+    if (rc == 0)
+        rc = pc_mgmt_stats_hook(m, pp_stats, p);
+    return rc;
+}

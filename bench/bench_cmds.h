@@ -1,0 +1,12 @@
+/*
+ * bench_cmds.h - the subcommands of pcache-bench. Each lives in its own
+ * bench_<name>.c, takes the arguments after its name and returns the
+ * process exit status. bench_main.c lists them in one table.
+ */
+#ifndef BENCH_CMDS_H
+#define BENCH_CMDS_H
+
+/* pcache-bench engine [--quick] [--json] [--runs N] [--ms N] */
+int bench_cmd_engine(int argc, char **argv);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * bench_main.c - pcache-bench: side-by-side measurements of pcache against
+ * its anchors (SPEC section 11, docs/benchmarks.md). This file only
+ * dispatches; each subcommand is one entry of the table below and one file.
+ */
+#include "bench_cmds.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct bench_cmd {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+};
+
+static const struct bench_cmd cmds[] = {
+    {"engine", bench_cmd_engine,
+     "engine [--quick] [--json] [--runs N] [--ms N]\n"
+     "      the engine vs the cachedb_local model (512 and 65536 buckets) and a\n"
+     "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: pcache-bench <subcommand> [options]\n\nsubcommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(out, "  %s\n", cmds[i].usage);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(argv[1], cmds[i].name) == 0)
+            return cmds[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "pcache-bench: unknown subcommand '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -296,6 +296,9 @@ static int run_size(const bench_keys *all, const struct be_opts *o, int size, st
     fprintf(stderr, "pcache-bench: %s: measuring\n", be_size[size].label);
     if (run_cases(pool, o, size, r) != 0)
         goto out;
+    if (size == BE_1M &&
+        be_measure_mgmt(pool, eng.cache, eng.coll, BE_ENGINE_GETBUF, o->runs, o->run_ms, r) != 0)
+        goto out;
     if (bench_pool_stop(pool) != 0) {
         pool = NULL;
         fprintf(stderr, "pcache-bench: a worker exited abnormally\n");

@@ -66,7 +66,17 @@ struct be_results {
     struct be_engine_info eng[BE_NSIZE];
     double chase_ns;
     size_t chase_bytes;
+    /* management cost (bench_engine_mgmt.c), 95/5 one worker at 1M */
+    double mgmt_base_mops, mgmt_scan_mops, mgmt_sub_mops;
+    uint64_t mgmt_scan_walks;
 };
+
+struct bench_pool;
+struct pc_cache;
+struct pc_coll;
+/* Measures the management cost on a running pool (bench_engine_mgmt.c). */
+int be_measure_mgmt(struct bench_pool *pool, struct pc_cache *c, struct pc_coll *coll, int target,
+                    int runs, unsigned run_ms, struct be_results *r);
 
 /* Prints the human tables and target verdicts to out. */
 void be_report_human(const struct be_results *r, FILE *out);

@@ -133,7 +133,7 @@ static int eng_build(struct eng_ctx *e, const bench_keys *keys, struct be_engine
     int rc;
 
     pc_config_init(&cfg);
-    cfg.collections = "bench=16"; /* 65536 buckets to start */
+    cfg.collections = getenv("PCACHE_BENCH_COLL") ? getenv("PCACHE_BENCH_COLL") : "bench=16";
     cfg.mem_mb = 1024;
     cfg.log = eng_log;
     cfg.log_level = PC_LOG_WARN;

@@ -21,13 +21,15 @@
 #define PC_BATCH 32u
 #define PC_DONATE_AT (4u * PC_BATCH)
 
-/* Classes: 16-byte steps to 256 B (SIP-sized records waste < 16 B), then
+/* Classes: 8-byte steps from 16 to 256 B (a SIP-sized record wastes < 8 B;
+ * class 0, 16 B, holds overflow nodes - records are at least 17 B), then
  * ~12.5% steps to 4 KiB, then 25% steps up to the largest record. */
+#define PC_SMALL_CLASSES 31u /* 16, 24, ..., 256 */
 void pc_arena_classes_init(uint32_t *sizes, uint32_t *n)
 {
     uint32_t k = 0;
     uint64_t max_rec = PC_REC_HDR + (uint64_t)PC_KEY_MAX + PC_VALUE_MAX;
-    for (uint32_t s = 16; s <= 256; s += 16)
+    for (uint32_t s = 16; s <= 256; s += 8)
         sizes[k++] = s;
     uint64_t s = 256;
     while (s < max_rec && k < PC_MAX_CLASSES) {
@@ -43,8 +45,8 @@ void pc_arena_classes_init(uint32_t *sizes, uint32_t *n)
 int pc_class_for(const pc_cache *c, size_t bytes)
 {
     if (bytes <= 256)
-        return bytes == 0 ? 0 : (int)((bytes + 15) / 16 - 1);
-    unsigned lo = 16, hi = c->nclasses; /* first class >= bytes in [lo, hi) */
+        return bytes <= 16 ? 0 : (int)((bytes + 7) / 8 - 2);
+    unsigned lo = PC_SMALL_CLASSES, hi = c->nclasses; /* first class >= bytes */
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
         if (c->class_size[mid] >= bytes)

@@ -10,7 +10,7 @@
  * INVARIANTS
  *  I1  The region is mapped before fork at one address in every process and
  *      never unmapped while the cache lives; reading any byte of it never
- *      faults. Offsets (pc_off: 16-byte units from the region base) name
+ *      faults. Offsets (pc_off: 8-byte units from the region base) name
  *      cells; offset 0 is NULL.
  *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
  *      stamped when the chunk is carved and never written again. Free-cell
@@ -42,10 +42,10 @@
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-typedef uint32_t pc_off; /* cell offset in 16-byte units; 0 = NULL */
-#define PC_OFF_SHIFT 4u
-#define PC_CELL_ALIGN 16u
-#define PC_MAX_REGION_BYTES ((uint64_t)UINT32_MAX << PC_OFF_SHIFT) /* 64 GiB */
+typedef uint32_t pc_off; /* cell offset in 8-byte units; 0 = NULL */
+#define PC_OFF_SHIFT 3u
+#define PC_CELL_ALIGN 8u
+#define PC_MAX_REGION_BYTES ((uint64_t)UINT32_MAX << PC_OFF_SHIFT) /* 32 GiB */
 
 /* ---- records (one per arena cell) ------------------------------------- */
 #define PC_RF_COUNTER 0x01u /* value is a native little-endian int64 */

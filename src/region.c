@@ -99,7 +99,7 @@ int pc_region_create(pc_cache *c, const pc_config *cfg, size_t meta_bytes)
     plain += pc_round_up(meta_bytes, 4096);
     uint64_t total = huge + plain;
     if (total > PC_MAX_REGION_BYTES || cfg->mem_mb == 0) {
-        pc_log(c, PC_LOG_ERR, "pcache: region of %llu bytes is outside (0, 64 GiB]",
+        pc_log(c, PC_LOG_ERR, "pcache: region of %llu bytes is outside (0, 32 GiB]",
                (unsigned long long)total);
         return PC_ECONFIG;
     }

@@ -703,11 +703,8 @@ uint64_t pc_journal_boot_gen(const pc_journal *j)
     return j != NULL ? j->boot_gen : 0;
 }
 
-int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *removed)
+int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx)
 {
-    if (j == NULL || pc_jcoll_index(j, coll) < 0)
-        return PC_EINVAL;
-    const char *cn = pc_coll_name(coll);
     int dfd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (d == NULL) {
@@ -717,23 +714,49 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
         return PC_EIO;
     }
     int rc = 0;
-    unsigned n = 0;
     struct dirent *de;
     char name[PC_COLL_NAME_MAX + 1];
     uint64_t e;
-    while ((de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, name, sizeof name, &e) != 0 || strcmp(name, cn) != 0 ||
-            e >= epoch)
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (pc_jseg_name_parse(de->d_name, name, sizeof name, &e) != 0 || strcmp(name, cn) != 0)
             continue;
-        if (unlinkat(j->dirfd, de->d_name, 0) == 0) {
-            n++;
-        } else if (errno != ENOENT) {
-            pc_jlog(j, PC_LOG_ERR, "%s: cannot retire %s: %s", j->path, de->d_name,
-                    strerror(errno));
-            rc = PC_EIO;
-        }
+        rc = fn(ctx, de->d_name, e);
     }
     closedir(d);
+    return rc;
+}
+
+struct pc_jretire {
+    pc_journal *j;
+    uint64_t epoch;
+    unsigned n;
+    int rc;
+};
+
+static int pc_jretire_one(void *ctx, const char *file, uint64_t epoch)
+{
+    struct pc_jretire *r = ctx;
+    if (epoch >= r->epoch)
+        return 0;
+    if (unlinkat(r->j->dirfd, file, 0) == 0) {
+        r->n++;
+    } else if (errno != ENOENT) {
+        pc_jlog(r->j, PC_LOG_ERR, "%s: cannot retire %s: %s", r->j->path, file, strerror(errno));
+        r->rc = PC_EIO;
+    }
+    return 0;
+}
+
+int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *removed)
+{
+    if (j == NULL || pc_jcoll_index(j, coll) < 0)
+        return PC_EINVAL;
+    const char *cn = pc_coll_name(coll);
+    struct pc_jretire r = {.j = j, .epoch = epoch};
+    int rc = pc_jseg_each(j, cn, pc_jretire_one, &r);
+    if (rc == 0)
+        rc = r.rc;
+    unsigned n = r.n;
     if (n > 0 && fsync(j->dirfd) != 0 && rc == 0) {
         pc_jlog(j, PC_LOG_ERR, "%s: fsync of the directory failed: %s", j->path, strerror(errno));
         rc = PC_EIO;

@@ -203,47 +203,39 @@ static int pc_jname_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+struct pc_jrp_lister {
+    struct pc_journal_replay *rp;
+    uint64_t min_epoch;
+};
+
+static int pc_jrp_add(void *ctx, const char *file, uint64_t e)
+{
+    struct pc_jrp_lister *l = ctx;
+    struct pc_journal_replay *rp = l->rp;
+    if (e < l->min_epoch)
+        return 0;
+    if (rp->nseg == rp->segcap) {
+        size_t ncap = rp->segcap ? rp->segcap * 2 : 16;
+        struct pc_jseg_map *ns = realloc(rp->segs, ncap * sizeof *ns);
+        if (ns == NULL)
+            return PC_ENOMEM;
+        rp->segs = ns;
+        rp->segcap = ncap;
+    }
+    struct pc_jseg_map *s = &rp->segs[rp->nseg];
+    memset(s, 0, sizeof *s);
+    s->epoch = e;
+    if ((s->name = strdup(file)) == NULL)
+        return PC_ENOMEM;
+    rp->nseg++;
+    return 0;
+}
+
 /* Lists coll's segments of epoch >= min_epoch into rp->segs (names only). */
 static int pc_jrp_list(struct pc_journal_replay *rp, uint64_t min_epoch)
 {
-    pc_journal *j = rp->j;
-    const char *cn = pc_coll_name(rp->coll);
-    int dfd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (d == NULL) {
-        pc_jlog(j, PC_LOG_ERR, "%s: cannot list the directory: %s", j->path, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return PC_EIO;
-    }
-    int rc = 0;
-    struct dirent *de;
-    char name[PC_COLL_NAME_MAX + 1];
-    uint64_t e;
-    while ((de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, name, sizeof name, &e) != 0 || strcmp(name, cn) != 0 ||
-            e < min_epoch)
-            continue;
-        if (rp->nseg == rp->segcap) {
-            size_t ncap = rp->segcap ? rp->segcap * 2 : 16;
-            struct pc_jseg_map *ns = realloc(rp->segs, ncap * sizeof *ns);
-            if (ns == NULL) {
-                rc = PC_ENOMEM;
-                break;
-            }
-            rp->segs = ns;
-            rp->segcap = ncap;
-        }
-        struct pc_jseg_map *s = &rp->segs[rp->nseg];
-        memset(s, 0, sizeof *s);
-        s->epoch = e;
-        if ((s->name = strdup(de->d_name)) == NULL) {
-            rc = PC_ENOMEM;
-            break;
-        }
-        rp->nseg++;
-    }
-    closedir(d);
+    struct pc_jrp_lister l = {.rp = rp, .min_epoch = min_epoch};
+    int rc = pc_jseg_each(rp->j, pc_coll_name(rp->coll), pc_jrp_add, &l);
     if (rc == 0 && rp->nseg > 1)
         qsort(rp->segs, rp->nseg, sizeof *rp->segs, pc_jname_cmp);
     return rc;

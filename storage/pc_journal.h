@@ -390,6 +390,11 @@ struct pc_journal {
 };
 
 /* Logs "journal: <msg>" through the handle's callback (level checked first). */
+/* Calls fn for each segment file of collection cn in the journal directory
+ * (its name and epoch); stops at fn's non-zero result, which it returns.
+ * PC_EIO (logged) when the directory cannot be listed. */
+typedef int (*pc_jseg_each_fn)(void *ctx, const char *file, uint64_t epoch);
+int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx);
 void pc_jlog(const pc_journal *j, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A printable rendering of a binary key for log lines (escaped, cut at 64

@@ -12,7 +12,7 @@ for variant in release asan; do
     if [ "$variant" = asan ]; then
         cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DPCACHE_SANITIZE=ON >/dev/null
     else
-        cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+        cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
     fi
     cmake --build "$dir" -j "$jobs"
     echo "== ctest ($variant) =="

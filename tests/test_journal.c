@@ -1260,7 +1260,7 @@ static void test_filter_cases(void **state)
     struct stamps s = {.n = 0};
     assert_int_equal(pc_journal_replay_foreach(rp, collect_stamps, &s), 0);
     assert_int_equal(s.n, 10);
-    uint32_t v, x;
+    uint32_t v = 0, x = 0;
     stamps_find(&s, "jlater", &v, &x);
     assert_int_equal(snap_record(rp, cb, "jlater", "snapshot", v - 2, 3, 0), PC_JOURNAL_SKIP);
     stamps_find(&s, "slater", &v, &x);

@@ -34,8 +34,8 @@ static pid_t start_scanner(pc_coll *coll, int report_fd)
     if (pid != 0)
         return pid;
     uint64_t walks = 0, sink = 0;
-    /* SIGTERM ends the loop at the next walk boundary via the default
-     * action; the count is written after every walk instead */
+    /* the parent SIGKILLs it after the window; the walk count is
+     * written after every completed walk, so nothing is lost */
     for (;;) {
         if (pc_walk(coll, "*", 1, 0, count_entry, &sink) != 0)
             _exit(1);

@@ -9,4 +9,7 @@
 /* pcache-bench engine [--quick] [--json] [--runs N] [--ms N] */
 int bench_cmd_engine(int argc, char **argv);
 
+/* pcache-bench store [--quick] [--json] [--entries N] [--runs N] [--redis PATH] */
+int bench_cmd_store(int argc, char **argv);
+
 #endif

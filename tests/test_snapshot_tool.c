@@ -1238,6 +1238,44 @@ static void test_help(void **state)
     expect_in(tool_out, "compact STORE");
 }
 
+/* The manual names every verb in its synopsis, every exit code in its
+ * table and every JSON error code the tool emits. */
+static void test_manual(void **state)
+{
+    (void)state;
+    FILE *f = fopen(PCACHE_DOCS_DIR "/pcache-snapshot.md", "r");
+    assert_non_null(f);
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof doc - 1);
+    doc[n] = 0;
+    static const char *const verbs[] = {"info", "ls",     "keys", "get",
+                                        "dump", "verify", "diff", "compact"};
+    char want[64];
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
+        snprintf(want, sizeof want, "    pcache-snapshot %s ", verbs[i]);
+        expect_in(doc, want);
+    }
+    for (int code = 0; code <= 10; code++) {
+        snprintf(want, sizeof want, "\n| %d | ", code);
+        expect_in(doc, want);
+    }
+    static const char *const codes[] = {"usage",
+                                        "no_such_path",
+                                        "not_a_store",
+                                        "newer_format",
+                                        "no_such_collection",
+                                        "no_such_key",
+                                        "corrupt",
+                                        "locked",
+                                        "io"};
+    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+        snprintf(want, sizeof want, "`%s`", codes[i]);
+        expect_in(doc, want);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1267,6 +1305,7 @@ int main(void)
         cmocka_unit_test(test_info_during_saves),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_manual),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -35,7 +35,7 @@
  *      first-opener path (this process already owns the exclusive lock) and
  *      re-initialises the table from the new file - then close everything.
  * A crash before 5 leaves the old store and a stray data.mdb.compact (the
- * next compact overwrites it); after 5, the new store (step 6 is redone by
+ * next compact deletes it and starts afresh); after 5, the new store (step 6 is redone by
  * whichever process opens it first).
  */
 #include <errno.h>
@@ -285,13 +285,25 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
     if ((rc = pc_cp_check_store(&c, env)) != 0)
         goto out;
     /* 3. the compacted copy */
-    tfd = open(c.tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, dst.st_mode & 0777);
+    /* a stray copy of a compaction that died is removed, not reused: its
+     * mode and owner are not data.mdb's */
+    if (unlink(c.tmp) != 0 && errno != ENOENT) {
+        rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot remove a stale %s: %s", c.dir, c.tmp,
+                        strerror(errno));
+        goto out;
+    }
+    tfd = open(c.tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dst.st_mode & 0777);
     if (tfd < 0) {
         rc =
             pc_cp_fail(&c, PC_EIO, "store %s: cannot create %s: %s", c.dir, c.tmp, strerror(errno));
         goto out;
     }
     created = 1;
+    if (fchmod(tfd, dst.st_mode & 07777) != 0) { /* the umask applied at open */
+        rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot give the copy data.mdb's mode: %s", c.dir,
+                        strerror(errno));
+        goto out;
+    }
     if (fchown(tfd, dst.st_uid, dst.st_gid) != 0 &&
         (dst.st_uid != geteuid() || dst.st_gid != getegid())) {
         rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot give the copy data.mdb's owner: %s", c.dir,

@@ -1046,6 +1046,13 @@ static void test_compact(void **state)
     assert_int_equal(stat(data, &st1), 0);
     assert_true(st1.st_ino == st0.st_ino && st1.st_size == st0.st_size); /* untouched */
     stop(holder);
+    /* a copy left by a compaction that crashed before its rename: replaced */
+    char tmp[360];
+    snprintf(tmp, sizeof tmp, "%s/data.mdb.compact", dir);
+    FILE *junk = fopen(tmp, "w");
+    assert_non_null(junk);
+    fputs("half a copy", junk);
+    fclose(junk);
     /* compacted: smaller, same content, verifies, readable by the library */
     expect_exit(0, "compact", dir, "--json");
     json_t *j = parse_json(tool_out);
@@ -1062,8 +1069,6 @@ static void test_compact(void **state)
     expect_exit(0, "dump", dir, "--expired");
     assert_string_equal(tool_out, before);
     free(before);
-    char tmp[360];
-    snprintf(tmp, sizeof tmp, "%s/data.mdb.compact", dir);
     assert_int_equal(access(tmp, F_OK), -1);
     /* and the library writes into it again */
     c = mk_cache("c");
@@ -1072,6 +1077,20 @@ static void test_compact(void **state)
     pc_cache_destroy(c);
     expect_exit(0, "get", dir, "c", "after");
     expect_exit(0, "verify", dir);
+    /* the store function refuses what is not a store, or is newer */
+    char err[600], other[300];
+    pc_store_compact_result res;
+    check_rc(pc_store_compact("/nonexistent/pcache", &res, err, sizeof err), PC_ESTORE);
+    expect_in(err, "data.mdb");
+    check_rc(pc_store_compact("mysql://x", &res, err, sizeof err), PC_EURL);
+    mk_store(other, sizeof other, "compact-newer");
+    header_version_2(other);
+    snprintf(data, sizeof data, "%s/data.mdb", other);
+    assert_int_equal(stat(data, &st0), 0);
+    check_rc(pc_store_compact(other, &res, err, sizeof err), PC_EFORMAT);
+    expect_in(err, "newer format version");
+    assert_int_equal(stat(data, &st1), 0);
+    assert_true(st1.st_ino == st0.st_ino); /* not replaced */
 }
 
 /* ---- info while another process saves in a loop ---------------------------------- */

@@ -358,6 +358,37 @@ typedef struct pc_store_info {
 } pc_store_info;
 int pc_store_info_get(pc_store *s, pc_store_info *out);
 
+/* ---- whole-store maintenance (store_compact.c) ----------------------------
+ * Both take a path or URL, not a handle: they concern the other processes
+ * that have the store open. */
+
+/* Whether a process holds the store's LMDB lock file exclusively (LMDB's
+ * first opener does so briefly while it initialises the reader table; a
+ * process that keeps it blocks every opener, readers included, without a
+ * timeout). Never blocks. 0 when nobody does (or there is no lock file);
+ * PC_ELOCKED with *pid the holder; PC_EURL / PC_EINVAL for a bad path;
+ * PC_EIO when the lock file cannot be read. */
+int pc_store_lock_owner(const char *where, long *pid);
+
+typedef struct pc_store_compact_result {
+    uint64_t bytes_before; /* size of data.mdb before */
+    uint64_t bytes_after;  /* and after */
+    uint64_t entries;      /* LMDB records copied and compared (meta + blocks) */
+} pc_store_compact_result;
+
+/* Rewrites data.mdb without its free pages (LMDB's compacting copy), checks
+ * that the copy holds every record of the store byte for byte, and renames
+ * it over data.mdb: at every instant data.mdb is the old file or the
+ * complete new one. The store must not be open in any other process (nor
+ * in this one): PC_EBUSY otherwise, with the holder's pid in errbuf; no
+ * process can open it while the compaction runs (openers wait). Errors,
+ * each with a message in errbuf (may be NULL): PC_ESTORE (not a store),
+ * PC_EFORMAT (newer format), PC_ECORRUPT (truncated data.mdb, bad header),
+ * PC_EIO (a system call failed; the store is unchanged unless the message
+ * says it was compacted). result may be NULL. */
+int pc_store_compact(const char *where, pc_store_compact_result *result, char *errbuf,
+                     size_t errlen);
+
 /* ---- persistence policies (persist.c): what the hosts call ---------------
  * db_url selects the store ("lmdb:///abs/path" or a directory path);
  * db_mode 0 = on demand (perf_save / perf_load only), 1 = load at startup,

@@ -19,6 +19,7 @@
  *   store_save.c    pc_store_save
  *   store_load.c    pc_store_load and the prune of expired records
  *   store_read.c    the offline API: list, get, iterate, verify, info
+ *   store_compact.c the lock-owner probe and compaction (whole-store, by path)
  */
 #ifndef PC_STORE_INT_H
 #define PC_STORE_INT_H

@@ -51,9 +51,9 @@ struct pc_persist_coll_shm {                    /* written by the saving/loading
 
 struct pc_persist {
     pc_cache *cache;
-    pc_store *store;  /* opened by store_pid; use it through pp_store */
+    pc_store *store; /* opened by store_pid; use it through pp_store */
     pid_t store_pid;
-    char *db_url;     /* for the reopen in a forked process */
+    char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;
     int db_mode;
     unsigned period_s;

@@ -23,6 +23,8 @@
 #include "cdbp.h"
 
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct cdbp_con {
@@ -240,8 +242,16 @@ int cdbp_cdb_init(struct cachedb_url *urls)
     }
 
     str engine = str_init("perf");
-    str def_url = str_init("perf://");
-    struct cachedb_url fallback = {def_url, NULL};
+    /* without a cachedb_url: perf:// when "default" is declared, else the
+     * first declared collection */
+    char def_buf[PC_COLL_NAME_MAX + 16];
+    pc_coll *first;
+    struct cachedb_url fallback = {{def_buf, 0}, NULL};
+    if (pc_coll_find(cdbp_cache, "default", 7, &first) == 0)
+        fallback.url.len = snprintf(def_buf, sizeof def_buf, "perf://");
+    else
+        fallback.url.len = snprintf(def_buf, sizeof def_buf, "perf:///%s",
+                                    pc_coll_name(pc_coll_at(cdbp_cache, 0)));
     cdbp_default = NULL;
     for (struct cachedb_url *u = urls ? urls : &fallback; u != NULL; u = u->next) {
         cachedb_con *con = cdbp_init(&u->url);

@@ -20,14 +20,17 @@ elseif(DEFINED OPENSIPS_SRC AND NOT OPENSIPS_SRC STREQUAL "")
   set(_osips_mpath "${OPENSIPS_SRC}/modules/")
 endif()
 set(_osips_module "")
+set(_osips_why "")
 if(TARGET cachedb_perf)
   set(_osips_module "${PROJECT_BINARY_DIR}/opensips_module/cachedb_perf.so")
+elseif(PCACHE_SANITIZE)
+  set(_osips_why "the module is not built in a sanitizer tree (OpenSIPS is not an ASan binary)")
 endif()
 find_program(PCACHE_PYTHON3 python3 PATHS /usr/bin)
 if(PCACHE_PYTHON3)
   add_test(NAME opensips_cachedb_perf
            COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips_e2e.py
                    --opensips "${_osips_bin}" --mpath "${_osips_mpath}"
-                   --module "${_osips_module}")
+                   --module "${_osips_module}" --skip-reason "${_osips_why}")
   set_tests_properties(opensips_cachedb_perf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()

@@ -503,9 +503,12 @@ def main():
     ap.add_argument("--module", default="")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--capture", default="")
+    ap.add_argument("--skip-reason", default="")
     args = ap.parse_args()
     why = None
-    if not args.module or not os.path.exists(args.module):
+    if args.skip_reason:
+        why = args.skip_reason
+    elif not args.module or not os.path.exists(args.module):
         why = ("the cachedb_perf module is not built: configure with "
                "-DOPENSIPS_SRC=/path/to/a/built/opensips-4.x/tree")
     elif not args.opensips or not os.access(args.opensips, os.X_OK):

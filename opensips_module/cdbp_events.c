@@ -176,9 +176,7 @@ void cdbp_event_fn(void *ctx, const pc_event *ev)
         cdbp_degraded.tier = ev->tier;
         snprintf(cdbp_degraded.backing, sizeof cdbp_degraded.backing, "%s",
                  ev->backing ? ev->backing : "?");
-        LM_WARN("huge pages requested (%llu MB) but the arena landed on tier %d (%s)\n",
-                (unsigned long long)ev->requested_mb, ev->tier, cdbp_degraded.backing);
-        break;
+        break; /* the engine logged it */
     }
 }
 

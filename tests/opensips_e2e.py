@@ -70,6 +70,7 @@ modparam("cachedb_perf", "cache_collections", "default; sessions=10; th=4")
 modparam("cachedb_perf", "cachedb_url", "@URL@")
 modparam("cachedb_perf", "cachedb_url", "perf:th:///th")
 modparam("cachedb_perf", "cache_mem_mb", 32)
+modparam("cachedb_perf", "arena_hugepage_mb", 2)
 modparam("cachedb_perf", "expiry_sweep_period", 1)
 modparam("cachedb_perf", "growth_load_factor", 2)
 modparam("cachedb_perf", "growth_budget", 64)
@@ -131,6 +132,21 @@ route {
             $var(r) = "hit:" + $var(v);
         else
             $var(r) = "miss";
+    } else if ($var(op) == "fill_big") {
+        $var(b) = "0123456789abcdef";
+        $var(i) = 0;
+        while ($var(i) < 16) {
+            $var(b) = $var(b) + $var(b);
+            $var(i) = $var(i) + 1;
+        }
+        $var(i) = 0;
+        $var(ok) = 0;
+        while ($var(i) < $(hdr(X-Val){s.int})) {
+            if (cache_store("perf:th", "big-$var(i)", $var(b)))
+                $var(ok) = $var(ok) + 1;
+            $var(i) = $var(i) + 1;
+        }
+        $var(r) = "stored:" + $var(ok);
     } else if ($var(op) == "fill") {
         $var(i) = 0;
         while ($var(i) < $(hdr(X-Val){s.int})) {
@@ -147,6 +163,16 @@ route {
 event_route[E_CACHEDB_PERF_EXPIRED] {
     cache_add("perf", "ev-expired", 1, 0);
     xlog("L_NOTICE", "cachedb_perf test: expired $param(key) in $param(collection)\n");
+}
+
+event_route[E_CACHEDB_PERF_NOMEM] {
+    cache_add("perf", "ev-nomem", 1, 0);
+    xlog("L_NOTICE", "cachedb_perf test: nomem $param(key) ($param(size) B) in $param(collection)\n");
+}
+
+event_route[E_CACHEDB_PERF_MEM_DEGRADED] {
+    cache_add("perf", "ev-degraded", 1, 0);
+    xlog("L_NOTICE", "cachedb_perf test: huge pages degraded: asked $param(requested_mb) MB, got tier $param(tier) ($param(backing))\n");
 }
 
 event_route[E_CACHEDB_PERF_GROWN] {
@@ -478,6 +504,29 @@ def run(args):
         check(th["last_load_entries"] >= 201, "perf_stats last load: %s" % th)
         print("ok  startup load after restart: keys, counter, TTLs and th (%d entries) back"
               % th["last_load_entries"])
+        # the huge-page reservation (2 MB): the event fires when it landed
+        # below hugetlb (tier 1), once per start, from the first timer tick;
+        # the counter lives in a persisted collection: run1's 1 came back
+        tier = st["memory_tier"]
+        deg = b.sip("counter", "ev-degraded")
+        if tier == 1:
+            check(deg == "miss", "no mem_degraded event on tier 1: %s" % deg)
+        else:
+            check(deg == "n:2", "E_CACHEDB_PERF_MEM_DEGRADED once per start (tier %d): %s"
+                  % (tier, deg))
+        # fill the 32 MB region with 1 MiB values: writes are dropped with
+        # the nomem event, the cache keeps serving
+        stored = b.sip("fill_big", "", "48")
+        n_ok = int(stored.split(":")[1])
+        check(0 < n_ok < 48, "some 1 MiB writes dropped: %s" % stored)
+        ev = b.sip("counter", "ev-nomem")
+        check(ev == "n:%d" % (48 - n_ok), "E_CACHEDB_PERF_NOMEM per dropped write: %s vs %s"
+              % (ev, stored))
+        check(b.sip("fetch", "user-alice") == "hit:a1", "reads still served when full")
+        st = result(b.mi("perf_stats", ["th"]), "perf_stats nomem")
+        check(st["collections"][0]["nomem"] == 48 - n_ok, "perf_stats nomem: %s" % st)
+        print("ok  events mem_degraded (tier %d) and nomem (%d of 48 1 MiB writes dropped)"
+              % (tier, 48 - n_ok))
         b.stop()
     finally:
         for n in nodes:

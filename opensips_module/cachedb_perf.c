@@ -5,17 +5,20 @@
  * mod_init (main process, before fork) checks the parameters, runs the
  * optional selftests, creates the cache, registers the "perf" cachedb
  * engine, opens the store and runs the db_mode startup load, so every
- * worker starts with a warm cache. A one-second maintenance timer (the
- * core's timer process) grows the tables, sweeps expired entries every
- * expiry_sweep_period seconds, ticks the journal and runs queued perf_sync
- * requests. mod_destroy (main process, after the workers stopped) flushes
- * the journal and runs the db_mode 2 shutdown save. Nothing in this file
- * touches a key: that is the engine's job.
+ * worker starts with a warm cache. The module's own process, "cachedb_perf
+ * maintenance", ticks once a second: it grows the tables, sweeps expired
+ * entries every expiry_sweep_period seconds, syncs the journal, takes the
+ * periodic snapshots and runs queued perf_sync requests. It is a process of
+ * its own, not a core timer, because OpenSIPS 3.x/4.x dispatches timer jobs
+ * to the SIP workers: a save there would stall SIP traffic. mod_destroy
+ * (main process, after the workers stopped) flushes the journal and runs
+ * the db_mode 2 shutdown save. Nothing in this file touches a key: that is
+ * the engine's job.
  */
 #include <sr_module.h>
 #include <dprint.h>
 #include <mem/mem.h>
-#include <timer.h>
+#include <reactor_proc.h>
 #include <ut.h>
 #include <cachedb/cachedb.h>
 #include <mi/mi.h>
@@ -23,8 +26,11 @@
 
 #include "cdbp.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- parameters ------------------------------------------------------------ */
 char *cdbp_collections = NULL;
@@ -110,12 +116,10 @@ static int cdbp_lib_log_level(void)
     return is_printable(L_DBG) ? PC_LOG_DEBUG : PC_LOG_INFO;
 }
 
-/* ---- the maintenance timer -------------------------------------------------- */
-static void cdbp_timer(unsigned int ticks, void *param)
+/* ---- the maintenance process -------------------------------------------- */
+static void cdbp_maint_tick(void)
 {
     static unsigned long runs;
-    (void)ticks;
-    (void)param;
     if (runs++ == 0)
         cdbp_events_boot();
     unsigned what = 0;
@@ -139,6 +143,40 @@ static void cdbp_timer(unsigned int ticks, void *param)
     }
     cdbp_sync_run_queued();
 }
+
+static int cdbp_maint_cb(int fd, void *param, int was_timeout)
+{
+    (void)param;
+    (void)was_timeout;
+    uint64_t expirations;
+    if (read(fd, &expirations, sizeof expirations) != (ssize_t)sizeof expirations)
+        return 0; /* spurious wake-up */
+    cdbp_maint_tick();
+    return 0;
+}
+
+static void cdbp_maint_proc(int rank)
+{
+    (void)rank;
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct itimerspec its = {{1, 0}, {0, 1000000}}; /* first tick at once, then 1 s */
+    if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) != 0) {
+        LM_CRIT("maintenance: cannot arm a timerfd: %s\n", strerror(errno));
+        return;
+    }
+    if (reactor_proc_init("cachedb_perf maintenance") < 0 ||
+        reactor_proc_add_fd(tfd, cdbp_maint_cb, NULL) < 0) {
+        LM_CRIT("maintenance: cannot set up the process reactor\n");
+        return;
+    }
+    reactor_proc_loop();
+}
+
+/* the script is loaded here too: the events it raises reach event_route */
+static const proc_export_t cdbp_procs[] = {
+    {"cachedb_perf maintenance", 0, 0, cdbp_maint_proc, 1,
+     PROC_FLAG_INITCHILD | PROC_FLAG_HAS_IPC | PROC_FLAG_NEEDS_SCRIPT},
+    {0, 0, 0, 0, 0, 0}};
 
 /* ---- init / destroy ------------------------------------------------------ */
 static int cdbp_check_params(void)
@@ -257,10 +295,6 @@ static int mod_init(void)
         return -1;
     if (cdbp_sync_init() != 0 || cdbp_sync_register(cdbp_mgmt) != 0)
         return -1;
-    if (register_timer("cachedb_perf-maint", cdbp_timer, NULL, 1, TIMER_FLAG_DELAY_ON_DELAY) < 0) {
-        LM_ERR("cannot register the maintenance timer\n");
-        return -1;
-    }
     return 0;
 }
 
@@ -307,7 +341,7 @@ struct module_exports exports = {
     cdbp_mi_cmds, /* MI commands */
     0,            /* pseudo-variables */
     0,            /* transformations */
-    0,            /* extra processes */
+    cdbp_procs,   /* the maintenance process */
     0,            /* pre-init */
     mod_init,
     (response_function)0,

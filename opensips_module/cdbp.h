@@ -12,10 +12,10 @@
  * creates the shared cache (pc_cache_create), the command context and,
  * with db_url, the store (pc_persist_open + the startup load of db_mode).
  * Every OpenSIPS process inherits these handles; each uses them from its
- * one thread. The maintenance timer (the core's timer process) grows the
- * tables, sweeps expired entries and ticks the journal; MI commands run in
- * the MI process (mi_http / mi_fifo), which serves no SIP traffic, so the
- * saves they start never stall a SIP worker.
+ * one thread. The module's maintenance process grows the tables, sweeps
+ * expired entries, ticks the journal and runs queued perf_sync requests; MI
+ * commands run in the MI process (mi_http / mi_fifo). Neither serves SIP
+ * traffic, so the saves they run never stall a SIP worker.
  */
 #ifndef CDBP_H
 #define CDBP_H
@@ -60,7 +60,7 @@ void cdbp_log(void *ctx, int level, const char *msg);
  * cdbp_default. 0 or -1 (logged). */
 struct cachedb_url;
 int cdbp_cdb_init(struct cachedb_url *urls);
-/* Runs the journal's per-worker tick at most once per timer tick. */
+/* Runs the journal's per-worker tick at most once per core tick (second). */
 void cdbp_worker_tick(void);
 
 /* ---- MI (cdbp_mi.c) ------------------------------------------------------ */
@@ -70,10 +70,10 @@ extern const mi_export_t cdbp_mi_cmds[];
 /* Registers perf_sync (unless the library already registered one) and,
  * without db_url, perf_save / perf_load answering with a clear error. */
 int cdbp_sync_register(pc_mgmt *m);
-/* Script side: asks the maintenance timer to run perf_sync of coll (NULL =
+/* Script side: asks the maintenance process to run perf_sync of coll (NULL =
  * every persisted collection). 0 or a negative PC_E* code. */
 int cdbp_sync_request(pc_coll *coll);
-/* In the maintenance timer: runs the queued requests. */
+/* In the maintenance process: runs the queued requests. */
 void cdbp_sync_run_queued(void);
 /* Shared request flags; created in mod_init. 0 or -1. */
 int cdbp_sync_init(void);

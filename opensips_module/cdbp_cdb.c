@@ -10,8 +10,8 @@
  * cachedb callers expect (those of cachedb_local): get 1 = hit, -2 = miss,
  * -1 = error; get_counter 0 / -2 / -1; set, remove, add, sub 0 / -1.
  *
- * Hot path: get/set are one engine call plus, at most once per timer tick
- * in each process, the journal's worker tick (one shared read of the
+ * Hot path: get/set are one engine call plus, at most once per core tick
+ * (a second) in each process, the journal's worker tick (one shared read of the
  * core's tick counter otherwise).
  */
 #include <dprint.h>
@@ -145,8 +145,20 @@ static int cdbp_set(cachedb_con *con, str *attr, str *val, int expires)
     int rc =
         pc_set(CDBP_COLL(con), attr->s, (size_t)attr->len, val->s, (size_t)val->len, ttl_ms, 0);
     if (rc != 0) {
-        LM_ERR("set of %.*s (%d bytes) in %s: %s\n", attr->len, attr->s, val->len,
-               pc_coll_name(CDBP_COLL(con)), pc_strerror(rc));
+        /* a full region drops every write: one line a second per process
+         * (perf_stats nomem and E_CACHEDB_PERF_NOMEM count them all) */
+        static unsigned int last_nomem_log;
+        static unsigned long dropped;
+        if (rc == PC_ENOMEM && last_nomem_log == get_ticks()) {
+            dropped++;
+            return -1;
+        }
+        if (rc == PC_ENOMEM)
+            last_nomem_log = get_ticks();
+        LM_ERR("set of %.*s (%d bytes) in %s: %s (%lu more dropped since the last line)\n",
+               attr->len, attr->s, val->len, pc_coll_name(CDBP_COLL(con)), pc_strerror(rc),
+               dropped);
+        dropped = 0;
         return -1;
     }
     return 0;

@@ -3,7 +3,7 @@
  * counters as OpenSIPS statistics.
  *
  * Events. The engine raises an event in the process that observes it (the
- * timer process for expired and grown, the writing worker for nomem) and
+ * maintenance process for expired and grown, the writing worker for nomem) and
  * hands it to the handler the cache was created with, cdbp_event_fn, which
  * raises the EVI event when someone subscribed (evi_probe_event: one read
  * when nobody did). mem_degraded happens inside pc_cache_create, before

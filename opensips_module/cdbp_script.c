@@ -5,7 +5,7 @@
  *   perf_del(glob [, collection])              -> keys deleted
  *   perf_mget(glob, $avp(k), $avp(v) [, coll]) -> index-paired AVPs
  *   perf_mget_json(glob, $var(j) [, coll])     -> {"key":"value",...}
- *   perf_sync([collection])                    -> queued for the timer
+ *   perf_sync([collection])                    -> queued for maintenance
  *
  * Each is one engine walk (lock-free; the callback runs with no lock
  * held). An omitted collection is the groupless cachedb_url's, where

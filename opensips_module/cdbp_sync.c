@@ -10,8 +10,8 @@
  * cdbp_sync_push; the command, the script function and the queue stay.
  *
  * The script function does not save in the SIP worker that calls it: it
- * sets a request bit in shared memory and the maintenance timer (the core's
- * timer process) runs the sync, so no worker ever blocks on a save.
+ * sets a request bit in shared memory and the module's maintenance process
+ * runs the sync, so no SIP worker ever blocks on a save.
  *
  * Without db_url, perf_save, perf_load and perf_sync are still commands
  * (the MI table is static): they answer with an error naming the missing

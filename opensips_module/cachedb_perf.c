@@ -137,7 +137,9 @@ static void cdbp_maint_tick(void)
                    rep.reaped);
     }
     if (cdbp_persist != NULL) {
+        cdbp_persist_lock();
         int rc = pc_persist_tick(cdbp_persist);
+        cdbp_persist_unlock();
         if (rc != 0)
             LM_ERR("journal/snapshot tick failed: %s\n", pc_strerror(rc));
     }

@@ -75,8 +75,14 @@ int cdbp_sync_register(pc_mgmt *m);
 int cdbp_sync_request(pc_coll *coll);
 /* In the maintenance process: runs the queued requests. */
 void cdbp_sync_run_queued(void);
-/* Shared request flags; created in mod_init. 0 or -1. */
+/* Shared request flags and the save lock; created in mod_init. 0 or -1. */
 int cdbp_sync_init(void);
+/* The store's protocol allows one save of a collection at a time
+ * (pc_journal.h), and two processes save: the MI process (perf_save,
+ * perf_load, perf_sync) and the maintenance process (periodic snapshots,
+ * queued perf_sync). Both hold this lock around their store work. */
+void cdbp_persist_lock(void);
+void cdbp_persist_unlock(void);
 
 /* ---- script functions (cdbp_script.c) ------------------------------------ */
 extern const cmd_export_t cdbp_cmds[];

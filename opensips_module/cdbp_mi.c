@@ -293,7 +293,15 @@ static mi_response_t *cdbp_mi_run(const char *cmd, const mi_params_t *params)
     }
     cdbp_mi_b b;
     memset(&b, 0, sizeof b);
+    /* the commands that save or load hold the save lock (cdbp.h) */
+    int store_cmd =
+        cdbp_persist != NULL && (strcmp(cmd, "perf_save") == 0 || strcmp(cmd, "perf_load") == 0 ||
+                                 strcmp(cmd, "perf_sync") == 0);
+    if (store_cmd)
+        cdbp_persist_lock();
     int rc = pc_mgmt_run(cdbp_mgmt, cmd, args, n, &cdbp_mi_ops, &b, &err);
+    if (store_cmd)
+        cdbp_persist_unlock();
     if (rc != 0) {
         if (b.resp != NULL)
             free_mi_response(b.resp);

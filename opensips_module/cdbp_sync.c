@@ -18,6 +18,7 @@
  * parameter.
  */
 #include <dprint.h>
+#include <locking.h>
 #include <mem/shm_mem.h>
 
 #include "cdbp.h"
@@ -26,16 +27,30 @@
 
 /* Request bits, shared by every process: bit i = collection i. */
 static uint64_t *cdbp_sync_req;
+static gen_lock_t *cdbp_save_lock;
 
 int cdbp_sync_init(void)
 {
     cdbp_sync_req = shm_malloc(sizeof *cdbp_sync_req);
-    if (cdbp_sync_req == NULL) {
+    cdbp_save_lock = lock_alloc();
+    if (cdbp_sync_req == NULL || cdbp_save_lock == NULL || lock_init(cdbp_save_lock) == NULL) {
         LM_ERR("no more shared memory\n");
         return -1;
     }
     *cdbp_sync_req = 0;
     return 0;
+}
+
+void cdbp_persist_lock(void)
+{
+    if (cdbp_save_lock != NULL)
+        lock_get(cdbp_save_lock);
+}
+
+void cdbp_persist_unlock(void)
+{
+    if (cdbp_save_lock != NULL)
+        lock_release(cdbp_save_lock);
 }
 
 /* Asks the cluster to reload coll at generation gen. Returns the number of
@@ -158,6 +173,9 @@ void cdbp_sync_run_queued(void)
     if (cdbp_sync_req == NULL || cdbp_persist == NULL)
         return;
     uint64_t bits = __atomic_exchange_n(cdbp_sync_req, 0, __ATOMIC_SEQ_CST);
+    if (bits == 0)
+        return;
+    cdbp_persist_lock();
     for (unsigned i = 0; bits != 0 && i < pc_coll_count(cdbp_cache); i++) {
         if (!(bits & (1ull << i)))
             continue;
@@ -171,4 +189,5 @@ void cdbp_sync_run_queued(void)
                     pc_coll_name(coll), (unsigned long long)res.saved,
                     (unsigned long long)res.generation, res.peers, res.note);
     }
+    cdbp_persist_unlock();
 }

@@ -31,6 +31,7 @@ if(PCACHE_PYTHON3)
   add_test(NAME opensips_cachedb_perf
            COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips_e2e.py
                    --opensips "${_osips_bin}" --mpath "${_osips_mpath}"
-                   --module "${_osips_module}" --skip-reason "${_osips_why}")
+                   --module "${_osips_module}" --skip-reason "${_osips_why}"
+                   --guide "${PROJECT_SOURCE_DIR}/opensips_module/README.md")
   set_tests_properties(opensips_cachedb_perf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()

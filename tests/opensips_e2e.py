@@ -310,6 +310,41 @@ def error(rep, what):
     return rep["error"]
 
 
+def shape(v):
+    """The structure of a JSON value: member names and value types."""
+    if isinstance(v, dict):
+        return {k: shape(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [shape(v[0])] if v else []
+    if isinstance(v, bool) or v is None:
+        return type(v).__name__
+    if isinstance(v, (int, float)):
+        return "number"
+    return type(v).__name__
+
+
+def check_guide(guide, items):
+    """Every MI reply shown in the admin guide has the shape of the reply the
+    same invocation got in this run (the guide's outputs were captured from
+    this test; a command whose reply changed makes the guide stale)."""
+    with open(guide) as f:
+        text = f.read()
+    blocks = [b for b in text.split("```") if "curl -s" in b and "/mi" in b]
+    check(len(blocks) >= 14, "the guide shows %d MI invocations" % len(blocks))
+    seen = {(it["method"], json.dumps(it["params"])): it["reply"] for it in items}
+    for b in blocks:
+        req = json.loads(b[b.index("-d '") + 4:b.index("' \\\n", b.index("-d '"))])
+        doc = json.loads(b[b.index("http://127.0.0.1:8888/mi") + len("http://127.0.0.1:8888/mi"):])
+        key = (req["method"], json.dumps(req.get("params")))
+        check(key in seen, "the guide's %s %s was not run by this test" % key)
+        got = seen[key]
+        a, g = dict(doc), dict(got)
+        a.pop("id", None)
+        g.pop("id", None)
+        check(shape(a) == shape(g), "the guide's reply to %s %s is stale:\nguide: %s\nnow:   %s"
+              % (key[0], key[1], json.dumps(shape(a)), json.dumps(shape(g))))
+
+
 def run(args):
     work = tempfile.mkdtemp(prefix="pcache-opensips-")
     cap = Capture(args.capture)
@@ -474,6 +509,9 @@ def run(args):
         check(stats.get("cachedb_perf:stores", 0) >= 200 and
               stats.get("cachedb_perf:entries", 0) >= 200 and
               "cachedb_perf:splits" in stats, "statistics: %s" % stats)
+        if args.guide:
+            check_guide(args.guide, cap.items)
+            print("ok  the admin guide's MI replies have the shapes of this run's")
         print("ok  every MI command (perf_stats, perf_stats_reset, perf_keys, perf_scan, "
               "perf_dump, perf_get, perf_set, perf_ttl, perf_del, perf_mget, perf_mget_json, "
               "perf_save, perf_load, perf_sync), errors, statistics")
@@ -556,6 +594,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--capture", default="")
     ap.add_argument("--skip-reason", default="")
+    ap.add_argument("--guide", default="", help="admin guide whose MI replies to check")
     args = ap.parse_args()
     why = None
     if args.skip_reason:

@@ -18,6 +18,7 @@
 #include <sr_module.h>
 #include <dprint.h>
 #include <mem/mem.h>
+#include <ipc.h>
 #include <reactor_proc.h>
 #include <ut.h>
 #include <cachedb/cachedb.h>
@@ -117,6 +118,18 @@ static int cdbp_lib_log_level(void)
 }
 
 /* ---- the maintenance process -------------------------------------------- */
+/* Runs in every process with IPC (SIP workers, the MI process, this one),
+ * sent once a second: writes the journal records the process buffered
+ * (everysec mode), so an idle worker does not sit on them. */
+static void cdbp_journal_rpc(int sender, void *param)
+{
+    (void)sender;
+    (void)param;
+    int rc = cdbp_persist ? pc_persist_worker_tick(cdbp_persist) : 0;
+    if (rc != 0)
+        LM_ERR("journal write failed: %s\n", pc_strerror(rc));
+}
+
 static void cdbp_maint_tick(void)
 {
     static unsigned long runs;
@@ -136,6 +149,8 @@ static void cdbp_maint_tick(void)
             LM_DBG("maintenance: %u splits, %u drained, %u reaped\n", rep.splits, rep.drained,
                    rep.reaped);
     }
+    if (cdbp_persist != NULL && cdbp_journal != NULL && cdbp_journal[0] != '\0')
+        ipc_send_rpc_all(cdbp_journal_rpc, NULL);
     if (cdbp_persist != NULL) {
         cdbp_persist_lock();
         int rc = pc_persist_tick(cdbp_persist);

@@ -60,8 +60,6 @@ void cdbp_log(void *ctx, int level, const char *msg);
  * cdbp_default. 0 or -1 (logged). */
 struct cachedb_url;
 int cdbp_cdb_init(struct cachedb_url *urls);
-/* Runs the journal's per-worker tick at most once per core tick (second). */
-void cdbp_worker_tick(void);
 
 /* ---- MI (cdbp_mi.c) ------------------------------------------------------ */
 extern const mi_export_t cdbp_mi_cmds[];

@@ -10,9 +10,9 @@
  * cachedb callers expect (those of cachedb_local): get 1 = hit, -2 = miss,
  * -1 = error; get_counter 0 / -2 / -1; set, remove, add, sub 0 / -1.
  *
- * Hot path: get/set are one engine call plus, at most once per core tick
- * (a second) in each process, the journal's worker tick (one shared read of the
- * core's tick counter otherwise).
+ * Hot path: get/set are one engine call and nothing else (the journal's
+ * per-process flush is an IPC job the maintenance process sends every
+ * second, between SIP messages).
  */
 #include <dprint.h>
 #include <mem/mem.h>
@@ -37,20 +37,6 @@ typedef struct cdbp_con {
 } cdbp_con;
 
 #define CDBP_COLL(con) (((cdbp_con *)(con)->data)->coll)
-
-void cdbp_worker_tick(void)
-{
-    static unsigned int last;
-    if (cdbp_persist == NULL)
-        return;
-    unsigned int now = get_ticks();
-    if (now == last)
-        return;
-    last = now;
-    int rc = pc_persist_worker_tick(cdbp_persist);
-    if (rc != 0)
-        LM_ERR("journal write failed: %s\n", pc_strerror(rc));
-}
 
 static void *cdbp_new_connection(struct cachedb_id *id)
 {
@@ -96,7 +82,6 @@ static void cdbp_destroy(cachedb_con *con)
 
 static int cdbp_get(cachedb_con *con, str *attr, str *val)
 {
-    cdbp_worker_tick();
     void *v = NULL;
     size_t vlen = 0;
     int rc = pc_get(CDBP_COLL(con), attr->s, (size_t)attr->len, &v, &vlen, NULL);
@@ -121,7 +106,6 @@ static int cdbp_get(cachedb_con *con, str *attr, str *val)
 
 static int cdbp_get_counter(cachedb_con *con, str *attr, int *val)
 {
-    cdbp_worker_tick();
     int64_t n;
     int rc = pc_get_counter(CDBP_COLL(con), attr->s, (size_t)attr->len, &n);
     if (rc == PC_ENOTFOUND)
@@ -140,7 +124,6 @@ static int cdbp_get_counter(cachedb_con *con, str *attr, int *val)
 
 static int cdbp_set(cachedb_con *con, str *attr, str *val, int expires)
 {
-    cdbp_worker_tick();
     int64_t ttl_ms = expires > 0 ? (int64_t)expires * 1000 : 0;
     int rc =
         pc_set(CDBP_COLL(con), attr->s, (size_t)attr->len, val->s, (size_t)val->len, ttl_ms, 0);
@@ -166,7 +149,6 @@ static int cdbp_set(cachedb_con *con, str *attr, str *val, int expires)
 
 static int cdbp_remove(cachedb_con *con, str *attr)
 {
-    cdbp_worker_tick();
     int rc = pc_remove(CDBP_COLL(con), attr->s, (size_t)attr->len);
     if (rc != 0 && rc != PC_ENOTFOUND) {
         LM_ERR("remove of %.*s: %s\n", attr->len, attr->s, pc_strerror(rc));
@@ -177,7 +159,6 @@ static int cdbp_remove(cachedb_con *con, str *attr)
 
 static int cdbp_addsub(cachedb_con *con, str *attr, int delta, int expires, int *new_val, int sub)
 {
-    cdbp_worker_tick();
     int64_t ttl_ms = expires > 0 ? (int64_t)expires * 1000 : 0;
     int64_t res = 0;
     pc_coll *coll = CDBP_COLL(con);

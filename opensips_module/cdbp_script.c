@@ -79,7 +79,6 @@ static int w_perf_del(struct sip_msg *msg, str *glob, str *coll_name)
     pc_coll *coll = cdbp_script_coll("perf_del", coll_name);
     if (coll == NULL || cdbp_check_glob("perf_del", glob) != 0)
         return -2;
-    cdbp_worker_tick();
     uint64_t n = 0;
     int rc = pc_del_glob(coll, glob->s, (size_t)glob->len, &n);
     if (rc != 0) {

@@ -247,6 +247,7 @@ static mi_response_t *cdbp_mi_run(const char *cmd, const mi_params_t *params)
     char nums[PC_MGMT_MAX_ARGS][32];
     unsigned n = 0;
     pc_mgmt_err err;
+    memset(&err, 0, sizeof err);
     const pc_mgmt_cmd *def = pc_mgmt_cmd_find(cdbp_mgmt, cmd);
     if (def == NULL) {
         snprintf(err.msg, sizeof err.msg, "%s: not available", cmd);

@@ -19,6 +19,14 @@
  * Facts about the last save and load of each collection live in a small
  * shared area, so perf_stats in any process reports what the maintenance
  * process did.
+ *
+ * Processes: a store handle never crosses fork() (an LMDB rule), while the
+ * hosts open the policy before they fork and save from a child (pcached's
+ * maintenance process, OpenSIPS's MI and timer processes). So every use of
+ * the store goes through pp_store, which opens the store again, once, in a
+ * process other than the one that opened it (the inherited handle is
+ * dropped the way pc_store_close does it in a child: its environment is
+ * left alone).
  */
 #include "pc_journal.h"
 #include "pcache_mgmt.h"
@@ -32,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 struct pc_persist_coll_shm {                    /* written by the saving/loading process only */
     _Atomic int64_t last_save_ms, last_load_ms; /* wall clock, 0 = never */
@@ -42,7 +51,9 @@ struct pc_persist_coll_shm {                    /* written by the saving/loading
 
 struct pc_persist {
     pc_cache *cache;
-    pc_store *store;
+    pc_store *store; /* opened by store_pid; use it through pp_store */
+    pid_t store_pid;
+    char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;
     int db_mode;
     unsigned period_s;
@@ -247,8 +258,13 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     sc.log = cfg->log;
     sc.log_ctx = cfg->log_ctx;
     sc.log_level = cfg->log_level;
+    if ((p->db_url = strdup(cfg->db_url)) == NULL) {
+        rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
+        goto fail;
+    }
     if ((rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
         goto fail;
+    p->store_pid = getpid();
     uint64_t gen;
     if ((rc = pc_store_next_boot_gen(p->store, &gen)) != 0) {
         pp_fail(err, errlen, rc, "db_url '%.200s': cannot record a new boot generation: %s",
@@ -281,14 +297,45 @@ void pc_persist_close(pc_persist *p)
     pc_store_close(p->store);
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
+    free(p->db_url);
     free(p);
+}
+
+/* The store handle of this process: the one opened by pc_persist_open in
+ * the process that opened it, a new one (opened once) in a forked child. */
+static int pp_store(pc_persist *p, pc_store **out)
+{
+    if (p->store != NULL && p->store_pid == getpid()) {
+        *out = p->store;
+        return 0;
+    }
+    pc_store_close(p->store); /* in a child: drops the handle, leaves the env */
+    p->store = NULL;
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.log = p->log;
+    sc.log_ctx = p->log_ctx;
+    sc.log_level = p->log_level;
+    char err[256];
+    int rc = pc_store_open(p->db_url, &sc, &p->store, err, sizeof err);
+    if (rc != 0) {
+        pp_log(p, PC_LOG_ERR, "pcache: cannot open the store in process %d: %s", (int)getpid(),
+               err);
+        return rc;
+    }
+    p->store_pid = getpid();
+    *out = p->store;
+    return 0;
 }
 
 int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res)
 {
     pc_store_save_result r;
     memset(&r, 0, sizeof r);
-    int rc = pc_journal_save(p->journal, p->store, coll, &r, NULL);
+    pc_store *store = NULL;
+    int rc = pp_store(p, &store);
+    if (rc == 0)
+        rc = pc_journal_save(p->journal, store, coll, &r, NULL);
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
     atomic_store(&st->last_save_rc, rc);
     if (rc == 0) {
@@ -316,7 +363,10 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
     memset(&r, 0, sizeof r);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = pc_journal_restore(p->journal, p->store, coll, &r);
+    pc_store *store = NULL;
+    int rc = pp_store(p, &store);
+    if (rc == 0)
+        rc = pc_journal_restore(p->journal, store, coll, &r);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
@@ -401,7 +451,8 @@ int pc_persist_shutdown(pc_persist *p)
 
 pc_store *pc_persist_store(const pc_persist *p)
 {
-    return p == NULL ? NULL : p->store;
+    pc_store *s = NULL;
+    return p == NULL || pp_store((pc_persist *)p, &s) != 0 ? NULL : s;
 }
 
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)
@@ -451,7 +502,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
     rc = rc ? rc : ops->dbl(rctx, "duration", secs);
     rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
-    const char *path = pc_store_path(p->store);
+    const char *path = p->store ? pc_store_path(p->store) : p->db_url;
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
     return rc;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -236,6 +237,55 @@ static void bad_policies_are_refused(void **state)
     pc_cache_destroy(c);
 }
 
+/* Regression: the policy is opened before the host forks, and the saves
+ * run in a child (pcached's maintenance process, OpenSIPS's MI and timer
+ * processes). The store handle must not cross the fork: before the fix the
+ * child's save failed with PC_EINVAL ("handle used in a forked child"). Now
+ * the child opens the store for itself; its save and load work, and the
+ * parent's handle still works after it. */
+static void save_and_load_in_a_forked_child(void **state)
+{
+    (void)state;
+    pc_cache *c = mk_cache();
+    pc_persist *p = mk_persist(c, 0, NULL);
+    assert_int_equal(pc_set(coll(c, "a"), "child", 5, "saved-by-child", 14, 0, 0), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        pc_store_save_result r;
+        int rc = pc_persist_save_coll(p, coll(c, "a"), &r);
+        if (rc == 0 && r.saved != 1)
+            rc = 100;
+        if (rc == 0)
+            rc = pc_remove(coll(c, "a"), "child", 5);
+        pc_mgmt *m = NULL;
+        if (rc == 0 && (rc = pc_mgmt_create(c, "a", &m)) == 0)
+            rc = pc_persist_register(p, m);
+        pc_json *j = NULL;
+        if (rc == 0 && (rc = pc_json_create(&j)) == 0) /* perf_load, in the child */
+            rc = pc_mgmt_run_line(m, "perf_load a", 11, pc_json_ops(), j, NULL);
+        pc_json_destroy(j);
+        pc_mgmt_destroy(m);
+        _exit(rc == 0 ? 0 : (rc < 0 ? -rc : rc));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    expect(coll(c, "a"), "child", "saved-by-child"); /* the child's perf_load */
+    /* the parent's own handle is untouched by the child's */
+    pc_store_save_result r;
+    assert_int_equal(pc_persist_save_coll(p, coll(c, "b"), &r), 0);
+    pc_persist_close(p);
+    pc_cache_destroy(c);
+
+    c = mk_cache();
+    p = mk_persist(c, 1, NULL);
+    expect(coll(c, "a"), "child", "saved-by-child");
+    pc_persist_close(p);
+    pc_cache_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +294,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(perf_save_and_perf_load_commands, setup, teardown),
         cmocka_unit_test(bad_policies_are_refused),
+        cmocka_unit_test_setup_teardown(save_and_load_in_a_forked_child, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

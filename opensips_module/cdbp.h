@@ -1,0 +1,104 @@
+/*
+ * cdbp.h - module-internal state and entry points of cachedb_perf, the
+ * OpenSIPS face of pcache (internal to opensips_module/).
+ *
+ * The module is an adapter: every cache operation, command and persistence
+ * step is a call into the public headers of libpcache (pcache.h), its
+ * management layer (pcache_mgmt.h) and its store (pcache_store.h). What
+ * lives here is OpenSIPS glue only: modparams, the cachedb vtable, MI items,
+ * script functions, EVI events and statistics.
+ *
+ * Process model: mod_init runs in the main process before any fork. It
+ * creates the shared cache (pc_cache_create), the command context and,
+ * with db_url, the store (pc_persist_open + the startup load of db_mode).
+ * Every OpenSIPS process inherits these handles; each uses them from its
+ * one thread. The module's maintenance process grows the tables, sweeps
+ * expired entries, ticks the journal and runs queued perf_sync requests; MI
+ * commands run in the MI process (mi_http / mi_fifo). Neither serves SIP
+ * traffic, so the saves they run never stall a SIP worker.
+ */
+#ifndef CDBP_H
+#define CDBP_H
+
+#include <sr_module.h>
+#include <mi/mi.h>
+#include <statistics.h>
+
+#include "pcache.h"
+#include "pcache_mgmt.h"
+#include "pcache_store.h"
+
+/* ---- modparams (cachedb_perf.c) ------------------------------------------ */
+extern char *cdbp_collections;      /* cache_collections */
+extern int cdbp_mem_mb;             /* cache_mem_mb: the engine's shared region */
+extern int cdbp_sweep_period;       /* expiry_sweep_period, seconds; 0 = off */
+extern int cdbp_growth_load_factor; /* growth_load_factor; 0 = never grow */
+extern int cdbp_growth_budget;      /* growth_budget */
+extern int cdbp_hugepage_mb;        /* arena_hugepage_mb */
+extern int cdbp_arena_selftest;
+extern int cdbp_htable_selftest;
+extern char *cdbp_expired_colls; /* event_expired_collections */
+extern char *cdbp_db_url;
+extern int cdbp_db_mode;
+extern char *cdbp_persist_colls; /* persist_collections */
+extern char *cdbp_journal;       /* journal: "coll=always;coll=everysec" */
+extern int cdbp_snapshot_period; /* snapshot_period, seconds; 0 = off */
+extern int cdbp_sync_cluster_id;
+
+/* ---- live state (created in mod_init, inherited by every process) -------- */
+extern pc_cache *cdbp_cache;
+extern pc_mgmt *cdbp_mgmt;
+extern pc_persist *cdbp_persist; /* NULL without db_url */
+extern pc_coll *cdbp_default;    /* the groupless cachedb_url's collection */
+
+/* Routes the library's log lines to LM_* (pc_log_fn). */
+void cdbp_log(void *ctx, int level, const char *msg);
+
+/* ---- cachedb vtable (cdbp_cdb.c) ----------------------------------------- */
+/* Registers the "perf" cachedb engine and opens the cachedb_url
+ * connections (urls: the modparam list, NULL = perf://). Sets
+ * cdbp_default. 0 or -1 (logged). */
+struct cachedb_url;
+int cdbp_cdb_init(struct cachedb_url *urls);
+
+/* ---- MI (cdbp_mi.c) ------------------------------------------------------ */
+extern const mi_export_t cdbp_mi_cmds[];
+
+/* ---- perf_sync, perf_save / perf_load without a store (cdbp_sync.c) ----- */
+/* Registers perf_sync (unless the library already registered one) and,
+ * without db_url, perf_save / perf_load answering with a clear error. */
+int cdbp_sync_register(pc_mgmt *m);
+/* Script side: asks the maintenance process to run perf_sync of coll (NULL =
+ * every persisted collection). 0 or a negative PC_E* code. */
+int cdbp_sync_request(pc_coll *coll);
+/* In the maintenance process: runs the queued requests. */
+void cdbp_sync_run_queued(void);
+/* Shared request flags and the save lock; created in mod_init. 0 or -1. */
+int cdbp_sync_init(void);
+/* The store's protocol allows one save of a collection at a time
+ * (pc_journal.h), and two processes save: the MI process (perf_save,
+ * perf_load, perf_sync) and the maintenance process (periodic snapshots,
+ * queued perf_sync). Both hold this lock around their store work. */
+void cdbp_persist_lock(void);
+void cdbp_persist_unlock(void);
+
+/* ---- script functions (cdbp_script.c) ------------------------------------ */
+extern const cmd_export_t cdbp_cmds[];
+
+/* ---- events and statistics (cdbp_events.c) ------------------------------- */
+/* Publishes the EVI events; subscribes the engine to them. 0 or -1. */
+int cdbp_events_init(void);
+/* The pc_event_fn the cache is created with (raises EVI events). */
+void cdbp_event_fn(void *ctx, const struct pc_event *ev);
+/* Opts the named collections into the expired event. 0 or -1. */
+int cdbp_events_expired(const char *list);
+/* In the first maintenance tick: raises the mem_degraded event noted at
+ * creation (EVI is not ready to deliver from mod_init). */
+void cdbp_events_boot(void);
+extern const stat_export_t cdbp_stats[];
+
+/* ---- startup selftests (cdbp_selftest.c) --------------------------------- */
+int cdbp_arena_selftest_run(void);
+int cdbp_htable_selftest_run(void);
+
+#endif /* CDBP_H */

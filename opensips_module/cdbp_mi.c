@@ -1,0 +1,474 @@
+/*
+ * cdbp_mi.c - the MI commands: every command of the library's management
+ * layer (pcache_mgmt.h) exported as an OpenSIPS MI command, with a
+ * pc_result_ops backend that builds MI items.
+ *
+ * The module holds no command logic: an MI call hands its parameters to
+ * pc_mgmt_run, which binds, checks and runs the command; the result is
+ * built straight into the MI response, and an error becomes an MI error
+ * with the layer's message. The core names each command
+ * cachedb_perf:<name> and keeps the bare name as an alias.
+ *
+ * Parameters. The core picks an MI "recipe" by the number of positional
+ * parameters, or by the exact set of named ones, so each command declares
+ * its parameters as a chain of prefixes ({glob}, {glob, collection},
+ * {glob, collection, limit}): any positional call, and any named call that
+ * gives a prefix of the order. To skip an optional parameter and give a
+ * later one, pass "" for it (perf_keys "*" "" 50): an empty string for an
+ * optional parameter means "omitted". Numbers may be sent as JSON numbers
+ * or strings.
+ *
+ * Strings in the reply: the layer's strings are byte strings. MI items are
+ * C strings of UTF-8, so a value that is not valid UTF-8 is carried with
+ * each invalid byte as the Latin-1 character of the same number (U+0080 ..
+ * U+00FF), the mapping the JSON backend documents; a NUL byte, which a C
+ * string cannot hold, appears as U+2400 (the visible "symbol for null").
+ */
+#include <dprint.h>
+#include <mem/mem.h>
+#include <ut.h>
+#include <mi/mi.h>
+
+#include "cdbp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the MI-items result builder ------------------------------------------- */
+#define CDBP_MI_DEPTH 34
+
+typedef struct cdbp_mi_b {
+    mi_response_t *resp;
+    mi_item_t *stack[CDBP_MI_DEPTH];
+    int depth;
+} cdbp_mi_b;
+
+static int nlen(const char *name)
+{
+    return name ? (int)strlen(name) : 0;
+}
+
+static int b_push(cdbp_mi_b *b, const char *name, int array)
+{
+    if (b->depth >= CDBP_MI_DEPTH)
+        return PC_EINVAL;
+    mi_item_t *it;
+    if (b->depth == 0) {
+        if (b->resp != NULL)
+            return PC_EINVAL; /* a second root */
+        b->resp = array ? init_mi_result_array(&it) : init_mi_result_object(&it);
+        if (b->resp == NULL)
+            return PC_ESYS;
+    } else {
+        mi_item_t *to = b->stack[b->depth - 1];
+        it = array ? add_mi_array(to, (char *)name, nlen(name))
+                   : add_mi_object(to, (char *)name, nlen(name));
+        if (it == NULL)
+            return PC_ESYS;
+    }
+    b->stack[b->depth++] = it;
+    return 0;
+}
+
+static int b_obj_begin(void *r, const char *name)
+{
+    return b_push(r, name, 0);
+}
+
+static int b_arr_begin(void *r, const char *name)
+{
+    return b_push(r, name, 1);
+}
+
+static int b_end(void *r)
+{
+    cdbp_mi_b *b = r;
+    if (b->depth == 0)
+        return PC_EINVAL;
+    b->depth--;
+    return 0;
+}
+
+static mi_item_t *b_top(cdbp_mi_b *b)
+{
+    return b->depth > 0 ? b->stack[b->depth - 1] : NULL;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80)
+        return c == 0 ? 0 : 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    unsigned cp = c & (0xffu >> (len + 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+static int b_str(void *r, const char *name, const void *s, size_t len)
+{
+    cdbp_mi_b *b = r;
+    mi_item_t *to = b_top(b);
+    if (to == NULL)
+        return PC_EINVAL;
+    const unsigned char *p = s;
+    size_t i = 0, out = 0;
+    int clean = 1;
+    while (i < len) {
+        size_t l = utf8_seq(p + i, len - i);
+        if (l == 0) {
+            clean = 0;
+            out += p[i] == 0 ? 3 : 2;
+            i++;
+        } else {
+            out += l;
+            i += l;
+        }
+    }
+    if (clean)
+        return add_mi_string(to, (char *)name, nlen(name), (const char *)s, (int)len) < 0 ? PC_ESYS
+                                                                                          : 0;
+    char *t = pkg_malloc(out ? out : 1);
+    if (t == NULL)
+        return PC_ESYS;
+    size_t o = 0;
+    for (i = 0; i < len;) {
+        size_t l = utf8_seq(p + i, len - i);
+        if (l != 0) {
+            memcpy(t + o, p + i, l);
+            o += l;
+            i += l;
+        } else if (p[i] == 0) {
+            memcpy(t + o, "\xe2\x90\x80", 3); /* U+2400 */
+            o += 3;
+            i++;
+        } else { /* the Latin-1 character of the byte */
+            t[o++] = (char)(0xc0 | (p[i] >> 6));
+            t[o++] = (char)(0x80 | (p[i] & 0x3f));
+            i++;
+        }
+    }
+    int rc = add_mi_string(to, (char *)name, nlen(name), t, (int)o) < 0 ? PC_ESYS : 0;
+    pkg_free(t);
+    return rc;
+}
+
+static int b_num(cdbp_mi_b *b, const char *name, double v)
+{
+    mi_item_t *to = b_top(b);
+    if (to == NULL)
+        return PC_EINVAL;
+    if (isnan(v) || isinf(v))
+        return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_ESYS : 0;
+    return add_mi_number(to, (char *)name, nlen(name), v) < 0 ? PC_ESYS : 0;
+}
+
+static int b_i64(void *r, const char *name, int64_t v)
+{
+    return b_num(r, name, (double)v);
+}
+
+static int b_u64(void *r, const char *name, uint64_t v)
+{
+    return b_num(r, name, (double)v);
+}
+
+static int b_dbl(void *r, const char *name, double v)
+{
+    return b_num(r, name, v);
+}
+
+static int b_bool(void *r, const char *name, int v)
+{
+    mi_item_t *to = b_top(r);
+    if (to == NULL)
+        return PC_EINVAL;
+    return add_mi_bool(to, (char *)name, nlen(name), v) < 0 ? PC_ESYS : 0;
+}
+
+static int b_null(void *r, const char *name)
+{
+    mi_item_t *to = b_top(r);
+    if (to == NULL)
+        return PC_EINVAL;
+    return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_ESYS : 0;
+}
+
+static const pc_result_ops cdbp_mi_ops = {b_obj_begin, b_end, b_arr_begin, b_end,  b_str,
+                                          b_i64,       b_u64, b_dbl,       b_bool, b_null};
+
+/* ---- running a command -------------------------------------------------- */
+static int cdbp_mi_errcode(int rc)
+{
+    switch (rc) {
+    case PC_ENOTFOUND:
+        return 404;
+    case PC_EINVAL:
+    case PC_ETOOBIG:
+    case PC_ENOCOLL:
+    case PC_ECONFIG:
+        return 400;
+    default:
+        return 500;
+    }
+}
+
+static mi_response_t *cdbp_mi_fail(int rc, const char *msg)
+{
+    char text[PC_MGMT_MSG_MAX + 64];
+    int n = snprintf(text, sizeof text, "%s (%s)", msg, pc_strerror(rc));
+    if (n < 0 || (size_t)n >= sizeof text)
+        n = (int)strlen(text);
+    return init_mi_error(cdbp_mi_errcode(rc), text, n);
+}
+
+static mi_response_t *cdbp_mi_run(const char *cmd, const mi_params_t *params)
+{
+    pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
+    char nums[PC_MGMT_MAX_ARGS][32];
+    unsigned n = 0;
+    pc_mgmt_err err;
+    memset(&err, 0, sizeof err);
+    const pc_mgmt_cmd *def = pc_mgmt_cmd_find(cdbp_mgmt, cmd);
+    if (def == NULL) {
+        snprintf(err.msg, sizeof err.msg, "%s: not available", cmd);
+        return cdbp_mi_fail(PC_EINVAL, err.msg);
+    }
+    mi_item_t *all = params ? params->item : NULL;
+    int positional = all != NULL && (all->type & cJSON_Array);
+    unsigned pos = 0;
+    for (mi_item_t *p = all ? all->child : NULL; p != NULL; p = p->next, pos++) {
+        if (n >= PC_MGMT_MAX_ARGS) {
+            snprintf(err.msg, sizeof err.msg, "%s: too many parameters", cmd);
+            return cdbp_mi_fail(PC_EINVAL, err.msg);
+        }
+        pc_mgmt_arg *a = &args[n];
+        /* a positional request maps to the parameters in their order */
+        const pc_mgmt_param *prm = NULL;
+        if (positional) {
+            prm = pos < def->nparams ? &def->params[pos] : NULL;
+            a->name = prm ? prm->name : NULL;
+        } else {
+            a->name = p->string;
+            for (unsigned i = 0; i < def->nparams; i++)
+                if (p->string && strcmp(def->params[i].name, p->string) == 0)
+                    prm = &def->params[i];
+        }
+        a->nlen = a->name ? strlen(a->name) : 0;
+        if (p->type & cJSON_String) {
+            a->val = p->valuestring;
+            a->len = strlen(p->valuestring);
+        } else if (p->type & cJSON_Number) {
+            double d = p->valuedouble;
+            int l = d == (double)(long long)d ? snprintf(nums[n], 32, "%lld", (long long)d)
+                                              : snprintf(nums[n], 32, "%.17g", d);
+            a->val = nums[n];
+            a->len = (size_t)l;
+        } else {
+            snprintf(err.msg, sizeof err.msg, "%s: parameter %s: expected a string or a number",
+                     cmd, a->name ? a->name : "(positional)");
+            return cdbp_mi_fail(PC_EINVAL, err.msg);
+        }
+        if (a->len == 0 && prm != NULL && !prm->required)
+            continue; /* "" = omitted */
+        n++;
+    }
+    cdbp_mi_b b;
+    memset(&b, 0, sizeof b);
+    /* the commands that save or load hold the save lock (cdbp.h) */
+    int store_cmd =
+        cdbp_persist != NULL && (strcmp(cmd, "perf_save") == 0 || strcmp(cmd, "perf_load") == 0 ||
+                                 strcmp(cmd, "perf_sync") == 0);
+    if (store_cmd)
+        cdbp_persist_lock();
+    int rc = pc_mgmt_run(cdbp_mgmt, cmd, args, n, &cdbp_mi_ops, &b, &err);
+    if (store_cmd)
+        cdbp_persist_unlock();
+    if (rc != 0) {
+        if (b.resp != NULL)
+            free_mi_response(b.resp);
+        if (err.msg[0] == '\0' || err.code != rc)
+            snprintf(err.msg, sizeof err.msg, "%s: building the reply failed", cmd);
+        return cdbp_mi_fail(rc, err.msg);
+    }
+    if (b.resp == NULL)
+        return init_mi_result_ok();
+    return b.resp;
+}
+
+#define CDBP_MI_FN(name)                                                                           \
+    static mi_response_t *mi_##name(const mi_params_t *params, struct mi_handler *async_hdl)       \
+    {                                                                                              \
+        (void)async_hdl;                                                                           \
+        return cdbp_mi_run(#name, params);                                                         \
+    }
+
+CDBP_MI_FN(perf_stats)
+CDBP_MI_FN(perf_stats_reset)
+CDBP_MI_FN(perf_keys)
+CDBP_MI_FN(perf_scan)
+CDBP_MI_FN(perf_dump)
+CDBP_MI_FN(perf_mget)
+CDBP_MI_FN(perf_mget_json)
+CDBP_MI_FN(perf_get)
+CDBP_MI_FN(perf_set)
+CDBP_MI_FN(perf_ttl)
+CDBP_MI_FN(perf_del)
+CDBP_MI_FN(perf_save)
+CDBP_MI_FN(perf_load)
+CDBP_MI_FN(perf_sync)
+
+/* Recipes: prefixes of each command's parameter order (pcache_mgmt's
+ * tables; docs/management.md). */
+#define R0(f)                                                                                      \
+    {                                                                                              \
+        f,                                                                                         \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
+#define R1(f, a)                                                                                   \
+    {                                                                                              \
+        f,                                                                                         \
+        {                                                                                          \
+            a, 0                                                                                   \
+        }                                                                                          \
+    }
+#define R2(f, a, b)                                                                                \
+    {                                                                                              \
+        f,                                                                                         \
+        {                                                                                          \
+            a, b, 0                                                                                \
+        }                                                                                          \
+    }
+#define R3(f, a, b, c)                                                                             \
+    {                                                                                              \
+        f,                                                                                         \
+        {                                                                                          \
+            a, b, c, 0                                                                             \
+        }                                                                                          \
+    }
+#define R4(f, a, b, c, d)                                                                          \
+    {                                                                                              \
+        f,                                                                                         \
+        {                                                                                          \
+            a, b, c, d, 0                                                                          \
+        }                                                                                          \
+    }
+#define END                                                                                        \
+    {                                                                                              \
+        EMPTY_MI_RECIPE                                                                            \
+    }
+
+const mi_export_t cdbp_mi_cmds[] = {
+    {"perf_stats",
+     "per-collection gauges and counters, memory tier, last save/load",
+     0,
+     0,
+     {R0(mi_perf_stats), R1(mi_perf_stats, "collection"), END},
+     {0}},
+    {"perf_stats_reset",
+     "re-baseline the cumulative counters (gauges unaffected)",
+     0,
+     0,
+     {R0(mi_perf_stats_reset), R1(mi_perf_stats_reset, "collection"), END},
+     {0}},
+    {"perf_keys",
+     "names and TTLs of keys matching a glob, bounded",
+     0,
+     0,
+     {R1(mi_perf_keys, "glob"), R2(mi_perf_keys, "glob", "collection"),
+      R3(mi_perf_keys, "glob", "collection", "limit"), END},
+     {0}},
+    {"perf_scan",
+     "cursor-based incremental iteration over key names",
+     0,
+     0,
+     {R1(mi_perf_scan, "cursor"), R2(mi_perf_scan, "cursor", "glob"),
+      R3(mi_perf_scan, "cursor", "glob", "count"),
+      R4(mi_perf_scan, "cursor", "glob", "count", "collection"), END},
+     {0}},
+    {"perf_dump",
+     "names, values and TTLs of keys matching a glob, bounded",
+     0,
+     0,
+     {R1(mi_perf_dump, "glob"), R2(mi_perf_dump, "glob", "collection"),
+      R3(mi_perf_dump, "glob", "collection", "limit"), END},
+     {0}},
+    {"perf_mget",
+     "index-paired key and value lists for a glob, bounded",
+     0,
+     0,
+     {R1(mi_perf_mget, "glob"), R2(mi_perf_mget, "glob", "collection"),
+      R3(mi_perf_mget, "glob", "collection", "limit"), END},
+     {0}},
+    {"perf_mget_json",
+     "the keys matching a glob as one JSON object text",
+     0,
+     0,
+     {R1(mi_perf_mget_json, "glob"), R2(mi_perf_mget_json, "glob", "collection"),
+      R3(mi_perf_mget_json, "glob", "collection", "limit"), END},
+     {0}},
+    {"perf_get",
+     "one key: value, TTL, size, counter flag",
+     0,
+     0,
+     {R1(mi_perf_get, "key"), R2(mi_perf_get, "key", "collection"), END},
+     {0}},
+    {"perf_set",
+     "write one key, optionally with a TTL in seconds",
+     0,
+     0,
+     {R2(mi_perf_set, "key", "value"), R3(mi_perf_set, "key", "value", "ttl"),
+      R4(mi_perf_set, "key", "value", "ttl", "collection"), END},
+     {0}},
+    {"perf_ttl",
+     "re-arm the TTL of every key matching a glob",
+     0,
+     0,
+     {R2(mi_perf_ttl, "glob", "ttl"), R3(mi_perf_ttl, "glob", "ttl", "collection"), END},
+     {0}},
+    {"perf_del",
+     "delete every key matching a glob",
+     0,
+     0,
+     {R1(mi_perf_del, "glob"), R2(mi_perf_del, "glob", "collection"), END},
+     {0}},
+    {"perf_save",
+     "snapshot collections to the db_url store (one transaction each)",
+     0,
+     0,
+     {R0(mi_perf_save), R1(mi_perf_save, "collection"), END},
+     {0}},
+    {"perf_load",
+     "restore collections from the db_url store (snapshot + journal)",
+     0,
+     0,
+     {R0(mi_perf_load), R1(mi_perf_load, "collection"), END},
+     {0}},
+    {"perf_sync",
+     "save, then ask the cluster to reload (degrades to a save)",
+     0,
+     0,
+     {R0(mi_perf_sync), R1(mi_perf_sync, "collection"), END},
+     {0}},
+    {EMPTY_MI_EXPORT}};

@@ -1,0 +1,37 @@
+# The end-to-end test of the OpenSIPS module (opensips_e2e.py): runs when the
+# module was built (-DOPENSIPS_SRC=<a built OpenSIPS 4.x tree>) against an
+# OpenSIPS binary: PCACHE_OPENSIPS_PREFIX (an installed OpenSIPS: sbin/opensips
+# and lib*/opensips/modules) or, by default, the OPENSIPS_SRC tree's own
+# ./opensips and modules/. Otherwise it reports SKIPPED with the reason
+# (exit 77), which is what a CI machine without OpenSIPS sees.
+set(PCACHE_OPENSIPS_PREFIX "$ENV{PCACHE_OPENSIPS_PREFIX}" CACHE PATH
+    "an installed OpenSIPS 4.x for the cachedb_perf end-to-end test")
+set(_osips_bin "")
+set(_osips_mpath "")
+if(NOT PCACHE_OPENSIPS_PREFIX STREQUAL "")
+  set(_osips_bin "${PCACHE_OPENSIPS_PREFIX}/sbin/opensips")
+  foreach(d lib64 lib lib/x86_64-linux-gnu)
+    if(_osips_mpath STREQUAL "" AND EXISTS "${PCACHE_OPENSIPS_PREFIX}/${d}/opensips/modules")
+      set(_osips_mpath "${PCACHE_OPENSIPS_PREFIX}/${d}/opensips/modules/")
+    endif()
+  endforeach()
+elseif(DEFINED OPENSIPS_SRC AND NOT OPENSIPS_SRC STREQUAL "")
+  set(_osips_bin "${OPENSIPS_SRC}/opensips")
+  set(_osips_mpath "${OPENSIPS_SRC}/modules/")
+endif()
+set(_osips_module "")
+set(_osips_why "")
+if(TARGET cachedb_perf)
+  set(_osips_module "${PROJECT_BINARY_DIR}/opensips_module/cachedb_perf.so")
+elseif(PCACHE_SANITIZE)
+  set(_osips_why "the module is not built in a sanitizer tree (OpenSIPS is not an ASan binary)")
+endif()
+find_program(PCACHE_PYTHON3 python3 PATHS /usr/bin)
+if(PCACHE_PYTHON3)
+  add_test(NAME opensips_cachedb_perf
+           COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips_e2e.py
+                   --opensips "${_osips_bin}" --mpath "${_osips_mpath}"
+                   --module "${_osips_module}" --skip-reason "${_osips_why}"
+                   --guide "${PROJECT_SOURCE_DIR}/opensips_module/README.md")
+  set_tests_properties(opensips_cachedb_perf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()

@@ -11,6 +11,7 @@
 #   odbc_servers.sh pg_stop DIR | pg_start DIR  stop (immediate) / restart PG
 #   odbc_servers.sh psql DIR DB SQL             run SQL as the pcache role
 #   odbc_servers.sh stop DIR                    stop both, remove nothing
+#   odbc_servers.sh watch DIR PID               once PID is gone: stop, rm -rf DIR
 #
 # PostgreSQL and MariaDB refuse to run as root: when run as root, both run
 # as the system user "nobody", which then owns their data directories.
@@ -31,6 +32,13 @@ pgbin() {
 }
 
 case "$cmd" in
+watch)
+    # stops the servers and removes DIR once process $3 (the test) is gone,
+    # however it ended (ctest's timeout kills with SIGKILL)
+    while kill -0 "$3" 2>/dev/null; do sleep 1; done
+    "$0" stop "$dir"
+    rm -rf "$dir"
+    ;;
 start)
     pgport=$3
     myport=${4:-}

@@ -234,6 +234,13 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
         SQLRETURN r = SQLGetDiagRec(type, h, i, state, &native, text, sizeof text, &tl);
         if (!SQL_SUCCEEDED(r))
             break;
+        /* one line: drivers end messages with newlines and ';' */
+        size_t tn = strnlen((const char *)text, sizeof text - 1);
+        for (size_t c = 0; c < tn; c++)
+            if (text[c] == '\n' || text[c] == '\r' || text[c] == '\t')
+                text[c] = ' ';
+        while (tn > 0 && (text[tn - 1] == ' ' || text[tn - 1] == ';'))
+            text[--tn] = '\0';
         int m = snprintf(o->msg + len, sizeof o->msg - len, "%s[%s] %s", i == 1 ? ": " : "; ",
                          (const char *)state, (const char *)text);
         if (m < 0 || (size_t)m >= sizeof o->msg - len) {

@@ -73,8 +73,13 @@ static const char *be_describe(void *h)
     return pc_odbc_target(h);
 }
 
+static const char *be_errmsg(void *h)
+{
+    return pc_odbc_errmsg(h);
+}
+
 static const pc_persist_backend odbc_backend = {
-    "odbc", pc_odbc_is_url, be_open, be_close, be_save, be_load, be_describe,
+    "odbc", pc_odbc_is_url, be_open, be_close, be_save, be_load, be_describe, be_errmsg,
 };
 
 const pc_persist_backend *pc_odbc_persist_backend(void)

@@ -140,14 +140,14 @@ uint64_t pc_odbc_writer_batches(const pc_odbc_writer *w)
 
 /* Runs sql on the aux statement with the parameters bound by the caller;
  * *count (may be NULL) receives the affected rows. */
-static int aux_exec(pc_odbc_writer *w, const char *sql, SQLLEN *count)
+static int aux_exec(pc_odbc_writer *w, const char *what, const char *sql, SQLLEN *count)
 {
     pc_odbc *o = w->o;
     SQLRETURN r = SQLExecDirect(w->aux, (SQLCHAR *)sql, SQL_NTS);
     int rc = 0;
     if (!SQL_SUCCEEDED(r) && r != SQL_NO_DATA)
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, w->aux, "%s: collection \"%s\": %.80s",
-                          o->target, w->name, sql);
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, w->aux, "%s: collection \"%s\": %s",
+                          o->target, w->name, what);
     else if (count != NULL && !SQL_SUCCEEDED(SQLRowCount(w->aux, count)))
         *count = r == SQL_NO_DATA ? 0 : -1;
     SQLFreeStmt(w->aux, SQL_CLOSE);
@@ -179,7 +179,7 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
     SQLLEN changed = 0;
     SQLBindParameter(w->aux, 1, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &now, 0, NULL);
     bind_name(w, w->aux, 2);
-    int rc = aux_exec(w,
+    int rc = aux_exec(w, "bumping the generation row",
                       "UPDATE " PC_ODBC_GENERATIONS " SET generation = generation + 1, "
                       "saved_at = ? WHERE collection = ?",
                       &changed);
@@ -187,14 +187,14 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
         bind_name(w, w->aux, 1);
         SQLBindParameter(w->aux, 2, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &now, 0,
                          NULL);
-        rc = aux_exec(w,
+        rc = aux_exec(w, "inserting the generation row",
                       "INSERT INTO " PC_ODBC_GENERATIONS " (collection, generation, entries, "
                       "saved_at) VALUES (?, 1, 0, ?)",
                       NULL);
     }
     if (rc == 0) {
         bind_name(w, w->aux, 1);
-        rc = aux_exec(w, "DELETE FROM " PC_ODBC_ENTRIES " WHERE collection = ?", NULL);
+        rc = aux_exec(w, "deleting the previous rows", "DELETE FROM " PC_ODBC_ENTRIES " WHERE collection = ?", NULL);
     }
     return rc;
 }
@@ -284,7 +284,7 @@ int pc_odbc_writer_finish(pc_odbc_writer *w, uint64_t *generation)
     SQLBindParameter(w->aux, 1, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &entries, 0,
                      NULL);
     bind_name(w, w->aux, 2);
-    rc = aux_exec(w, "UPDATE " PC_ODBC_GENERATIONS " SET entries = ? WHERE collection = ?", NULL);
+    rc = aux_exec(w, "counting the rows", "UPDATE " PC_ODBC_GENERATIONS " SET entries = ? WHERE collection = ?", NULL);
     bool found = false;
     uint64_t gen = 0;
     if (rc == 0)

@@ -10,6 +10,8 @@
 #                                              (and MariaDB when MYPORT)
 #   odbc_servers.sh pg_stop DIR | pg_start DIR  stop (immediate) / restart PG
 #   odbc_servers.sh psql DIR DB SQL             run SQL as the pcache role
+#   odbc_servers.sh pg_kill DIR                 kill the PG connections to pcachetest
+#   odbc_servers.sh my_kill DIR                 kill the MariaDB connections to pcachetest
 #   odbc_servers.sh stop DIR                    stop both, remove nothing
 #   odbc_servers.sh watch DIR PID               once PID is gone: stop, rm -rf DIR
 #
@@ -36,7 +38,7 @@ watch)
     # stops the servers and removes DIR once process $3 (the test) is gone,
     # however it ended (ctest's timeout kills with SIGKILL)
     while kill -0 "$3" 2>/dev/null; do sleep 1; done
-    "$0" stop "$dir"
+    sh "$0" stop "$dir"
     rm -rf "$dir"
     ;;
 start)
@@ -133,6 +135,18 @@ psql)
     bin=$(pgbin)
     PGPASSWORD=$PW "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/pgport")" \
         -U pcache -d "$3" -c "$4"
+    ;;
+pg_kill)
+    # terminates every other backend connected to the pcachetest database
+    PGPASSWORD=$PW "$(pgbin)/psql" -X -q -h 127.0.0.1 -p "$(cat "$dir/pgport")" -U pcache -d postgres \
+        -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'pcachetest'" >/dev/null
+    ;;
+my_kill)
+    # kills every other connection to the pcachetest database
+    for id in $(mariadb --no-defaults -S "$dir/sock/my.sock" -u root -N -e \
+        "SELECT id FROM information_schema.processlist WHERE db = 'pcachetest' AND id <> CONNECTION_ID()"); do
+        mariadb --no-defaults -S "$dir/sock/my.sock" -u root -e "KILL $id" || true
+    done
     ;;
 stop)
     if [ -d "$dir/pg" ] && bin=$(pgbin); then

@@ -144,9 +144,9 @@ int odbc_env_sql(const char *connstr, const char *sql)
     SQLHENV env = SQL_NULL_HENV;
     SQLHDBC dbc = SQL_NULL_HDBC;
     SQLHSTMT st = SQL_NULL_HSTMT;
-    const char *cs = strncmp(connstr, "odbc://", 7) == 0 ? NULL : connstr + 5;
+    const char *cs = strncmp(connstr, "odbc:", 5) == 0 ? connstr + 5 : connstr;
     char buf[600];
-    if (cs == NULL) {
+    if (strncmp(connstr, "odbc://", 7) == 0) {
         snprintf(buf, sizeof buf, "DSN=%s", connstr + 7);
         cs = buf;
     }

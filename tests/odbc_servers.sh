@@ -66,10 +66,13 @@ start)
     cat >"$dir/odbcinst.ini" <<EOF
 [pcache PostgreSQL]
 Driver=/usr/lib/x86_64-linux-gnu/odbc/psqlodbca.so
+DontDLClose=1
 [pcache SQLite3]
 Driver=/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so
+DontDLClose=1
 [pcache MariaDB]
 Driver=/usr/lib/x86_64-linux-gnu/odbc/libmaodbc.so
+DontDLClose=1
 EOF
     cat >"$dir/odbc.ini" <<EOF
 [pcache_sqlite]

@@ -8,5 +8,7 @@
 
 /* pcache-bench engine [--quick] [--json] [--runs N] [--ms N] */
 int bench_cmd_engine(int argc, char **argv);
+/* pcache-bench odbc [--quick] [--json] (bench_odbc.c; built with odbc/) */
+int bench_cmd_odbc(int argc, char **argv);
 
 #endif

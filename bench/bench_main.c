@@ -19,6 +19,12 @@ static const struct bench_cmd cmds[] = {
      "engine [--quick] [--json] [--runs N] [--ms N]\n"
      "      the engine vs the cachedb_local model (512 and 65536 buckets) and a\n"
      "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes"},
+#ifdef PCACHE_BENCH_ODBC /* the one optional subcommand: odbc/ is a build option */
+    {"odbc", bench_cmd_odbc,
+     "odbc [--quick] [--json]\n"
+     "      the ODBC exporter's save and load on SQLite, PostgreSQL and MariaDB servers\n"
+     "      it starts, vs row-by-row autocommit and psql \\copy; 100k and 1M rows"},
+#endif
 };
 
 static void usage(FILE *out)

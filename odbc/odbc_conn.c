@@ -487,12 +487,24 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
     if ((rc = do_connect(o)) != 0 || (rc = detect(o)) != 0)
         goto out;
     /* psqlODBC buffers a whole result set unless UseDeclareFetch is on: a
-     * load of a large collection would then grow with it. Reconnect once
-     * with it (and a fetch size of one block) unless the user chose. */
-    if (o->dialect == PC_ODBC_POSTGRESQL && strcasestr(o->connstr, "UseDeclareFetch") == NULL) {
+     * load of a large collection would then grow with it. And by default it
+     * wraps every statement in a SAVEPOINT (statement-level rollback) that
+     * our all-or-nothing transactions never use: Protocol=7.4-1 (rollback
+     * the transaction on error) drops those round trips, which measured
+     * 1.3-1.9x on 50-row statements. Reconnect once with both unless the
+     * user chose them in the connection string. */
+    bool udf = strcasestr(o->connstr, "UseDeclareFetch") == NULL;
+    bool proto = strcasestr(o->connstr, "Protocol") == NULL;
+    if (o->dialect == PC_ODBC_POSTGRESQL && (udf || proto)) {
         char *cs = NULL;
         unsigned fetch = o->cfg.batch_rows != 0 ? o->cfg.batch_rows : 1000;
-        if (asprintf(&cs, "%s;UseDeclareFetch=1;Fetch=%u", o->connstr, fetch) < 0) {
+        char extra[96] = "";
+        if (proto)
+            snprintf(extra, sizeof extra, ";Protocol=7.4-1");
+        if (udf)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                     ";UseDeclareFetch=1;Fetch=%u", fetch);
+        if (asprintf(&cs, "%s%s", o->connstr, extra) < 0) {
             rc = PC_ESYS;
             goto out;
         }

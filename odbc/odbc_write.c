@@ -38,9 +38,10 @@ struct wrow {
 
 struct pc_odbc_writer {
     pc_odbc *o;
-    SQLHSTMT one, multi; /* one-row and per_stmt-row INSERTs (multi NULL when per_stmt 1) */
+    SQLHSTMT one, multi; /* one-row and per_stmt-row INSERTs (multi NULL unless MULTI) */
     SQLHSTMT aux;        /* generation row and DELETE */
-    unsigned per_stmt;
+    int shape;         /* enum pc_odbc_shape, never DEFAULT */
+    unsigned per_stmt; /* rows per batch */
     char name[PC_COLL_NAME_MAX + 1];
     SQLLEN name_len;
     struct wrow *rows; /* per_stmt entries */
@@ -48,13 +49,32 @@ struct pc_odbc_writer {
     unsigned char *buf;
     size_t used, cap_bytes, buf_size;
     uint64_t rows_done, batches, total;
+    /* ARRAY: the batch re-laid column-wise, each key in a wk-byte slot and
+     * each value in a wv-byte slot (the widest of the batch); the add path
+     * keeps per_stmt x (wk + wv) within cap_bytes, one row excepted */
+    size_t wk, wv;
+    unsigned char *cols;
+    SQLLEN *kind, *vind;
+    SQLBIGINT *exps;
+    SQLSMALLINT *ctrs;
+    char *names;
+    SQLLEN *nind;
+    SQLUSMALLINT *status;
+    SQLULEN processed;
 };
 
 #define COLS "(collection, pkey, pvalue, expires, is_counter)"
 
-static unsigned default_per_stmt(int dialect)
+static int default_shape(int dialect)
 {
-    return dialect == PC_ODBC_POSTGRESQL || dialect == PC_ODBC_MARIADB ? 250 : 1;
+    switch (dialect) {
+    case PC_ODBC_POSTGRESQL:
+        return PC_ODBC_SHAPE_MULTI;
+    case PC_ODBC_MARIADB:
+        return PC_ODBC_SHAPE_ARRAY;
+    default:
+        return PC_ODBC_SHAPE_ROW;
+    }
 }
 
 static int prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
@@ -85,9 +105,15 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
     if (w == NULL)
         return PC_ESYS;
     w->o = o;
-    w->per_stmt = o->cfg.batch_rows != 0 ? o->cfg.batch_rows : default_per_stmt(o->dialect);
-    if (o->dialect == PC_ODBC_SQLITE || o->dialect == PC_ODBC_GENERIC)
-        w->per_stmt = 1; /* see the file comment: the one correct path there */
+    w->shape = o->cfg.shape != PC_ODBC_SHAPE_DEFAULT ? o->cfg.shape : default_shape(o->dialect);
+    if (o->dialect == PC_ODBC_SQLITE || w->shape < PC_ODBC_SHAPE_ROW ||
+        w->shape > PC_ODBC_SHAPE_ARRAY)
+        w->shape = PC_ODBC_SHAPE_ROW; /* see the file comment: the one correct path there */
+    w->per_stmt = o->cfg.batch_rows != 0 ? o->cfg.batch_rows
+                  : w->shape == PC_ODBC_SHAPE_ARRAY ? 1000
+                                                    : 250;
+    if (w->shape == PC_ODBC_SHAPE_ROW)
+        w->per_stmt = 1;
     if (w->per_stmt > 1000)
         w->per_stmt = 1000; /* 5000 parameters: under every driver's limit */
     w->cap_bytes = o->cfg.batch_bytes;
@@ -97,9 +123,23 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
     int rc = 0;
     if (w->rows == NULL || w->buf == NULL)
         rc = PC_ESYS;
+    if (rc == 0 && w->shape == PC_ODBC_SHAPE_ARRAY) {
+        unsigned n = w->per_stmt;
+        w->cols = malloc(w->buf_size + 2 * (size_t)n); /* + the 1-byte minimum slots */
+        w->kind = calloc(n, sizeof *w->kind);
+        w->vind = calloc(n, sizeof *w->vind);
+        w->exps = calloc(n, sizeof *w->exps);
+        w->ctrs = calloc(n, sizeof *w->ctrs);
+        w->names = calloc(n, PC_COLL_NAME_MAX + 1);
+        w->nind = calloc(n, sizeof *w->nind);
+        w->status = calloc(n, sizeof *w->status);
+        if (w->cols == NULL || w->kind == NULL || w->vind == NULL || w->exps == NULL ||
+            w->ctrs == NULL || w->names == NULL || w->nind == NULL || w->status == NULL)
+            rc = PC_ESYS;
+    }
     if (rc == 0)
         rc = prepare(o, &w->one, 1);
-    if (rc == 0 && w->per_stmt > 1)
+    if (rc == 0 && w->shape == PC_ODBC_SHAPE_MULTI)
         rc = prepare(o, &w->multi, w->per_stmt);
     if (rc == 0 && !SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, &w->aux))) {
         w->aux = SQL_NULL_HSTMT;
@@ -126,6 +166,14 @@ void pc_odbc_writer_free(pc_odbc_writer *w)
         SQLFreeHandle(SQL_HANDLE_STMT, w->aux);
     free(w->rows);
     free(w->buf);
+    free(w->cols);
+    free(w->kind);
+    free(w->vind);
+    free(w->exps);
+    free(w->ctrs);
+    free(w->names);
+    free(w->nind);
+    free(w->status);
     free(w);
 }
 
@@ -173,6 +221,11 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
     w->rows_done = 0;
     w->batches = 0;
     w->total = total;
+    w->wk = w->wv = 0;
+    for (unsigned i = 0; w->names != NULL && i < w->per_stmt; i++) {
+        memcpy(w->names + (size_t)i * (PC_COLL_NAME_MAX + 1), name, nl + 1);
+        w->nind[i] = (SQLLEN)nl;
+    }
     /* The generation row first: its row lock queues a concurrent saver of
      * the same collection here, before either deleted anything. */
     SQLBIGINT now = pc_odbc_wall_ms();
@@ -228,12 +281,69 @@ static int run(pc_odbc_writer *w, SQLHSTMT st, unsigned first, unsigned count)
     return 0;
 }
 
+/* ARRAY: one execute with n parameter sets bound column-wise. The driver
+ * must report every set processed and successful: anything else fails the
+ * save (never a partially inserted batch that goes unnoticed). */
+static int run_array(pc_odbc_writer *w)
+{
+    pc_odbc *o = w->o;
+    SQLHSTMT st = w->one;
+    size_t wk = w->wk > 0 ? w->wk : 1, wv = w->wv > 0 ? w->wv : 1;
+    unsigned char *kc = w->cols, *vc = w->cols + (size_t)w->n * wk;
+    for (unsigned i = 0; i < w->n; i++) {
+        const struct wrow *r = &w->rows[i];
+        memcpy(kc + i * wk, w->buf + r->koff, (size_t)r->klen);
+        memcpy(vc + i * wv, w->buf + r->voff, (size_t)r->vlen);
+        w->kind[i] = r->klen;
+        w->vind[i] = r->vlen;
+        w->exps[i] = r->expires;
+        w->ctrs[i] = r->is_counter;
+        w->status[i] = SQL_PARAM_UNUSED;
+    }
+    w->processed = 0;
+    SQLFreeStmt(st, SQL_RESET_PARAMS);
+    if (!SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_PARAM_BIND_TYPE, SQL_PARAM_BIND_BY_COLUMN, 0)) ||
+        !SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_PARAMSET_SIZE, (SQLPOINTER)(SQLULEN)w->n, 0)) ||
+        !SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_PARAM_STATUS_PTR, w->status, 0)) ||
+        !SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_PARAMS_PROCESSED_PTR, &w->processed, 0)))
+        return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                            "%s: the driver refuses parameter arrays", o->target);
+    SQLBindParameter(st, 1, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
+                     w->names, PC_COLL_NAME_MAX + 1, w->nind);
+    SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, wk, 0, kc, (SQLLEN)wk,
+                     w->kind);
+    SQLBindParameter(st, 3, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, wv, 0, vc, (SQLLEN)wv,
+                     w->vind);
+    SQLBindParameter(st, 4, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, w->exps, 0, NULL);
+    SQLBindParameter(st, 5, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT, 0, 0, w->ctrs, 0, NULL);
+    SQLRETURN r = SQLExecute(st);
+    int rc = 0;
+    if (!SQL_SUCCEEDED(r))
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                          "%s: collection \"%s\": INSERT failed after %llu rows", o->target,
+                          w->name, (unsigned long long)w->rows_done);
+    for (unsigned i = 0; rc == 0 && i < w->n; i++)
+        if (w->status[i] != SQL_PARAM_SUCCESS && w->status[i] != SQL_PARAM_SUCCESS_WITH_INFO)
+            rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                              "%s: collection \"%s\": row %llu of the batch was not inserted",
+                              o->target, w->name, (unsigned long long)(w->rows_done + i));
+    if (rc == 0 && w->processed != w->n)
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
+                          "%s: collection \"%s\": the driver processed %llu of %u rows",
+                          o->target, w->name, (unsigned long long)w->processed, w->n);
+    SQLFreeStmt(st, SQL_CLOSE);
+    w->batches++;
+    return rc;
+}
+
 static int flush(pc_odbc_writer *w)
 {
     int rc = 0;
     if (w->n == 0)
         return 0;
-    if (w->n == w->per_stmt && w->multi != SQL_NULL_HSTMT)
+    if (w->shape == PC_ODBC_SHAPE_ARRAY)
+        rc = run_array(w);
+    else if (w->n == w->per_stmt && w->multi != SQL_NULL_HSTMT)
         rc = run(w, w->multi, 0, w->n);
     else
         for (unsigned i = 0; rc == 0 && i < w->n; i++)
@@ -243,6 +353,7 @@ static int flush(pc_odbc_writer *w)
     w->rows_done += w->n;
     w->n = 0;
     w->used = 0;
+    w->wk = w->wv = 0;
     pc_odbc *o = w->o;
     if (o->cfg.progress != NULL)
         rc = o->cfg.progress(o->cfg.progress_ctx, w->name, w->rows_done, w->total);
@@ -255,8 +366,17 @@ int pc_odbc_writer_add(pc_odbc_writer *w, const void *key, size_t klen, const vo
     if (klen > PC_KEY_MAX || vlen > PC_VALUE_MAX)
         return PC_ETOOBIG;
     int rc;
-    if (w->n > 0 && w->used + klen + vlen > w->cap_bytes && (rc = flush(w)) != 0)
+    bool full = w->used + klen + vlen > w->cap_bytes;
+    if (w->shape == PC_ODBC_SHAPE_ARRAY) { /* the column-wise copy must fit too */
+        size_t wk = klen > w->wk ? klen : w->wk, wv = vlen > w->wv ? vlen : w->wv;
+        full = full || (size_t)(w->n + 1) * (wk + wv) > w->cap_bytes;
+    }
+    if (w->n > 0 && full && (rc = flush(w)) != 0)
         return rc;
+    if (klen > w->wk)
+        w->wk = klen;
+    if (vlen > w->wv)
+        w->wv = vlen;
     struct wrow *r = &w->rows[w->n];
     r->koff = w->used;
     if (klen > 0)

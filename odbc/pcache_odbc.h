@@ -77,8 +77,20 @@ enum pc_odbc_dialect {
  * borrowed for the call. */
 typedef int (*pc_odbc_progress_fn)(void *ctx, const char *coll, uint64_t done, uint64_t total);
 
+/* How a save sends its rows (odbc_write.c explains the measurements):
+ * one-row INSERT per row, a multi-row INSERT ... VALUES (..),(..) of
+ * batch_rows rows, or one-row INSERT with arrays of batch_rows parameter
+ * sets (SQL_ATTR_PARAMSET_SIZE). 0 = the dialect's measured best. */
+enum pc_odbc_shape {
+    PC_ODBC_SHAPE_DEFAULT = 0,
+    PC_ODBC_SHAPE_ROW = 1,
+    PC_ODBC_SHAPE_MULTI = 2,
+    PC_ODBC_SHAPE_ARRAY = 3
+};
+
 typedef struct pc_odbc_config {
     unsigned flags;       /* PC_ODBC_CREATE */
+    int shape;            /* enum pc_odbc_shape; SQLite always uses ROW (see odbc_write.c) */
     unsigned batch_rows;  /* rows per insert batch / fetch block; 0 = the dialect's default */
     size_t batch_bytes;   /* key + value bytes buffered per batch; 0 = 4 MiB */
     pc_odbc_progress_fn progress; /* NULL = none */
@@ -101,9 +113,11 @@ int pc_odbc_is_url(const char *where);
  *                         "DRIVER={...};SERVER=...;..."
  *   DSN=... / DRIVER=...  the same without the prefix
  * detects the dialect and checks the two tables (creating them with
- * PC_ODBC_CREATE, in one transaction). On PostgreSQL, UseDeclareFetch=1 is
- * added to the connection string unless it names UseDeclareFetch itself, so
- * the driver does not buffer a whole result (a load stays bounded).
+ * PC_ODBC_CREATE, in one transaction). On PostgreSQL, psqlODBC options
+ * are added to the connection string unless it names them itself:
+ * UseDeclareFetch=1;Fetch=batch_rows (the driver does not buffer a whole
+ * result: a load stays bounded) and Protocol=7.4-1 (no savepoint around
+ * every statement; an error rolls back the transaction, as ours do anyway).
  * cfg may be NULL. On success *out is caller-owned (pc_odbc_close); on
  * error err (may be NULL) says why, with the SQLSTATE, and never shows the
  * password. */

@@ -184,9 +184,9 @@ int pc_odbc_is_url(const char *where)
            strncasecmp(where, "DRIVER=", 7) == 0;
 }
 
-/* Replaces every occurrence of the password in s by "***" (in place: the
- * mask is never longer than... the password may be shorter than 3 bytes,
- * so the result is rebuilt into a copy). */
+/* Replaces every occurrence of the password in s (cap bytes) by "***".
+ * The password may be shorter than the mask, so the result is built in a
+ * copy and written back truncated to cap. */
 static void mask_secret(const pc_odbc *o, char *s, size_t cap)
 {
     if (o->password == NULL || o->password[0] == '\0' || strstr(s, o->password) == NULL)

@@ -6,6 +6,8 @@
  *     the save fails and, after a reconnect, the previous rows and
  *     generation are all there;
  *   - a progress callback that aborts: rolled back, its value returned;
+ *   - an export of a whole store failing on its second collection: the
+ *     first one's SQL rows are untouched too (one transaction);
  *   - bad input: an unknown DSN, a wrong password (the message names the
  *     failure and never holds the password), tables missing without the
  *     create option (nothing created), a read-only database (the save and
@@ -195,6 +197,49 @@ static void t_progress_abort(void **state)
     expect_exactly(t, "b", "old", 100, r.generation);
 }
 
+/* Export of a whole store is one SQL transaction: a failure on the second
+ * collection leaves the first one's previous rows and generation too. */
+static void t_export_atomic(void **state)
+{
+    (void)state;
+    const char *t = odbc_env_sqlite();
+    char sdir[300];
+    snprintf(sdir, sizeof sdir, "%s/store-XXXXXX", odbc_env_dir());
+    assert_non_null(mkdtemp(sdir));
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.flags = PC_STORE_CREATE;
+    pc_store *s = NULL;
+    assert_int_equal(pc_store_open(sdir, &sc, &s, NULL, 0), 0);
+    pc_cache *c = mk_cache();
+    fill(coll(c, "a"), "old", 300);
+    fill(coll(c, "b"), "old", 300);
+    pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
+    pc_odbc_result ra, rb;
+    assert_int_equal(pc_odbc_save(o, coll(c, "a"), &ra), 0);
+    assert_int_equal(pc_odbc_save(o, coll(c, "b"), &rb), 0);
+    /* the store holds new rows for a (saved first) and b, b with a poisoned key */
+    fill(coll(c, "a"), "new", 300);
+    fill(coll(c, "b"), "new", 300);
+    assert_int_equal(pc_set(coll(c, "b"), "poison", 6, "x", 1, 0, 0), 0);
+    assert_int_equal(pc_store_save(s, coll(c, "a"), NULL, NULL), 0);
+    assert_int_equal(pc_store_save(s, coll(c, "b"), NULL, NULL), 0);
+    assert_int_equal(odbc_env_sql(t, "CREATE TRIGGER pcache_poison BEFORE INSERT ON "
+                                     "pcache_entries WHEN NEW.pkey = X'706F69736F6E' BEGIN "
+                                     "SELECT RAISE(ABORT, 'poisoned key'); END"),
+                     0);
+    int rc = pc_odbc_export(o, s, NULL, NULL);
+    assert_int_equal(odbc_env_sql(t, "DROP TRIGGER pcache_poison"), 0);
+    printf("# export with a poisoned second collection: %s\n", pc_odbc_errmsg(o));
+    assert_int_equal(rc, PC_EIO);
+    assert_non_null(strstr(pc_odbc_errmsg(o), "\"b\""));
+    pc_odbc_close(o);
+    pc_cache_destroy(c);
+    pc_store_close(s);
+    expect_exactly(t, "a", "old", 300, ra.generation);
+    expect_exactly(t, "b", "old", 300, rb.generation);
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 static void t_unknown_dsn(void **state)
 {
@@ -333,7 +378,8 @@ int main(void)
         cmocka_unit_test(t_redact),           cmocka_unit_test(t_malformed),
         cmocka_unit_test(t_unknown_dsn),      cmocka_unit_test(t_wrong_password),
         cmocka_unit_test(t_missing_tables),   cmocka_unit_test(t_readonly),
-        cmocka_unit_test(t_progress_abort),   cmocka_unit_test(t_pg_killed_midsave),
+        cmocka_unit_test(t_progress_abort),   cmocka_unit_test(t_export_atomic),
+        cmocka_unit_test(t_pg_killed_midsave),
         cmocka_unit_test(t_my_killed_midsave), cmocka_unit_test(t_pg_stopped_midsave),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) == 0 ? 0 : 1;

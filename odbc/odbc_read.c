@@ -25,10 +25,10 @@ static int stmt_new(pc_odbc *o, SQLHSTMT *st)
                         o->target);
 }
 
-static void bind_name(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len)
+static SQLRETURN bind_name(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len)
 {
     *len = (SQLLEN)strlen(name);
-    SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
+    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
                      (SQLPOINTER)name, *len + 1, len);
 }
 
@@ -150,11 +150,15 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
                           o->target);
         goto out;
     }
-    bind_name(st, 1, name, &nl);
-    SQLBindCol(st, 1, SQL_C_BINARY, kb, (SQLLEN)kw, ki);
-    SQLBindCol(st, 2, SQL_C_BINARY, vb, (SQLLEN)vw, vi);
-    SQLBindCol(st, 3, SQL_C_SBIGINT, ex, 0, ei);
-    SQLBindCol(st, 4, SQL_C_SSHORT, ct, 0, ci);
+    if (!SQL_SUCCEEDED(bind_name(st, 1, name, &nl)) ||
+        !SQL_SUCCEEDED(SQLBindCol(st, 1, SQL_C_BINARY, kb, (SQLLEN)kw, ki)) ||
+        !SQL_SUCCEEDED(SQLBindCol(st, 2, SQL_C_BINARY, vb, (SQLLEN)vw, vi)) ||
+        !SQL_SUCCEEDED(SQLBindCol(st, 3, SQL_C_SBIGINT, ex, 0, ei)) ||
+        !SQL_SUCCEEDED(SQLBindCol(st, 4, SQL_C_SSHORT, ct, 0, ci))) {
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: binding the columns of \"%s\"",
+                          o->target, name);
+        goto out;
+    }
     if (!SQL_SUCCEEDED(SQLExecDirect(st,
                                      (SQLCHAR *)"SELECT pkey, pvalue, expires, is_counter FROM " PC_ODBC_ENTRIES
                                                 " WHERE collection = ?",

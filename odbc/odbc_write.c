@@ -187,7 +187,8 @@ uint64_t pc_odbc_writer_batches(const pc_odbc_writer *w)
 }
 
 /* Runs sql on the aux statement with the parameters bound by the caller;
- * *count (may be NULL) receives the affected rows. */
+ * *count (may be NULL) receives the affected rows. A parameter the driver
+ * refused to bind fails the execute (SQLSTATE 07002), which is checked. */
 static int aux_exec(pc_odbc_writer *w, const char *what, const char *sql, SQLLEN *count)
 {
     pc_odbc *o = w->o;
@@ -203,9 +204,9 @@ static int aux_exec(pc_odbc_writer *w, const char *what, const char *sql, SQLLEN
     return rc;
 }
 
-static void bind_name(pc_odbc_writer *w, SQLHSTMT st, SQLUSMALLINT i)
+static SQLRETURN bind_name(pc_odbc_writer *w, SQLHSTMT st, SQLUSMALLINT i)
 {
-    SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0, w->name,
+    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0, w->name,
                      (SQLLEN)sizeof w->name, &w->name_len);
 }
 
@@ -252,25 +253,33 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
     return rc;
 }
 
-static void bind_row(pc_odbc_writer *w, SQLHSTMT st, unsigned slot, struct wrow *r)
+/* Binds the five parameters of one row; false when the driver refused one. */
+static bool bind_row(pc_odbc_writer *w, SQLHSTMT st, unsigned slot, struct wrow *r)
 {
     SQLUSMALLINT p = (SQLUSMALLINT)(slot * 5 + 1);
     /* A zero-length value still needs a valid pointer and column size 1. */
-    bind_name(w, st, p);
-    SQLBindParameter(st, p + 1, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
-                     r->klen > 0 ? (SQLULEN)r->klen : 1, 0, w->buf + r->koff, r->klen, &r->klen);
-    SQLBindParameter(st, p + 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
-                     r->vlen > 0 ? (SQLULEN)r->vlen : 1, 0, w->buf + r->voff, r->vlen, &r->vlen);
-    SQLBindParameter(st, p + 3, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &r->expires, 0,
-                     NULL);
-    SQLBindParameter(st, p + 4, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT, 0, 0, &r->is_counter,
-                     0, NULL);
+    bool ok = SQL_SUCCEEDED(bind_name(w, st, p));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 1, SQL_PARAM_INPUT, SQL_C_BINARY,
+                                              SQL_VARBINARY, r->klen > 0 ? (SQLULEN)r->klen : 1,
+                                              0, w->buf + r->koff, r->klen, &r->klen));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 2, SQL_PARAM_INPUT, SQL_C_BINARY,
+                                              SQL_VARBINARY, r->vlen > 0 ? (SQLULEN)r->vlen : 1,
+                                              0, w->buf + r->voff, r->vlen, &r->vlen));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 3, SQL_PARAM_INPUT, SQL_C_SBIGINT,
+                                              SQL_BIGINT, 0, 0, &r->expires, 0, NULL));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 4, SQL_PARAM_INPUT, SQL_C_SSHORT,
+                                              SQL_SMALLINT, 0, 0, &r->is_counter, 0, NULL));
+    return ok;
 }
 
 static int run(pc_odbc_writer *w, SQLHSTMT st, unsigned first, unsigned count)
 {
     for (unsigned i = 0; i < count; i++)
-        bind_row(w, st, i, &w->rows[first + i]);
+        if (!bind_row(w, st, i, &w->rows[first + i]))
+            return pc_odbc_fail(w->o, PC_EIO, SQL_HANDLE_STMT, st,
+                                "%s: collection \"%s\": binding the parameters of row %llu",
+                                w->o->target, w->name,
+                                (unsigned long long)(w->rows_done + first + i));
     SQLRETURN r = SQLExecute(st);
     if (!SQL_SUCCEEDED(r))
         return pc_odbc_fail(w->o, PC_EIO, SQL_HANDLE_STMT, st,
@@ -308,14 +317,21 @@ static int run_array(pc_odbc_writer *w)
         !SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_PARAMS_PROCESSED_PTR, &w->processed, 0)))
         return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
                             "%s: the driver refuses parameter arrays", o->target);
-    SQLBindParameter(st, 1, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
-                     w->names, PC_COLL_NAME_MAX + 1, w->nind);
-    SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, wk, 0, kc, (SQLLEN)wk,
-                     w->kind);
-    SQLBindParameter(st, 3, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, wv, 0, vc, (SQLLEN)wv,
-                     w->vind);
-    SQLBindParameter(st, 4, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, w->exps, 0, NULL);
-    SQLBindParameter(st, 5, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT, 0, 0, w->ctrs, 0, NULL);
+    bool ok = SQL_SUCCEEDED(SQLBindParameter(st, 1, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR,
+                                             PC_COLL_NAME_MAX, 0, w->names, PC_COLL_NAME_MAX + 1,
+                                             w->nind));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
+                                              wk, 0, kc, (SQLLEN)wk, w->kind));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 3, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
+                                              wv, 0, vc, (SQLLEN)wv, w->vind));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 4, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT,
+                                              0, 0, w->exps, 0, NULL));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 5, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT,
+                                              0, 0, w->ctrs, 0, NULL));
+    if (!ok)
+        return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                            "%s: collection \"%s\": binding a parameter array", o->target,
+                            w->name);
     SQLRETURN r = SQLExecute(st);
     int rc = 0;
     if (!SQL_SUCCEEDED(r))

@@ -382,7 +382,9 @@ struct pc_mgmt;
  * that have no meaning for the backend stay 0; load's meta.generation is
  * the generation loaded) and return PC_ENOTFOUND from load when the
  * collection was never saved; describe returns the db_url with any
- * password masked (valid until close). A backend store has no journal. */
+ * password masked (valid until close); errmsg the message of the last
+ * error, with the SQLSTATE where there is one and no password (valid until
+ * the next call). A backend store has no journal. */
 typedef struct pc_persist_backend {
     const char *name; /* "odbc" */
     int (*accepts)(const char *db_url);
@@ -392,6 +394,7 @@ typedef struct pc_persist_backend {
     int (*save)(void *h, pc_coll *coll, pc_store_save_result *result);
     int (*load)(void *h, pc_coll *coll, pc_store_load_result *result);
     const char *(*describe)(void *h);
+    const char *(*errmsg)(void *h); /* the last error's message, password masked */
 } pc_persist_backend;
 typedef struct pc_persist_config {
     const char *db_url;              /* required */

@@ -479,8 +479,10 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
             return pc_mgmt_errorf(err, rc,
                                   "perf_save: saving collection \"%s\" failed: %s "
                                   "(its previous snapshot stands; %u collection(s) saved "
-                                  "before it)",
-                                  pc_coll_name(coll), pc_strerror(rc), n);
+                                  "before it)%s%.300s",
+                                  pc_coll_name(coll), pc_strerror(rc), n,
+                                  p->backend != NULL ? ": " : "",
+                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         n++;
         saved += r.saved;
     }
@@ -515,8 +517,10 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         if (rc != 0)
             return pc_mgmt_errorf(err, rc,
                                   "perf_load: loading collection \"%s\" failed: %s "
-                                  "(%u collection(s) loaded before it)",
-                                  pc_coll_name(coll), pc_strerror(rc), n);
+                                  "(%u collection(s) loaded before it)%s%.300s",
+                                  pc_coll_name(coll), pc_strerror(rc), n,
+                                  p->backend != NULL ? ": " : "",
+                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         n++;
         loaded += r.load.loaded;
         expired += r.load.skipped_expired;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t pc_odbc_wall_ms(void)
 {
@@ -406,6 +407,7 @@ static int do_connect(pc_odbc *o)
         return pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, o->env, "%s: SQLAllocHandle(DBC)",
                             o->target);
     }
+    o->pid = getpid();
     SQLSetConnectAttr(o->dbc, SQL_ATTR_LOGIN_TIMEOUT, (SQLPOINTER)(SQLULEN)10, 0);
     SQLRETURN r = SQLDriverConnect(o->dbc, NULL, (SQLCHAR *)o->connstr, SQL_NTS, out, sizeof out,
                                    &outl, SQL_DRIVER_NOPROMPT);
@@ -417,6 +419,33 @@ static int do_connect(pc_odbc *o)
         return rc;
     }
     return 0;
+}
+
+static int do_connect(pc_odbc *o);
+
+int pc_odbc_enter(pc_odbc *o)
+{
+    o->msg[0] = '\0';
+    if (o->pid == getpid())
+        return 0;
+    /* The inherited handles are the parent's: freeing them would send a
+     * disconnect on its socket. They are left as they are (a few KiB held
+     * by this process); the copy of the socket closes when it exits. */
+    o->env = SQL_NULL_HENV;
+    o->dbc = SQL_NULL_HDBC;
+    o->in_txn = false;
+    int rc = 0;
+    if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &o->env)) ||
+        !SQL_SUCCEEDED(
+            SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0)))
+        rc = pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
+                          "%s: cannot allocate an ODBC environment after fork", o->target);
+    if (rc == 0)
+        rc = do_connect(o);
+    if (rc == 0)
+        pc_odbc_log(o, PC_LOG_DEBUG, "pcache: %s: reconnected in process %d", o->target,
+                    (int)getpid());
+    return rc;
 }
 
 static void disconnect(pc_odbc *o)
@@ -544,9 +573,11 @@ void pc_odbc_close(pc_odbc *o)
 {
     if (o == NULL)
         return;
-    disconnect(o);
-    if (o->env != SQL_NULL_HENV)
-        SQLFreeHandle(SQL_HANDLE_ENV, o->env);
+    if (o->dbc == SQL_NULL_HDBC || o->pid == getpid()) { /* see pc_odbc_enter */
+        disconnect(o);
+        if (o->env != SQL_NULL_HENV)
+            SQLFreeHandle(SQL_HANDLE_ENV, o->env);
+    }
     if (o->password != NULL) /* do not leave it in freed memory */
         memset(o->password, 0, strlen(o->password));
     if (o->connstr != NULL)

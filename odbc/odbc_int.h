@@ -18,6 +18,7 @@
 #include <sql.h>
 #include <sqlext.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define PC_ODBC_MSG_MAX 1024
 #define PC_ODBC_BATCH_BYTES_DEFAULT (4u * 1024u * 1024u)
@@ -29,6 +30,7 @@ struct pc_odbc {
     SQLHDBC dbc;
     int dialect;             /* enum pc_odbc_dialect */
     bool in_txn;             /* autocommit is off: a transaction may be open */
+    pid_t pid;               /* the process whose connection env/dbc is */
     pc_odbc_config cfg;
     char *connstr;           /* what SQLDriverConnect got (holds the password) */
     char *password;          /* the PWD value, to mask where a driver echoes it */
@@ -44,6 +46,12 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
     __attribute__((format(printf, 5, 6)));
 void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Every entry point calls it first: in a process other than the one that
+ * connected (a host opened the handle, then forked), it abandons the
+ * inherited connection - never disconnecting it, which would talk on the
+ * parent's socket - and connects anew. Clears the last error. */
+int pc_odbc_enter(pc_odbc *o);
 
 /* Autocommit off (a transaction begins with the next statement) / commit
  * or roll back and autocommit on again. pc_odbc_end with commit = 0 never

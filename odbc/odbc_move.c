@@ -53,7 +53,9 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
 {
     if (o == NULL || s == NULL)
         return PC_EINVAL;
-    o->msg[0] = '\0';
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
     double t0 = pc_odbc_mono_s();
     pc_store_coll_meta *list = NULL, one;
     size_t n = 0;
@@ -188,7 +190,9 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
 {
     if (o == NULL || s == NULL)
         return PC_EINVAL;
-    o->msg[0] = '\0';
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
     double t0 = pc_odbc_mono_s();
     pc_odbc_result sum;
     memset(&sum, 0, sizeof sum);

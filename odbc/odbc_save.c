@@ -36,7 +36,9 @@ int pc_odbc_save(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 {
     if (o == NULL || coll == NULL)
         return PC_EINVAL;
-    o->msg[0] = '\0';
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
     double t0 = pc_odbc_mono_s();
     const char *name = pc_coll_name(coll);
     struct save_ctx s = {NULL, pc_odbc_wall_ms(), 0};
@@ -136,7 +138,9 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 {
     if (o == NULL || coll == NULL)
         return PC_EINVAL;
-    o->msg[0] = '\0';
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
     double t0 = pc_odbc_mono_s();
     const char *name = pc_coll_name(coll);
     struct load_ctx l = {o, coll, pc_odbc_wall_ms(), 0, 0, 0};
@@ -178,7 +182,9 @@ int pc_odbc_generation(pc_odbc *o, const char *name, uint64_t *gen)
         return PC_EINVAL;
     uint64_t g = 0;
     bool found = false;
-    int rc = pc_odbc_read_generation(o, name, &g, &found);
+    int rc = pc_odbc_enter(o);
+    if (rc == 0)
+        rc = pc_odbc_read_generation(o, name, &g, &found);
     if (rc == 0 && !found)
         rc = PC_ENOTFOUND;
     if (rc == 0)

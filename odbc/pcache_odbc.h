@@ -44,7 +44,11 @@
  *   PC_ENOTFOUND the collection was never saved (load, generation)
  *   PC_ETOOBIG  a stored key or value is longer than the engine accepts
  *   PC_ESYS     out of memory
- * A handle is used by one thread at a time and never crosses fork().
+ * A handle is used by one thread at a time. It may be opened before a
+ * fork() and used in the child (hosts open the policies, then save from a
+ * maintenance process): the first call in a process other than the one
+ * that connected abandons the inherited connection without disconnecting
+ * it (that would talk on the parent's socket) and connects anew.
  */
 #ifndef PCACHE_ODBC_H
 #define PCACHE_ODBC_H

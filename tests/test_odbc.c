@@ -6,8 +6,8 @@
  * NULs of every length (the libsqliteodbc binding trap), counters, TTLs,
  * expired entries, 100k entries, an empty collection, generations; a
  * constraint violation in the middle of a save rolls everything back; the
- * LMDB <-> SQL export and import; db_url "odbc:..." through the persistence
- * policies and perf_save / perf_load.
+ * LMDB <-> SQL export and import; a handle used in a forked child; db_url
+ * "odbc:..." through the persistence policies and perf_save / perf_load.
  * Failure injection that needs one server (stopping PostgreSQL or killing
  * the connection mid-save, wrong password, read-only database) is in
  * test_odbc_fail.c.
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,7 +35,7 @@ static pc_cache *mk_cache(void)
 {
     pc_config cfg;
     pc_config_init(&cfg);
-    cfg.collections = "a;b;big=16;empty;poison;p1;p2";
+    cfg.collections = "a;b;big=16;empty;poison;p1;p2;fk";
     cfg.mem_mb = 160;
     cfg.lock_memory = 0;
     pc_cache *c = NULL;
@@ -372,6 +373,44 @@ static void t_constraint_rollback(void **state)
     pc_odbc_close(o);
 }
 
+/* A handle opened before fork() and used in the child (how hosts save from
+ * a maintenance process): the child reconnects, its save commits, and its
+ * close does not disconnect the parent, whose connection still works. */
+static void t_fork(void **state)
+{
+    const char *target = *state;
+    if (target[0] == '\0')
+        skip();
+    pc_odbc *o = open_db(target, PC_ODBC_CREATE);
+    pc_cache *c = mk_cache();
+    pc_coll *b = coll(c, "fk");
+    assert_int_equal(pc_set(b, "before", 6, "fork", 4, 0, 0), 0);
+    pc_odbc_result r;
+    assert_int_equal(pc_odbc_save(o, b, &r), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok = pc_set(b, "child", 5, "wrote", 5, 0, 0) == 0 && pc_odbc_save(o, b, NULL) == 0;
+        pc_odbc_close(o);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    uint64_t g = 0;
+    assert_int_equal(pc_odbc_generation(o, "fk", &g), 0); /* the parent's connection */
+    assert_true(g == r.generation + 1);
+    pc_cache_destroy(c);
+    c = mk_cache();
+    pc_odbc_result l;
+    assert_int_equal(pc_odbc_load(o, coll(c, "fk"), &l), 0);
+    assert_int_equal(l.rows, 2);
+    expect_bytes(coll(c, "fk"), "child", 5, "wrote", 5);
+    pc_cache_destroy(c);
+    pc_odbc_close(o);
+}
+
 /* ---- export / import between the LMDB store and SQL ---------------------- */
 struct progress {
     uint64_t calls, last_done, last_total;
@@ -553,6 +592,7 @@ static char t_sqlite[600], t_pg[600], t_my[600];
 #define PER_DRIVER(name, target)                                                                   \
     cmocka_unit_test_prestate(t_roundtrip_mixed, target),                                          \
         cmocka_unit_test_prestate(t_shapes, target),                                               \
+        cmocka_unit_test_prestate(t_fork, target),                                                 \
         cmocka_unit_test_prestate(t_roundtrip_100k, target),                                       \
         cmocka_unit_test_prestate(t_empty, target),                                                \
         cmocka_unit_test_prestate(t_constraint_rollback, target),                                  \

@@ -284,6 +284,35 @@ void pc_persist_close(pc_persist *p)
     free(p);
 }
 
+int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    /* An LMDB environment never crosses fork(): the inherited handle is
+     * dropped without closing its environment (pc_store_close leaks it in a
+     * child, closing would release the parent's locks) and the same store is
+     * opened again for this process. The journal handle notices the fork by
+     * itself. */
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s", pc_store_path(p->store));
+    if (n < 0 || (size_t)n >= sizeof path)
+        return pp_fail(err, errlen, PC_EINVAL, "store path too long");
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.log = p->log;
+    sc.log_ctx = p->log_ctx;
+    sc.log_level = p->log_level;
+    pc_store *s = NULL;
+    int rc = pc_store_open(path, &sc, &s, err, errlen);
+    if (rc != 0)
+        return rc;
+    pc_store_close(p->store);
+    p->store = s;
+    return 0;
+}
+
 int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res)
 {
     pc_store_save_result r;

@@ -258,7 +258,15 @@ static void cmd_scan(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     if (strings) {
         if (glob != NULL && glen == 1 && glob[0] == '*')
             glob = NULL;
-        rc = pc_scan(c->coll, cursor, (uint64_t)count, glob, glen, 0, collect_key, &kl, &next);
+        /* COUNT is Redis's "about this many keys": visit buckets COUNT at a
+         * time until that many were found, the walk ended, or 64 x COUNT
+         * buckets were visited (a sparse table answers short, never slow) */
+        uint64_t visited = 0, budget = (uint64_t)count * 64;
+        next = cursor;
+        do {
+            rc = pc_scan(c->coll, next, (uint64_t)count, glob, glen, 0, collect_key, &kl, &next);
+            visited += (uint64_t)count;
+        } while (rc == 0 && next != 0 && kl.n < count && visited < budget);
         if (rc == PC_EINVAL) { /* a cursor past the end: the scan is over */
             rc = 0;
             next = 0;

@@ -40,7 +40,7 @@ static const srv_key srv_keys[] = {
     UINT(workers, "2", 1, 64, "worker processes serving RESP (SO_REUSEPORT)"),
     STR(requirepass, "", "password clients send with AUTH; empty = no AUTH"),
     STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
-    STR(databases, "", "SELECT index -> collection, comma separated; empty = declaration order"),
+    STR(select_collections, "", "SELECT index -> collection, comma separated; empty = declaration order"),
     UINT(mem_mb, "256", 8, 1048576, "shared memory for records and tables, MiB"),
     UINT(hugepage_mb, "0", 0, 1048576, "huge-page reservation in front of it, MiB"),
     UINT(maxclients, "10000", 1, 1000000, "connections per worker"),

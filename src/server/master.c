@@ -119,12 +119,12 @@ static int open_listeners(srv *s)
 static int build_dbs(srv *s, char *err, size_t errlen)
 {
     s->ndbs = 0;
-    if (s->cfg.databases[0] == '\0') {
+    if (s->cfg.select_collections[0] == '\0') {
         for (unsigned i = 0; i < pc_coll_count(s->cache) && i < SRV_MAX_DBS; i++)
             s->dbs[s->ndbs++] = pc_coll_at(s->cache, i);
         return 0;
     }
-    const char *p = s->cfg.databases;
+    const char *p = s->cfg.select_collections;
     while (*p != '\0') {
         size_t n = strcspn(p, ",");
         const char *a = p, *e = p + n;
@@ -133,11 +133,11 @@ static int build_dbs(srv *s, char *err, size_t errlen)
         while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
             e--;
         if (s->ndbs >= SRV_MAX_DBS) {
-            snprintf(err, errlen, "databases: more than %u entries", SRV_MAX_DBS);
+            snprintf(err, errlen, "select_collections: more than %u entries", SRV_MAX_DBS);
             return -1;
         }
         if (pc_coll_find(s->cache, a, (size_t)(e - a), &s->dbs[s->ndbs]) != 0) {
-            snprintf(err, errlen, "databases: '%.*s' (db %u) is not a declared collection",
+            snprintf(err, errlen, "select_collections: '%.*s' (db %u) is not a declared collection",
                      (int)(e - a), a, s->ndbs);
             return -1;
         }
@@ -147,7 +147,7 @@ static int build_dbs(srv *s, char *err, size_t errlen)
             p++;
     }
     if (s->ndbs == 0) {
-        snprintf(err, errlen, "databases: no collection named");
+        snprintf(err, errlen, "select_collections: no collection named");
         return -1;
     }
     return 0;

@@ -38,7 +38,7 @@ typedef struct srv_config {
     unsigned workers;
     char requirepass[256];
     char collections[2048];
-    char databases[2048]; /* db index -> collection: "a,b,c"; "" = declaration order */
+    char select_collections[2048]; /* db index -> collection: "a,b,c"; "" = declaration order */
     unsigned mem_mb;
     unsigned hugepage_mb;
     unsigned maxclients;   /* per worker */

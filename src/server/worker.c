@@ -400,8 +400,9 @@ void srv_worker_main(srv *s, unsigned slot)
                 cmd_slot_answered(w);
         }
         if (w->stopping && (w->conns == NULL || now >= stop_deadline)) {
-            srv_log(PC_LOG_INFO, "stopped (%u connection(s) cut at the drain deadline)",
-                    w->nconns);
+            if (w->nconns > 0)
+                srv_log(PC_LOG_WARN, "drain deadline: closing %u connection(s)", w->nconns);
+            srv_log(PC_LOG_INFO, "stopped");
             while (w->conns != NULL)
                 conn_close(w, w->conns);
             while (w->graveyard != NULL) {

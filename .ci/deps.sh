@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and the test suite need, only when
 # one is missing (idempotent; needs root for apt-get).
 set -eu
-PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev"
+PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev redis-tools python3-redis"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -69,8 +69,11 @@ class Server:
             return False
 
     def log_text(self):
-        with open(self.log_path, "rb") as f:
-            f.seek(self.log_start)
+        path = self.opts.get("log_file", self.log_path)
+        if not os.path.exists(path):
+            return ""
+        with open(path, "rb") as f:
+            f.seek(self.log_start if path == self.log_path else 0)
             return f.read().decode("utf-8", "replace")
 
     def stop(self, sig=signal.SIGTERM, timeout=30):

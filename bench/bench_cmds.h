@@ -9,4 +9,7 @@
 /* pcache-bench engine [--quick] [--json] [--runs N] [--ms N] */
 int bench_cmd_engine(int argc, char **argv);
 
+/* pcache-bench server [--quick] [--json] [--pcached PATH] [--redis-server PATH] ... */
+int bench_cmd_server(int argc, char **argv);
+
 #endif

@@ -43,6 +43,9 @@ struct pc_persist_coll_shm {                    /* written by the saving/loading
 struct pc_persist {
     pc_cache *cache;
     pc_store *store;
+    pc_store *inherited; /* after pc_persist_after_fork: the parent's handle, kept
+                          * (never used, never closed here: closing its environment
+                          * would drop this process's locks on the store) */
     pc_journal *journal;
     int db_mode;
     unsigned period_s;
@@ -279,6 +282,7 @@ void pc_persist_close(pc_persist *p)
         return;
     pc_journal_close(p->journal);
     pc_store_close(p->store);
+    pc_store_close(p->inherited);
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
     free(p);
@@ -290,11 +294,11 @@ int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
         return PC_EINVAL;
     if (err != NULL && errlen > 0)
         err[0] = '\0';
-    /* An LMDB environment never crosses fork(): the inherited handle is
-     * dropped without closing its environment (pc_store_close leaks it in a
-     * child, closing would release the parent's locks) and the same store is
-     * opened again for this process. The journal handle notices the fork by
-     * itself. */
+    /* An LMDB environment never crosses fork(): the inherited handle is set
+     * aside, never used again, and the same store is opened again for this
+     * process. The inherited one stays referenced until pc_persist_close,
+     * which drops it without closing its environment (pc_store_close does
+     * that in a child). The journal handle notices the fork by itself. */
     char path[4096];
     int n = snprintf(path, sizeof path, "%s", pc_store_path(p->store));
     if (n < 0 || (size_t)n >= sizeof path)
@@ -308,7 +312,10 @@ int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
     int rc = pc_store_open(path, &sc, &s, err, errlen);
     if (rc != 0)
         return rc;
-    pc_store_close(p->store);
+    if (p->inherited == NULL)
+        p->inherited = p->store;
+    else
+        pc_store_close(p->store); /* a second call: our own earlier handle */
     p->store = s;
     return 0;
 }

@@ -463,7 +463,14 @@ void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         reply_error(c, "ERR %s: too many arguments (at most %u)", name, PC_MGMT_MAX_ARGS);
         return;
     }
-    if (strcmp(name, "perf_save") == 0 || strcmp(name, "perf_load") == 0) {
+    /* Only the engine's own commands run in a worker. What the storage
+     * layer registers (perf_save, perf_load, and any later one) touches the
+     * store, whose handle lives in the maintenance process: forward it. */
+    int local = 0;
+    for (unsigned i = 0; i < w->builtin_cmds && !local; i++)
+        local = strcmp(pc_mgmt_cmd_at(w->mgmt, i)->name, name) == 0;
+    int stored = strcmp(name, "perf_save") == 0 || strcmp(name, "perf_load") == 0;
+    if (stored || (!local && pc_mgmt_cmd_find(w->mgmt, name) != NULL)) {
         if (!need_store(w, c, name))
             return;
         if (cmd_slot_submit(w, c, name, argc - 1, argv + 1, argl + 1, 0) == 0)

@@ -71,8 +71,18 @@ static int named(const char *a, size_t *nlen)
     return 1;
 }
 
+/* The request and the answer: freed at exit, whichever return is taken. */
+static char *body, *resp;
+
+static void free_buffers(void)
+{
+    free(body);
+    free(resp);
+}
+
 int main(int argc, char **argv)
 {
+    atexit(free_buffers);
     const char *sock = getenv("PCACHECTL_SOCKET"), *host = "127.0.0.1";
     int port = getenv("PCACHECTL_PORT") ? atoi(getenv("PCACHECTL_PORT")) : 0;
     int i = 1;
@@ -107,15 +117,19 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t cap = 256, len = 0;
-    char *body = malloc(cap);
+    body = malloc(cap);
     if (body == NULL)
         return 2;
     len = (size_t)snprintf(body, cap, "{\"jsonrpc\":\"2.0\",\"method\":");
     if (json_str(&body, &len, &cap, method, strlen(method)) != 0)
         return 2;
     const char *pre = nnamed ? ",\"params\":{" : ",\"params\":[";
-    if (cap - len < 32 && (body = realloc(body, cap *= 2)) == NULL)
-        return 2;
+    if (cap - len < 32) {
+        char *nb = realloc(body, cap *= 2);
+        if (nb == NULL)
+            return 2;
+        body = nb;
+    }
     len += (size_t)sprintf(body + len, "%s", pre);
     for (int k = i; k < argc; k++) {
         size_t nl = 0;
@@ -133,8 +147,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (cap - len < 32 && (body = realloc(body, cap *= 2)) == NULL)
-        return 2;
+    if (cap - len < 32) {
+        char *nb = realloc(body, cap *= 2);
+        if (nb == NULL)
+            return 2;
+        body = nb;
+    }
     len += (size_t)sprintf(body + len, "%c,\"id\":1}", nnamed ? '}' : ']');
 
     int fd;
@@ -171,9 +189,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pcachectl: write: %s\n", strerror(errno));
         return 2;
     }
-    free(body);
     size_t rcap = 65536, rlen = 0;
-    char *resp = malloc(rcap + 1);
+    resp = malloc(rcap + 1);
     for (;;) {
         if (resp == NULL)
             return 2;
@@ -209,10 +226,8 @@ int main(int argc, char **argv)
         if (idp != NULL)
             end = idp;
         printf("%.*s\n", (int)(end - (b + 26)), b + 26);
-        free(resp);
         return 0;
     }
     fprintf(stderr, "%s\n", b);
-    free(resp);
     return 1;
 }

@@ -271,6 +271,8 @@ void resp_consume(conn *c)
 void out_add(conn *c, const void *p, size_t n)
 {
     sbuf *b = &c->out;
+    if (n == 0)
+        return;
     if (b->cap - b->len < n) {
         if (b->off > 0 && b->off == b->len) {
             b->off = b->len = 0;

@@ -85,6 +85,7 @@ typedef struct srv_worker {
     srv *s;
     unsigned slot;
     pc_mgmt *mgmt;
+    unsigned builtin_cmds; /* the engine's own commands: the first ones of mgmt */
     pc_json *json;
     char *scratch; /* PC_VALUE_MAX + 64 bytes: values read by GET */
     size_t scratch_cap;

@@ -42,7 +42,7 @@ static int64_t mono_ms(void)
 static void conn_events(srv_worker *w, conn *c)
 {
     uint32_t ev = 0;
-    if (!c->closing && !c->paused && c->blocked != 1)
+    if (!c->closing && !c->paused && !c->blocked)
         ev |= EPOLLIN;
     if (c->out.len > c->out.off)
         ev |= EPOLLOUT;
@@ -174,7 +174,7 @@ void conn_process(srv_worker *w, conn *c)
 
 static void conn_read(srv_worker *w, conn *c)
 {
-    for (int turn = 0; turn < 16 && c->fd >= 0 && !c->closing && !c->paused && c->blocked != 1;
+    for (int turn = 0; turn < 16 && c->fd >= 0 && !c->closing && !c->paused && !c->blocked;
          turn++) {
         sbuf *b = &c->in;
         if (b->off > 0 && (b->off == b->len || b->cap - b->len < W_READ_CHUNK)) {
@@ -307,6 +307,8 @@ void srv_worker_main(srv *s, unsigned slot)
     w->scratch_cap = PC_VALUE_MAX + 64;
     w->scratch = malloc(w->scratch_cap);
     int rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[0]), &w->mgmt);
+    if (rc == 0)
+        w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt);
     if (rc == 0 && s->persist != NULL)
         rc = pc_persist_register(s->persist, w->mgmt); /* perf_stats' save/load facts */
     if (rc == 0)

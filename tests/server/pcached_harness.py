@@ -121,8 +121,26 @@ class Server:
             return []
         return [int(x) for x in out.split()]
 
+    def sanitizer_reports(self):
+        """Sanitizer reports and children that died of anything but the
+        SIGKILL a test sent: a worker restarted after a crash would
+        otherwise let a test pass."""
+        text = ""
+        for path in {self.log_path, self.opts.get("log_file", self.log_path)}:
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    text += f.read().decode("utf-8", "replace")
+        bad = [line for line in text.splitlines()
+               if "Sanitizer" in line or "runtime error:" in line
+               or (re.search(r"killed by signal (\d+)", line)
+                   and not re.search(r"killed by signal 9\b", line))]
+        return bad
+
     def cleanup(self):
+        bad = self.sanitizer_reports()
         self.kill_group()
+        if bad:
+            raise AssertionError("pcached reported problems:\n" + "\n".join(bad[:20]))
         if self.tmp is not None:
             self.tmp.cleanup()
             self.tmp = None

@@ -256,6 +256,15 @@ static int during_save(const struct sopts *o, const struct server *s, int bg, rl
     int rc = measure(o, s, RLOAD_GET, 1, o->keys, during);
     kill(sv, SIGKILL);
     waitpid(sv, NULL, 0);
+    if (bg) { /* redis: let its BGSAVE child finish, so stopping it orphans nothing */
+        char buf[256];
+        for (int i = 0; i < 600; i++) {
+            if (rload_command(s->port, "SAVE\r\n", buf, sizeof buf, 600000) == 0 &&
+                strncmp(buf, "+OK", 3) == 0)
+                break;
+            usleep(100000);
+        }
+    }
     return rc;
 }
 

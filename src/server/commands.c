@@ -94,6 +94,7 @@ void reply_pc_error(conn *c, int rc)
 
 #define CMD_MAX 128
 static const cmd_def *cmd_sorted[CMD_MAX];
+static const cmd_def *cmd_get, *cmd_set; /* the hot two, found without searching */
 static unsigned cmd_n;
 
 static int cmd_cmp(const void *a, const void *b)
@@ -109,6 +110,12 @@ static void cmd_init(void)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];
     qsort(cmd_sorted, cmd_n, sizeof cmd_sorted[0], cmd_cmp);
+    for (unsigned i = 0; i < cmd_n; i++) {
+        if (strcmp(cmd_sorted[i]->name, "GET") == 0)
+            cmd_get = cmd_sorted[i];
+        if (strcmp(cmd_sorted[i]->name, "SET") == 0)
+            cmd_set = cmd_sorted[i];
+    }
 }
 
 unsigned cmd_all(const cmd_def **out, unsigned cap)
@@ -124,6 +131,14 @@ static const cmd_def *cmd_lookup(const char *name, size_t len)
 {
     if (cmd_n == 0)
         cmd_init();
+    /* hot path: GET and SET without the case fold and the search */
+    if (len == 3 && (name[1] | 0x20) == 'e' && (name[2] | 0x20) == 't') {
+        char c0 = (char)(name[0] | 0x20);
+        if (c0 == 'g' && cmd_get != NULL)
+            return cmd_get;
+        if (c0 == 's' && cmd_set != NULL)
+            return cmd_set;
+    }
     char up[32];
     if (len == 0 || len >= sizeof up)
         return NULL;

@@ -158,12 +158,18 @@ def _stop_all():
         s.kill_group()
 
 
-def raw(port, data, timeout=5, read_until_close=False, want=None):
+def raw(port, data, timeout=5, read_until_close=False, want=None, half_close=False):
     """Sends bytes on a new connection; returns what came back (until the
-    server closed the connection, or `want` bytes, or the timeout)."""
+    server closed the connection, or `want` bytes, or the timeout), and
+    whether the server closed it. half_close: shut our side after sending."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
-        s.sendall(data)
+        try:
+            s.sendall(data)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            return b"", True
         buf = b""
         end = time.time() + timeout
         while time.time() < end:
@@ -174,7 +180,7 @@ def raw(port, data, timeout=5, read_until_close=False, want=None):
             except socket.timeout:
                 break
             except ConnectionResetError:
-                break
+                return buf, True
             if not chunk:
                 return buf, True
             buf += chunk

@@ -200,6 +200,14 @@ class Config(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("cannot open", p.stderr)
 
+    def test_docs_list_every_resp_command(self):
+        from pcached_harness import command
+        doc = open(DOCS).read()
+        names = command(S.port, "COMMAND", "LIST")
+        self.assertGreater(len(names), 40)
+        for n in names:
+            self.assertIn("`%s" % n.decode().upper(), doc, n)
+
     def test_docs_and_example_list_every_key(self):
         p = self.run_pcached("--help-keys")
         keys = [line.split(" = ")[0] for line in p.stdout.splitlines()

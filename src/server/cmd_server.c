@@ -486,7 +486,8 @@ void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         args[i - 1] = (pc_mgmt_arg){NULL, 0, argv[i], argl[i]};
     pc_mgmt_err err;
     pc_json_reset(w->json);
-    int rc = pc_mgmt_run(w->mgmt, name, args, argc - 1, pc_json_ops(), w->json, &err);
+    /* the selected database's collection is the default collection */
+    int rc = pc_mgmt_run(w->mgmt_db[c->db], name, args, argc - 1, pc_json_ops(), w->json, &err);
     const char *text;
     size_t len;
     if (rc == 0 && pc_json_text(w->json, &text, &len) == 0)

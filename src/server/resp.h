@@ -84,7 +84,8 @@ void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
 typedef struct srv_worker {
     srv *s;
     unsigned slot;
-    pc_mgmt *mgmt;
+    pc_mgmt *mgmt;                 /* mgmt_db[0] */
+    pc_mgmt *mgmt_db[SRV_MAX_DBS]; /* per SELECT index: its collection is the default */
     unsigned builtin_cmds; /* the engine's own commands: the first ones of mgmt */
     pc_json *json;
     char *scratch; /* PC_VALUE_MAX + 64 bytes: values read by GET */

@@ -306,11 +306,15 @@ void srv_worker_main(srv *s, unsigned slot)
     w->lim.max_request = (uint64_t)s->cfg.max_request_mb << 20;
     w->scratch_cap = PC_VALUE_MAX + 64;
     w->scratch = malloc(w->scratch_cap);
-    int rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[0]), &w->mgmt);
-    if (rc == 0)
-        w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt);
-    if (rc == 0 && s->persist != NULL)
-        rc = pc_persist_register(s->persist, w->mgmt); /* perf_stats' save/load facts */
+    int rc = 0;
+    for (unsigned d = 0; d < s->ndbs && rc == 0; d++) {
+        rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[d]), &w->mgmt_db[d]);
+        if (rc == 0)
+            w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt_db[d]);
+        if (rc == 0 && s->persist != NULL) /* perf_stats' save/load facts */
+            rc = pc_persist_register(s->persist, w->mgmt_db[d]);
+    }
+    w->mgmt = w->mgmt_db[0];
     if (rc == 0)
         rc = pc_json_create(&w->json);
     if (rc != 0 || w->scratch == NULL) {
@@ -413,7 +417,8 @@ void srv_worker_main(srv *s, unsigned slot)
                 conn_free(g);
             }
             pc_json_destroy(w->json);
-            pc_mgmt_destroy(w->mgmt);
+            for (unsigned d = 0; d < s->ndbs; d++)
+                pc_mgmt_destroy(w->mgmt_db[d]);
             free(w->scratch);
             free(w->argv);
             free(w->argl);

@@ -60,6 +60,30 @@ class Persistence(unittest.TestCase):
         finally:
             s.cleanup()
 
+    def test_journal_always_survives_kill9_of_everything(self):
+        s = Server(workers=2)
+        s.opts.update(db_url=os.path.join(s.dir, "store"), db_mode=1,
+                      persist_collections="default", journal="default=always")
+        try:
+            s.start()
+            clients = [redis.Redis(port=s.port) for _ in range(4)]  # spread over the workers
+            for i in range(500):  # each acknowledged before the next
+                clients[i % 4].set("j:%d" % i, "v%d" % i)
+            r = clients[0]
+            r.incrby("j:n", 7)
+            r.delete("j:0")
+            os.killpg(s.proc.pid, signal.SIGKILL)  # no drain, no shutdown save
+            s.kill_group()
+            s.start()
+            r = redis.Redis(port=s.port)
+            self.assertIsNone(r.get("j:0"))
+            self.assertEqual(r.mget(["j:%d" % i for i in range(1, 500)]),
+                             [("v%d" % i).encode() for i in range(1, 500)])
+            self.assertEqual(r.incr("j:n"), 8)
+            self.assertEqual(s.stop(), 0)
+        finally:
+            s.cleanup()
+
     def test_save_commands_run_in_maintenance(self):
         s = Server(workers=2)
         store = os.path.join(s.dir, "store")

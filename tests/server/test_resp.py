@@ -261,6 +261,9 @@ class Connection(unittest.TestCase):
         self.assertIn("DB index is out of range", str(cm.exception))
         stats = client().execute_command("PERF.STATS", "sessions")
         self.assertIn(b'"collection":"sessions"', stats)
+        # PERF.* default to the selected database's collection
+        self.assertIn(b'"value":"in sessions"', r1.execute_command("PERF.GET", "same"))
+        self.assertIn(b'"value":"in default"', r0.execute_command("PERF.GET", "same"))
 
     def test_command_and_config(self):
         r = client()

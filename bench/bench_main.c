@@ -20,7 +20,8 @@ static const struct bench_cmd cmds[] = {
      "      the engine vs the cachedb_local model (512 and 65536 buckets) and a\n"
      "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes"},
     {"server", bench_cmd_server,
-     "server [--quick] [--json] [--pcached PATH] [--redis-server PATH] [--seconds S] [--keys N]\n"
+     "server [--quick] [--json] [--pcached PATH] [--redis-server PATH] [--pogocache PATH]\n"
+     "      [--seconds S] [--keys N] [--no-redis-benchmark]\n"
      "      pcached vs redis-server through a lean pipelined RESP client and\n"
      "      redis-benchmark; GET p99.9 during saves, shutdown save, restart"},
 };

@@ -5,7 +5,8 @@
  * (docs/benchmarks.md, "server").
  *
  *   pcache-bench server [--quick] [--json] [--pcached PATH]
- *                       [--redis-server PATH] [--seconds S] [--keys N]
+ *                       [--redis-server PATH] [--pogocache PATH]
+ *                       [--seconds S] [--keys N] [--no-redis-benchmark]
  *
  * Every server is started here, on a free loopback port, with its files in
  * a temporary directory that is removed at the end; redis-server runs with
@@ -46,6 +47,7 @@ struct sopts {
     uint64_t keys;
     char pcached[PATH_MAX];
     const char *redis_server, *redis_benchmark;
+    const char *pogocache; /* NULL = not measured */
     char tmp[PATH_MAX];
     int pin; /* 2+ CPUs */
 };
@@ -181,6 +183,20 @@ static int start_redis(const struct sopts *o, struct server *s, int cpu)
     return wait_ready(s->port, s->pid, 60);
 }
 
+/* pogocache (github.com/tidwall/pogocache), when given: one thread, no
+ * persistence, same pinned core. */
+static int start_pogocache(const struct sopts *o, struct server *s, int cpu)
+{
+    char port[16], log[PATH_MAX + 16];
+    s->port = free_port();
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(log, sizeof log, "%s/pogocache.log", o->tmp);
+    char *argv[] = {(char *)o->pogocache, "-h", "127.0.0.1", "-p", port, "--threads", "1", NULL};
+    s->name = "pogocache";
+    s->pid = spawn(argv, log, cpu);
+    return wait_ready(s->port, s->pid, 60);
+}
+
 static int fill(const struct server *s, uint64_t keys)
 {
     rload_opts lo = {s->port, RLOAD_FILL, 50, 64, 200, keys, 0, 0};
@@ -222,9 +238,9 @@ static int redis_bench(const struct sopts *o, const struct server *s, unsigned p
 }
 
 struct figs {
-    rload_result lean[2][2][2]; /* [server][op set/get][p1/p16] */
+    rload_result lean[3][2][2]; /* [pcached, redis, pogocache][op set/get][p1/p16] */
     rload_result two[2][2];     /* pcached, 2 workers unpinned [op][p] */
-    double rb[2][2][2];         /* redis-benchmark [server][p][set/get] */
+    double rb[3][2][2];         /* redis-benchmark [server][p][set/get] */
     rload_result base, during, r_base, r_during;
     unsigned saves_during, r_saves_during;
     double shutdown_s, restart_s;
@@ -275,9 +291,11 @@ static int run_all(const struct sopts *o, struct figs *f)
         pin_self(1);
     const uint64_t ks = 100000;
     /* 1. lean client, one pinned core each: pcached (1 worker) and redis */
-    for (int srv = 0; srv < 2; srv++) {
+    for (int srv = 0; srv < (o->pogocache != NULL ? 3 : 2); srv++) {
         struct server s;
-        int rc = srv == 0 ? start_pcached(o, &s, 1, cs, 0) : start_redis(o, &s, cs);
+        int rc = srv == 0   ? start_pcached(o, &s, 1, cs, 0)
+                 : srv == 1 ? start_redis(o, &s, cs)
+                            : start_pogocache(o, &s, cs);
         if (rc != 0) {
             fprintf(stderr, "server: %s did not start (log in %s)\n", s.name, o->tmp);
             stop(s.pid);
@@ -358,8 +376,15 @@ static void report(const struct sopts *o, const struct figs *f)
                 printf(",\"ratio_%s_p%d\":%.3f", ops[op], p ? 16 : 1, rs[op][p]);
         printf(",\"during_save_get_p999_ratio\":%.3f,\"redis_during_bgsave_get_p999_ratio\":%.3f",
                save_ratio, r_save_ratio);
-        printf(",\"shutdown_save_s\":%.3f,\"restart_ready_s\":%.3f,\"restart_keys\":%llu",
-               f->shutdown_s, f->restart_s, (unsigned long long)f->restart_keys);
+        char sfx[32];
+        if (o->keys % 1000000 == 0)
+            snprintf(sfx, sizeof sfx, "%llum", (unsigned long long)(o->keys / 1000000));
+        else if (o->keys % 1000 == 0)
+            snprintf(sfx, sizeof sfx, "%lluk", (unsigned long long)(o->keys / 1000));
+        else
+            snprintf(sfx, sizeof sfx, "%llu", (unsigned long long)o->keys);
+        printf(",\"shutdown_save_s_%s\":%.3f,\"restart_ready_s_%s\":%.3f,\"restart_keys\":%llu",
+               sfx, f->shutdown_s, sfx, f->restart_s, (unsigned long long)f->restart_keys);
         const char *sn[] = {"pcached", "redis"};
         for (int srv = 0; srv < 2; srv++)
             for (int op = 0; op < 2; op++)
@@ -378,6 +403,12 @@ static void report(const struct sopts *o, const struct figs *f)
                 for (int op = 0; op < 2; op++)
                     printf(",\"rb_%s_%s_p%d\":%.0f", sn[srv], ops[op], p ? 16 : 1,
                            f->rb[srv][p][op]);
+        if (o->pogocache != NULL)
+            for (int op = 0; op < 2; op++)
+                for (int p = 0; p < 2; p++)
+                    printf(",\"pogocache_ratio_%s_p%d\":%.3f,\"pogocache_%s_p%d\":%.0f", ops[op],
+                           p ? 16 : 1, ratio(f->lean[2][op][p].rate, f->lean[1][op][p].rate),
+                           ops[op], p ? 16 : 1, f->lean[2][op][p].rate);
         printf(",\"get_p999_us_base\":%.0f,\"get_p999_us_during_save\":%.0f}\n", f->base.p999_us,
                f->during.p999_us);
         return;
@@ -396,6 +427,14 @@ static void report(const struct sopts *o, const struct figs *f)
                    f->lean[0][op][p].p99_us, f->lean[1][op][p].rate, f->lean[1][op][p].p99_us,
                    rs[op][p]);
         }
+    if (o->pogocache != NULL) {
+        printf("  pogocache, 1 thread, same core (ops/s; p99 us; ratio over redis-server):\n");
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++)
+                printf("  %s -P %-2d %27.0f;%4.0f %7.2fx\n", op ? "GET" : "SET", p ? 16 : 1,
+                       f->lean[2][op][p].rate, f->lean[2][op][p].p99_us,
+                       ratio(f->lean[2][op][p].rate, f->lean[1][op][p].rate));
+    }
     printf("\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
            f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
     if (o->redis_benchmark != NULL)
@@ -438,6 +477,8 @@ int bench_cmd_server(int argc, char **argv)
             snprintf(o.pcached, sizeof o.pcached, "%s", argv[++i]);
         else if (strcmp(argv[i], "--redis-server") == 0 && i + 1 < argc)
             o.redis_server = argv[++i];
+        else if (strcmp(argv[i], "--pogocache") == 0 && i + 1 < argc)
+            o.pogocache = argv[++i];
         else if (strcmp(argv[i], "--no-redis-benchmark") == 0)
             o.redis_benchmark = NULL;
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)

@@ -56,6 +56,7 @@ static const srv_key srv_keys[] = {
     STR(journal, "", "write-ahead journal per collection: 'a=everysec;b=always'"),
     UINT(snapshot_period_s, "0", 0, 31536000, "periodic snapshot of persist_collections; 0 = off"),
     UINT(maint_interval_ms, "100", 10, 10000, "period of the maintenance process's pc_maintain"),
+    UINT(maint_nice, "10", 0, 19, "nice value of the maintenance process (saves yield the CPU to workers)"),
     UINT(drain_timeout_ms, "5000", 0, 600000, "SIGTERM: time workers get to flush replies"),
     STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
     UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -216,6 +217,12 @@ void srv_maint_main(srv *s)
 {
     srv_log_role("maint");
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    /* A save's walk and compression are background work: below the
+     * workers' priority they take the CPU the workers leave, so on a core
+     * shared with a worker the save slows down instead of the traffic. The
+     * store's compression threads, created later, inherit the value. */
+    if (s->cfg.maint_nice > 0 && setpriority(PRIO_PROCESS, 0, (int)s->cfg.maint_nice) != 0)
+        srv_log(PC_LOG_WARN, "maint_nice %u: %m", s->cfg.maint_nice);
     for (unsigned i = 0; i < s->cfg.workers; i++)
         if (s->listen_fds[i] >= 0)
             close(s->listen_fds[i]);

@@ -54,6 +54,7 @@ typedef struct srv_config {
     char journal[2048];
     unsigned snapshot_period_s;
     unsigned maint_interval_ms;
+    unsigned maint_nice;
     unsigned drain_timeout_ms;
     char http_bind[64];
     unsigned http_port; /* 0 = off */

@@ -15,13 +15,13 @@ enum { RLOAD_SET = 1, RLOAD_GET = 2, RLOAD_FILL = 3 };
 
 typedef struct rload_opts {
     int port;
-    int op;           /* RLOAD_SET, RLOAD_GET, or RLOAD_FILL (keys 0..keys-1 once, in order) */
-    unsigned conns;   /* connections */
+    int op;            /* RLOAD_SET, RLOAD_GET, or RLOAD_FILL (keys 0..keys-1 once, in order) */
+    unsigned conns;    /* connections */
     unsigned pipeline; /* requests in flight per connection */
     unsigned value_size;
-    uint64_t keys;    /* key space: "key:%010llu" */
-    unsigned ttl_s;   /* SET ... EX ttl_s when > 0 */
-    double seconds;   /* duration (ignored by FILL) */
+    uint64_t keys;  /* key space: "key:%010llu" */
+    unsigned ttl_s; /* SET ... EX ttl_s when > 0 */
+    double seconds; /* duration (ignored by FILL) */
 } rload_opts;
 
 typedef struct rload_result {

@@ -150,8 +150,7 @@ struct server {
     int port;
 };
 
-static int start_pcached(const struct sopts *o, struct server *s, int workers, int cpu,
-                         int persist)
+static int start_pcached(const struct sopts *o, struct server *s, int workers, int cpu, int persist)
 {
     char port[32], wk[32], url[PATH_MAX + 16], log[PATH_MAX + 16];
     s->port = free_port();
@@ -159,11 +158,15 @@ static int start_pcached(const struct sopts *o, struct server *s, int workers, i
     snprintf(wk, sizeof wk, "--workers=%d", workers);
     snprintf(url, sizeof url, "--db_url=%s/store", o->tmp);
     snprintf(log, sizeof log, "%s/pcached.log", o->tmp);
-    char *argv[] = {(char *)o->pcached, port, wk, "--mem_mb=2048",
+    char *argv[] = {(char *)o->pcached,
+                    port,
+                    wk,
+                    "--mem_mb=2048",
                     persist ? url : "--db_url=",
                     persist ? "--db_mode=2" : "--db_mode=0",
                     persist ? "--persist_collections=default" : "--persist_collections=",
-                    "--log_level=warn", NULL};
+                    "--log_level=warn",
+                    NULL};
     s->name = "pcached";
     s->pid = spawn(argv, log, cpu);
     return wait_ready(s->port, s->pid, 120);
@@ -175,9 +178,22 @@ static int start_redis(const struct sopts *o, struct server *s, int cpu)
     s->port = free_port();
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(log, sizeof log, "%s/redis.log", o->tmp);
-    char *argv[] = {(char *)o->redis_server, "--port", port, "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", "no", "--dir", (char *)o->tmp,
-                    "--dbfilename", "bench.rdb", "--daemonize", "no", NULL};
+    char *argv[] = {(char *)o->redis_server,
+                    "--port",
+                    port,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    (char *)o->tmp,
+                    "--dbfilename",
+                    "bench.rdb",
+                    "--daemonize",
+                    "no",
+                    NULL};
     s->name = "redis-server";
     s->pid = spawn(argv, log, cpu);
     return wait_ready(s->port, s->pid, 60);
@@ -392,8 +408,8 @@ static void report(const struct sopts *o, const struct figs *f)
                     const rload_result *r = &f->lean[srv][op][p];
                     printf(",\"%s_%s_p%d\":{\"rate\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f,"
                            "\"p999_us\":%.0f,\"errors\":%llu}",
-                           sn[srv], ops[op], p ? 16 : 1, r->rate, r->p50_us, r->p99_us,
-                           r->p999_us, (unsigned long long)r->errors);
+                           sn[srv], ops[op], p ? 16 : 1, r->rate, r->p50_us, r->p99_us, r->p999_us,
+                           (unsigned long long)r->errors);
                 }
         for (int op = 0; op < 2; op++)
             for (int p = 0; p < 2; p++)
@@ -435,18 +451,19 @@ static void report(const struct sopts *o, const struct figs *f)
                        f->lean[2][op][p].rate, f->lean[2][op][p].p99_us,
                        ratio(f->lean[2][op][p].rate, f->lean[1][op][p].rate));
     }
-    printf("\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
-           f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
+    printf(
+        "\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
+        f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
     if (o->redis_benchmark != NULL)
         printf("\nredis-benchmark -c 50 -d 200 -r 100000 (client-bound): pcached SET %.0f GET %.0f "
                "(-P 1), %.0f / %.0f (-P 16); redis-server %.0f / %.0f, %.0f / %.0f\n",
                f->rb[0][0][0], f->rb[0][0][1], f->rb[0][1][0], f->rb[0][1][1], f->rb[1][0][0],
                f->rb[1][0][1], f->rb[1][1][0], f->rb[1][1][1]);
-    printf("\npersistence (%llu keys): GET p99.9 %.0f us without a save, %.0f us during back to "
-           "back saves (%.2fx; redis-server with BGSAVE: %.0f -> %.0f us, %.2fx; rate %.0f -> %.0f)\n",
-           (unsigned long long)o->keys, f->base.p999_us, f->during.p999_us, save_ratio,
-           f->r_base.p999_us, f->r_during.p999_us, r_save_ratio, f->r_base.rate,
-           f->r_during.rate);
+    printf(
+        "\npersistence (%llu keys): GET p99.9 %.0f us without a save, %.0f us during back to "
+        "back saves (%.2fx; redis-server with BGSAVE: %.0f -> %.0f us, %.2fx; rate %.0f -> %.0f)\n",
+        (unsigned long long)o->keys, f->base.p999_us, f->during.p999_us, save_ratio,
+        f->r_base.p999_us, f->r_during.p999_us, r_save_ratio, f->r_base.rate, f->r_during.rate);
     printf("  pcached GET rate %.0f -> %.0f during saves\n", f->base.rate, f->during.rate);
     printf("  shutdown save (SIGTERM to exit): %.3f s; restart to first PING: %.3f s with %llu "
            "keys served\n",

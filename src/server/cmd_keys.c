@@ -25,8 +25,7 @@ static void cmd_del(srv_worker *w, conn *c, unsigned argc, const char **argv, co
     reply_int(c, n);
 }
 
-static void cmd_exists(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_exists(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
     int64_t n = 0;
@@ -93,13 +92,12 @@ static void expire_generic(conn *c, unsigned argc, const char **argv, const size
         reply_int(c, 0);
         return;
     }
-    int rc = ms <= 0 ? pc_remove(c->coll, argv[1], argl[1])
-                     : pc_expire(c->coll, argv[1], argl[1], ms);
+    int rc =
+        ms <= 0 ? pc_remove(c->coll, argv[1], argl[1]) : pc_expire(c->coll, argv[1], argl[1], ms);
     reply_int(c, rc == 0);
 }
 
-static void cmd_expire(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_expire(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
     expire_generic(c, argc, argv, argl, 0, 0, "expire");
@@ -284,8 +282,7 @@ static void cmd_scan(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     flush_key_list(c, &kl);
 }
 
-static void cmd_dbsize(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_dbsize(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc, (void)argv, (void)argl;
     pc_coll_stats st;

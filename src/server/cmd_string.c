@@ -162,22 +162,19 @@ static void set_ttl_cmd(conn *c, const char **argv, const size_t *argl, int unit
         reply_pc_error(c, rc);
 }
 
-static void cmd_setex(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                      const size_t *argl)
+static void cmd_setex(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
     set_ttl_cmd(c, argv, argl, 0, "setex");
 }
 
-static void cmd_psetex(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_psetex(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
     set_ttl_cmd(c, argv, argl, 1, "psetex");
 }
 
-static void cmd_setnx(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                      const size_t *argl)
+static void cmd_setnx(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
     int rc = pc_set(c->coll, argv[1], argl[1], argv[2], argl[2], 0, PC_SET_NX);
@@ -189,8 +186,7 @@ static void cmd_setnx(srv_worker *w, conn *c, unsigned argc, const char **argv,
         reply_pc_error(c, rc);
 }
 
-static void cmd_getdel(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_getdel(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)argc;
     size_t len = 0;
@@ -207,8 +203,7 @@ static void cmd_getdel(srv_worker *w, conn *c, unsigned argc, const char **argv,
     reply_bulk(c, w->scratch, len);
 }
 
-static void cmd_getex(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                      const size_t *argl)
+static void cmd_getex(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     int64_t ttl = -1; /* -1 = leave the expiry alone */
     int past = 0;
@@ -313,8 +308,7 @@ static void cmd_decr(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     incr_by(c, argv[1], argl[1], 1, 1);
 }
 
-static void cmd_incrby(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_incrby(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
     int64_t d;
@@ -325,8 +319,7 @@ static void cmd_incrby(srv_worker *w, conn *c, unsigned argc, const char **argv,
     incr_by(c, argv[1], argl[1], d, 0);
 }
 
-static void cmd_decrby(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_decrby(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
     int64_t d;
@@ -341,8 +334,7 @@ static void cmd_decrby(srv_worker *w, conn *c, unsigned argc, const char **argv,
     incr_by(c, argv[1], argl[1], d, 1);
 }
 
-static void cmd_strlen(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_strlen(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)argc;
     pc_meta m;

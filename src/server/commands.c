@@ -201,8 +201,8 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
         char lower[32];
         size_t n = strlen(d->name);
         for (size_t i = 0; i <= n; i++)
-            lower[i] = (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32)
-                                                               : d->name[i];
+            lower[i] =
+                (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32) : d->name[i];
         reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
         return;
     }
@@ -250,6 +250,8 @@ int cmd_slot_submit(srv_worker *w, conn *c, const char *cmd, unsigned nargs,
         return -1;
     }
     slot->async = (uint32_t)async;
+    if (async) /* in progress from now on, for INFO and the next BGSAVE */
+        atomic_fetch_add(&w->s->shm->bgsave_pending, 1);
     slot->rc = 0;
     atomic_store_explicit(&slot->state, SRV_SLOT_PENDING, memory_order_release);
     uint64_t one = 1;

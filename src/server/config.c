@@ -31,8 +31,14 @@ typedef struct srv_key {
     const char *help;
 } srv_key;
 
-#define STR(f, d, h) {#f, CK_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), d, 0, 0, h}
-#define UINT(f, d, lo, hi, h) {#f, CK_UINT, offsetof(srv_config, f), 0, d, lo, hi, h}
+#define STR(f, d, h)                                                                               \
+    {                                                                                              \
+#f, CK_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), d, 0, 0, h              \
+    }
+#define UINT(f, d, lo, hi, h)                                                                      \
+    {                                                                                              \
+#f, CK_UINT, offsetof(srv_config, f), 0, d, lo, hi, h                                      \
+    }
 
 static const srv_key srv_keys[] = {
     STR(bind, "127.0.0.1", "IPv4 address of the RESP listener"),
@@ -40,7 +46,8 @@ static const srv_key srv_keys[] = {
     UINT(workers, "2", 1, 64, "worker processes serving RESP (SO_REUSEPORT)"),
     STR(requirepass, "", "password clients send with AUTH; empty = no AUTH"),
     STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
-    STR(select_collections, "", "SELECT index -> collection, comma separated; empty = declaration order"),
+    STR(select_collections, "",
+        "SELECT index -> collection, comma separated; empty = declaration order"),
     UINT(mem_mb, "256", 8, 1048576, "shared memory for records and tables, MiB"),
     UINT(hugepage_mb, "0", 0, 1048576, "huge-page reservation in front of it, MiB"),
     UINT(maxclients, "10000", 1, 1000000, "connections per worker"),
@@ -56,7 +63,8 @@ static const srv_key srv_keys[] = {
     STR(journal, "", "write-ahead journal per collection: 'a=everysec;b=always'"),
     UINT(snapshot_period_s, "0", 0, 31536000, "periodic snapshot of persist_collections; 0 = off"),
     UINT(maint_interval_ms, "100", 10, 10000, "period of the maintenance process's pc_maintain"),
-    UINT(maint_nice, "10", 0, 19, "nice value of the maintenance process (saves yield the CPU to workers)"),
+    UINT(maint_nice, "10", 0, 19,
+         "nice value of the maintenance process (saves yield the CPU to workers)"),
     UINT(drain_timeout_ms, "5000", 0, 600000, "SIGTERM: time workers get to flush replies"),
     STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
     UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),

@@ -75,8 +75,8 @@ static void log_write(int level, const char *msg)
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, lg.role, (int)getpid(), lvl_names[level], msg);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, lg.role, (int)getpid(), lvl_names[level], msg);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof line) {

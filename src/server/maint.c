@@ -41,8 +41,8 @@ static pc_json *m_json;
 
 /* Runs one management command here, keeping LASTSAVE and the save counters
  * of the shared state. The result is in m_json on success. */
-static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args,
-                     unsigned nargs, pc_mgmt_err *err)
+static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                     pc_mgmt_err *err)
 {
     int is_save = strcmp(cmd, "perf_save") == 0;
     if (is_save)
@@ -62,10 +62,10 @@ static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *arg
     return rc;
 }
 
-int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args,
-                       unsigned nargs, pc_mgmt_err *err, const char **text, size_t *len);
-int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args,
-                       unsigned nargs, pc_mgmt_err *err, const char **text, size_t *len)
+int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                       pc_mgmt_err *err, const char **text, size_t *len);
+int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                       pc_mgmt_err *err, const char **text, size_t *len)
 {
     int rc = maint_run(s, m, cmd, args, nargs, err);
     if (rc != 0)
@@ -135,8 +135,7 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
     }
     if (rc == 0 && tlen > sizeof slot->buf) {
         rc = PC_ETOOBIG;
-        snprintf(err.msg, sizeof err.msg, "the result is larger than %zu bytes",
-                 sizeof slot->buf);
+        snprintf(err.msg, sizeof err.msg, "the result is larger than %zu bytes", sizeof slot->buf);
     }
     if (rc == 0) {
         memcpy(slot->buf, text, tlen);
@@ -147,6 +146,8 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
         slot->len = (uint32_t)ml;
     }
     slot->rc = rc;
+    if (slot->async)
+        atomic_fetch_sub(&s->shm->bgsave_pending, 1);
     atomic_store_explicit(&slot->state, slot->async ? SRV_SLOT_FREE : SRV_SLOT_DONE,
                           memory_order_release);
 }
@@ -188,7 +189,7 @@ static int listen_unix(const char *path)
         return -1;
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path); /* a stale socket of a previous run */
+        unlink(path);         /* a stale socket of a previous run */
     mode_t old = umask(0177); /* born 0600: never a window where others may connect */
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);

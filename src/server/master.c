@@ -165,8 +165,7 @@ int srv_setup_cache(srv *s, char *err, size_t errlen)
     pc.log_level = srv_log_level();
     int rc = pc_cache_create(&pc, &s->cache);
     if (rc != 0) {
-        snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s",
-                 pc_strerror(rc));
+        snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s", pc_strerror(rc));
         return -1;
     }
     return build_dbs(s, err, errlen);
@@ -236,6 +235,112 @@ static void write_pidfile(const srv *s)
     fclose(f);
 }
 
+/* The master's view of its children. */
+struct sup {
+    srv *s;
+    struct child maint, workers[SRV_MAX_WORKERS];
+    int stopping, maint_stopped;
+    int64_t deadline; /* stopping: when workers still there get SIGKILL */
+};
+
+static void sup_reap(struct sup *sp)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        struct child *c = NULL;
+        char what[32] = "maintenance";
+        if (pid == sp->maint.pid)
+            c = &sp->maint;
+        for (unsigned i = 0; c == NULL && i < sp->s->cfg.workers; i++)
+            if (sp->workers[i].pid == pid) {
+                c = &sp->workers[i];
+                snprintf(what, sizeof what, "worker %u", i);
+            }
+        if (c == NULL)
+            continue;
+        c->pid = 0;
+        if (sp->stopping)
+            continue;
+        if (WIFSIGNALED(status))
+            srv_log(PC_LOG_ERR, "%s (pid %d) killed by signal %d: restarting", what, (int)pid,
+                    WTERMSIG(status));
+        else
+            srv_log(PC_LOG_ERR, "%s (pid %d) exited with status %d: restarting", what, (int)pid,
+                    WEXITSTATUS(status));
+        int64_t now = ms_now();
+        c->restart_at = now - c->started_ms < 1000 ? now + 1000 : now; /* no crash loop spin */
+    }
+}
+
+static void sup_signal(struct sup *sp, int sig)
+{
+    srv *s = sp->s;
+    if (sig == SIGCHLD) {
+        sup_reap(sp);
+    } else if (sig == SIGHUP) {
+        srv_log_reopen();
+        srv_log(PC_LOG_INFO, "SIGHUP: logs reopened");
+        if (sp->maint.pid > 0)
+            kill(sp->maint.pid, SIGHUP);
+        for (unsigned i = 0; i < s->cfg.workers; i++)
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGHUP);
+    } else if (!sp->stopping) { /* SIGTERM, SIGINT: step 1 of the graceful stop */
+        sp->stopping = 1;
+        srv_log(PC_LOG_INFO, "signal %d: stopping (drain, then the shutdown save)", sig);
+        for (unsigned i = 0; i < s->cfg.workers; i++) {
+            close(s->listen_fds[i]);
+            s->listen_fds[i] = -1;
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGTERM);
+        }
+        sp->deadline = ms_now() + s->cfg.drain_timeout_ms + 2000;
+    }
+}
+
+static void sup_restart(struct sup *sp, struct child *c, int role, int64_t now)
+{
+    if (c->pid == 0 && c->restart_at != 0 && now >= c->restart_at) {
+        c->pid = spawn(sp->s, role);
+        c->started_ms = now;
+        c->restart_at = 0;
+    }
+}
+
+static void sup_restart_due(struct sup *sp)
+{
+    int64_t now = ms_now();
+    sup_restart(sp, &sp->maint, -1, now);
+    for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+        sup_restart(sp, &sp->workers[i], (int)i, now);
+}
+
+/* Steps 2 and 3 of the graceful stop; 1 once every child is gone. */
+static int sup_stop_step(struct sup *sp)
+{
+    unsigned alive = 0;
+    for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+        alive += sp->workers[i].pid > 0;
+    int64_t now = ms_now();
+    if (alive > 0 && now >= sp->deadline) {
+        srv_log(PC_LOG_WARN, "%u worker(s) still running at the deadline: SIGKILL", alive);
+        for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGKILL);
+        sp->deadline = now + 60000;
+    }
+    if (alive > 0)
+        return 0;
+    if (sp->maint.pid > 0) {
+        if (!sp->maint_stopped)
+            kill(sp->maint.pid, SIGTERM);
+        sp->maint_stopped = 1;
+        return 0;
+    }
+    return 1;
+}
+
 int srv_master_run(srv *s)
 {
     sigset_t set;
@@ -262,104 +367,25 @@ int srv_master_run(srv *s)
     if (s->unix_fd >= 0)
         srv_log(PC_LOG_INFO, "JSON-RPC on unix socket %s", s->cfg.unix_socket);
 
-    struct child maint = {0, 0, 0}, workers[SRV_MAX_WORKERS];
-    memset(workers, 0, sizeof workers);
-    maint.pid = spawn(s, -1);
-    maint.started_ms = ms_now();
+    struct sup sp;
+    memset(&sp, 0, sizeof sp);
+    sp.s = s;
+    sp.maint.pid = spawn(s, -1);
+    sp.maint.started_ms = ms_now();
     for (unsigned i = 0; i < s->cfg.workers; i++) {
-        workers[i].pid = spawn(s, (int)i);
-        workers[i].started_ms = ms_now();
+        sp.workers[i].pid = spawn(s, (int)i);
+        sp.workers[i].started_ms = ms_now();
     }
-    int stopping = 0, maint_stopped = 0;
-    int64_t deadline = 0;
     for (;;) {
         struct pollfd pf = {master_sfd, POLLIN, 0};
         (void)poll(&pf, 1, 200);
         struct signalfd_siginfo si;
-        while (read(master_sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            if (si.ssi_signo == SIGCHLD) {
-                int status;
-                pid_t pid;
-                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                    struct child *c = NULL;
-                    char what[32] = "maintenance";
-                    if (pid == maint.pid)
-                        c = &maint;
-                    for (unsigned i = 0; c == NULL && i < s->cfg.workers; i++)
-                        if (workers[i].pid == pid) {
-                            c = &workers[i];
-                            snprintf(what, sizeof what, "worker %u", i);
-                        }
-                    if (c == NULL)
-                        continue;
-                    c->pid = 0;
-                    if (stopping)
-                        continue;
-                    if (WIFSIGNALED(status))
-                        srv_log(PC_LOG_ERR, "%s (pid %d) killed by signal %d: restarting", what,
-                                (int)pid, WTERMSIG(status));
-                    else
-                        srv_log(PC_LOG_ERR, "%s (pid %d) exited with status %d: restarting",
-                                what, (int)pid, WEXITSTATUS(status));
-                    int64_t now = ms_now();
-                    c->restart_at = now - c->started_ms < 1000 ? now + 1000 : now;
-                }
-            } else if (si.ssi_signo == SIGHUP) {
-                srv_log_reopen();
-                srv_log(PC_LOG_INFO, "SIGHUP: logs reopened");
-                if (maint.pid > 0)
-                    kill(maint.pid, SIGHUP);
-                for (unsigned i = 0; i < s->cfg.workers; i++)
-                    if (workers[i].pid > 0)
-                        kill(workers[i].pid, SIGHUP);
-            } else if (!stopping) {
-                stopping = 1;
-                srv_log(PC_LOG_INFO, "signal %u: stopping (drain, then the shutdown save)",
-                        si.ssi_signo);
-                for (unsigned i = 0; i < s->cfg.workers; i++) {
-                    close(s->listen_fds[i]);
-                    s->listen_fds[i] = -1;
-                    if (workers[i].pid > 0)
-                        kill(workers[i].pid, SIGTERM);
-                }
-                deadline = ms_now() + s->cfg.drain_timeout_ms + 2000;
-            }
-        }
-        int64_t now = ms_now();
-        if (!stopping) {
-            if (maint.pid == 0 && maint.restart_at != 0 && now >= maint.restart_at) {
-                maint.pid = spawn(s, -1);
-                maint.started_ms = now;
-                maint.restart_at = 0;
-            }
-            for (unsigned i = 0; i < s->cfg.workers; i++)
-                if (workers[i].pid == 0 && workers[i].restart_at != 0 &&
-                    now >= workers[i].restart_at) {
-                    workers[i].pid = spawn(s, (int)i);
-                    workers[i].started_ms = now;
-                    workers[i].restart_at = 0;
-                }
-            continue;
-        }
-        unsigned alive = 0;
-        for (unsigned i = 0; i < s->cfg.workers; i++)
-            alive += workers[i].pid > 0;
-        if (alive > 0 && now >= deadline) {
-            srv_log(PC_LOG_WARN, "%u worker(s) still running at the deadline: SIGKILL", alive);
-            for (unsigned i = 0; i < s->cfg.workers; i++)
-                if (workers[i].pid > 0)
-                    kill(workers[i].pid, SIGKILL);
-            deadline = now + 60000;
-        }
-        if (alive > 0)
-            continue;
-        if (maint.pid > 0) {
-            if (!maint_stopped)
-                kill(maint.pid, SIGTERM);
-            maint_stopped = 1;
-            continue;
-        }
-        break;
+        while (read(master_sfd, &si, sizeof si) == (ssize_t)sizeof si)
+            sup_signal(&sp, (int)si.ssi_signo);
+        if (!sp.stopping)
+            sup_restart_due(&sp);
+        else if (sup_stop_step(&sp))
+            break;
     }
     int rc = 0;
     if (s->persist != NULL) {

@@ -218,7 +218,8 @@ int main(int argc, char **argv)
     /* the answer's result or error member, as the server wrote it */
     const char *res = strstr(b, "\"result\":");
     const char *er = strstr(b, "\"error\":");
-    if (res != NULL && (er == NULL || res < er) && strncmp(b, "{\"jsonrpc\":\"2.0\",\"result\":", 26) == 0) {
+    if (res != NULL && (er == NULL || res < er) &&
+        strncmp(b, "{\"jsonrpc\":\"2.0\",\"result\":", 26) == 0) {
         const char *end = strrchr(b, ',');
         const char *idp = strstr(b, ",\"id\":");
         while (idp != NULL && strstr(idp + 1, ",\"id\":") != NULL)

@@ -41,12 +41,12 @@ typedef struct srv_config {
     char select_collections[2048]; /* db index -> collection: "a,b,c"; "" = declaration order */
     unsigned mem_mb;
     unsigned hugepage_mb;
-    unsigned maxclients;   /* per worker */
-    unsigned max_args;     /* arguments in one command */
-    unsigned max_bulk;     /* bytes in one argument */
-    unsigned max_inline;   /* bytes in an inline command line */
+    unsigned maxclients;     /* per worker */
+    unsigned max_args;       /* arguments in one command */
+    unsigned max_bulk;       /* bytes in one argument */
+    unsigned max_inline;     /* bytes in an inline command line */
     unsigned max_request_mb; /* bytes one command may occupy, all arguments */
-    unsigned max_output_mb; /* a client's unsent replies: reading pauses above it */
+    unsigned max_output_mb;  /* a client's unsent replies: reading pauses above it */
     unsigned idle_timeout_s; /* 0 = never */
     char db_url[1024];
     unsigned db_mode;
@@ -57,7 +57,7 @@ typedef struct srv_config {
     unsigned maint_nice;
     unsigned drain_timeout_ms;
     char http_bind[64];
-    unsigned http_port; /* 0 = off */
+    unsigned http_port;    /* 0 = off */
     char unix_socket[512]; /* "" = off */
     char log_file[1024];   /* "" = stderr */
     unsigned syslog;       /* 1 = log to syslog instead */
@@ -120,10 +120,11 @@ struct srv_wstats_shm {
 _Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker");
 
 struct srv_shm {
-    _Atomic int64_t start_unix;  /* master's start time */
-    _Atomic int64_t last_save;   /* unix seconds of the last successful save (LASTSAVE) */
+    _Atomic int64_t start_unix; /* master's start time */
+    _Atomic int64_t last_save;  /* unix seconds of the last successful save (LASTSAVE) */
     _Atomic int32_t last_save_rc;
-    _Atomic uint32_t saving;     /* 1 while the maintenance process saves */
+    _Atomic uint32_t saving;         /* 1 while the maintenance process saves */
+    _Atomic uint32_t bgsave_pending; /* BGSAVEs accepted, not yet finished */
     _Atomic uint64_t saves, save_failures;
     _Atomic int64_t maint_pid;
     struct srv_wstats_shm wstats[SRV_MAX_WORKERS];
@@ -158,6 +159,22 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot);
  * bytes)*. Returns 0, or -1 when it does not fit. */
 int srv_slot_encode(struct srv_slot_shm *slot, const char *cmd, unsigned nargs,
                     const char *const *argv, const size_t *argl);
+
+/* jsonrpc_parse.c: a JSON-RPC request. Pointers (method aside) point into
+ * body or scratch (at least len bytes). Returns 0 when the body is one JSON
+ * object (members may still be missing or invalid: see the flags), -1 when
+ * it is not JSON, -2 for a batch (an array). */
+struct rpc_req {
+    /* one request, as read */
+    char method[PC_MGMT_NAME_MAX + 1];
+    int has_method, has_id, version_ok;
+    const char *id; /* raw JSON text of the id */
+    size_t id_len;
+    pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
+    unsigned nargs;
+    int bad_params; /* 1: params not an object/array of scalars, or too many */
+};
+int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
 
 /* jsonrpc.c (maintenance process): one HTTP exchange on an accepted fd. */
 void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd);

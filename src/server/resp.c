@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RESP_HDR_MAX 32          /* bytes in a "*N\r\n" or "$N\r\n" line */
+#define RESP_HDR_MAX 32 /* bytes in a "*N\r\n" or "$N\r\n" line */
 #define RESP_MULTIBULK_HARD (1u << 20)
 #define RESP_SKIP_BULK_MAX (1ull << 40) /* a refused bulk may be skipped up to this */
 
@@ -213,7 +213,8 @@ int resp_parse(conn *c, const resp_limits *lim)
             if (base[c->ppos] != '$') {
                 char msg[64];
                 unsigned char ch = (unsigned char)base[c->ppos];
-                snprintf(msg, sizeof msg, "expected '$', got '%c'", ch >= 32 && ch < 127 ? ch : '?');
+                snprintf(msg, sizeof msg, "expected '$', got '%c'",
+                         ch >= 32 && ch < 127 ? ch : '?');
                 return proto_error(c, msg);
             }
             if (h < 0 || len < 0)
@@ -226,12 +227,12 @@ int resp_parse(conn *c, const resp_limits *lim)
                 c->need_args = -1;
                 c->ppos = 0;
                 if ((uint64_t)len > lim->max_bulk)
-                    reply_error(c, "ERR argument too long: %" PRId64 " bytes (max_bulk is %u)",
-                                len, lim->max_bulk);
+                    reply_error(c, "ERR argument too long: %" PRId64 " bytes (max_bulk is %u)", len,
+                                lim->max_bulk);
                 else
-                    reply_error(c, "ERR request too large: more than %" PRIu64
-                                   " bytes (max_request_mb)",
-                                lim->max_request);
+                    reply_error(
+                        c, "ERR request too large: more than %" PRIu64 " bytes (max_request_mb)",
+                        lim->max_request);
                 int r = skip_refused(c);
                 if (r == RESP_PROTO)
                     return r;

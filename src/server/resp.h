@@ -24,14 +24,14 @@ typedef struct conn {
     int fd;
     sbuf in, out;
     /* parser state (resp.c) */
-    size_t ppos;        /* parse position, relative to in.off */
-    int64_t need_args;  /* arguments of the current command; -1 = between commands */
-    int64_t bulk_len;   /* length of the bulk being read; -1 = its header is next */
-    unsigned nargs;     /* arguments complete so far */
+    size_t ppos;       /* parse position, relative to in.off */
+    int64_t need_args; /* arguments of the current command; -1 = between commands */
+    int64_t bulk_len;  /* length of the bulk being read; -1 = its header is next */
+    unsigned nargs;    /* arguments complete so far */
     unsigned args_cap;
     struct resp_arg {
         size_t off, len;
-    } *args;
+    } * args;
     uint64_t discard_bulks; /* a refused command: bulks still to skip */
     uint64_t discard_bytes; /* bytes of the current skipped bulk (with its CRLF) */
     size_t want;            /* bytes the parser needs from in.off to progress */
@@ -86,17 +86,17 @@ typedef struct srv_worker {
     unsigned slot;
     pc_mgmt *mgmt;                 /* mgmt_db[0] */
     pc_mgmt *mgmt_db[SRV_MAX_DBS]; /* per SELECT index: its collection is the default */
-    unsigned builtin_cmds; /* the engine's own commands: the first ones of mgmt */
+    unsigned builtin_cmds;         /* the engine's own commands: the first ones of mgmt */
     pc_json *json;
     char *scratch; /* PC_VALUE_MAX + 64 bytes: values read by GET */
     size_t scratch_cap;
     int epfd;
     conn *conns;
     unsigned nconns;
-    conn *slot_waiter;  /* the connection whose request is in our slot */
-    int slot_async;     /* our slot holds a BGSAVE nobody waits for */
-    int slot_orphan;    /* our slot holds a request of a previous incarnation */
-    int slot_kind;      /* how the waiter gets the answer: 0 JSON bulk, 1 +OK (SAVE) */
+    conn *slot_waiter; /* the connection whose request is in our slot */
+    int slot_async;    /* our slot holds a BGSAVE nobody waits for */
+    int slot_orphan;   /* our slot holds a request of a previous incarnation */
+    int slot_kind;     /* how the waiter gets the answer: 0 JSON bulk, 1 +OK (SAVE) */
     int stopping;
     conn *graveyard;
     const char **argv; /* per-command argument views, grown to the largest command */
@@ -142,6 +142,9 @@ extern const cmd_def cmd_keys_table[];
 extern const unsigned cmd_keys_count;
 extern const cmd_def cmd_server_table[];
 extern const unsigned cmd_server_count;
+
+/* cmd_info.c */
+void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 
 /* shared helpers (commands.c) */
 int arg_i64(const char *p, size_t n, int64_t *out);

@@ -18,6 +18,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from pcached_harness import Server, raw, resp_cmd  # noqa: E402
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 def load_keys(r, n, ttl):
     p = r.pipeline(transaction=False)
     for i in range(n):
@@ -195,14 +200,14 @@ class Processes(unittest.TestCase):
         s.opts.update(log_file=logf)
         try:
             s.start()
-            self.assertIn("serving RESP", open(logf).read())
+            self.assertIn("serving RESP", read(logf))
             os.rename(logf, logf + ".1")
             s.proc.send_signal(signal.SIGHUP)
             for _ in range(100):
-                if os.path.exists(logf) and "logs reopened" in open(logf).read():
+                if os.path.exists(logf) and "logs reopened" in read(logf):
                     break
                 time.sleep(0.05)
-            self.assertIn("logs reopened", open(logf).read())
+            self.assertIn("logs reopened", read(logf))
             # a client with a pipeline in flight at SIGTERM gets every reply
             import socket
             c = socket.create_connection(("127.0.0.1", s.port))
@@ -217,8 +222,9 @@ class Processes(unittest.TestCase):
                 buf += chunk
             self.assertEqual(buf.count(b"\r\n"), 2000)
             self.assertTrue(buf.endswith(b":2000\r\n"))
+            c.close()
             self.assertEqual(s.proc.wait(20), 0)
-            self.assertIn("stopped", open(logf).read())
+            self.assertIn("stopped", read(logf))
         finally:
             s.cleanup()
 

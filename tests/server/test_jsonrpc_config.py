@@ -200,6 +200,24 @@ class Config(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("cannot open", p.stderr)
 
+    @unittest.skipUnless(os.environ.get("PCACHE_BUILD_DIR"), "needs PCACHE_BUILD_DIR")
+    def test_cmake_install(self):
+        with tempfile.TemporaryDirectory() as prefix:
+            p = subprocess.run(["cmake", "--install", os.environ["PCACHE_BUILD_DIR"],
+                                "--prefix", prefix, "--component", "Unspecified"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for f in ("bin/pcached", "bin/pcachectl", "etc/pcache/pcached.conf",
+                      "lib/systemd/system/pcached.service"):
+                self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
+            unit = open(os.path.join(prefix, "lib/systemd/system/pcached.service")).read()
+            self.assertIn("ExecStart=", unit)
+            self.assertNotIn("@CMAKE", unit)
+            p = subprocess.run([os.path.join(prefix, "bin/pcached"), "-c",
+                                os.path.join(prefix, "etc/pcache/pcached.conf"), "--check"],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_docs_list_every_resp_command(self):
         from pcached_harness import command
         doc = open(DOCS).read()

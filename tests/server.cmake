@@ -11,3 +11,8 @@ if(TARGET pcached)
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
 endif()
+
+# The RESP parser against a guard page, fed whole and byte by byte.
+if(TARGET test_resp_parse)
+  target_link_libraries(test_resp_parse PRIVATE pcached_resp)
+endif()

@@ -295,7 +295,8 @@ int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r
     ws(j);
     if (j->p < j->end && *j->p == '}') {
         j->p++;
-        return 0;
+        ws(j);
+        return j->p == j->end ? 0 : -1; /* nothing may follow the object */
     }
     for (;;) {
         const char *key;

@@ -120,6 +120,8 @@ static void parse_stream(const char *s, size_t n, size_t step, struct outcome *o
     free(c.args);
 }
 
+static unsigned long total_cmds, total_proto, total_refused_replies;
+
 static void same_both_ways(const char *s, size_t n)
 {
     static struct outcome whole, bytes;
@@ -131,6 +133,10 @@ static void same_both_ways(const char *s, size_t n)
         fail_msg("whole vs byte-by-byte differ: cmds '%.*s' vs '%.*s', replies '%.*s' vs '%.*s'",
                  (int)whole.clen, whole.cmds, (int)bytes.clen, bytes.cmds, (int)whole.rlen,
                  whole.replies, (int)bytes.rlen, bytes.replies);
+    for (size_t i = 0; i < whole.clen; i++)
+        total_cmds += whole.cmds[i] == ';';
+    total_proto += (unsigned long)whole.proto;
+    total_refused_replies += whole.rlen > 0 && !whole.proto;
 }
 
 static void expect(const char *s, const char *cmds, const char *replies, int proto)
@@ -233,6 +239,12 @@ static void mutated_pipelines(void **state)
         }
         same_both_ways(buf, n);
     }
+    /* the mutations reach every outcome: commands, refusals, framing errors */
+    if (total_cmds < 1000 || total_proto < 300 || total_refused_replies < 50)
+        fail_msg("mutations too tame: %lu commands, %lu protocol errors, %lu refusals", total_cmds,
+                 total_proto, total_refused_replies);
+    printf("mutated pipelines: %lu commands, %lu protocol errors, %lu with refusals\n", total_cmds,
+           total_proto, total_refused_replies);
 }
 
 /* ---- the JSON-RPC request reader ------------------------------------------- */

@@ -114,7 +114,8 @@ static void parse_stream(const char *s, size_t n, size_t step, struct outcome *o
     }
     size_t rl = c.out.len - c.out.off;
     assert_true(rl < sizeof o->replies);
-    memcpy(o->replies, c.out.p + c.out.off, rl);
+    if (rl > 0)
+        memcpy(o->replies, c.out.p + c.out.off, rl);
     o->rlen = rl;
     free(c.out.p);
     free(c.args);

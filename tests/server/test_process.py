@@ -89,6 +89,30 @@ class Persistence(unittest.TestCase):
         finally:
             s.cleanup()
 
+    def test_periodic_snapshots_in_maintenance(self):
+        s = Server(workers=1)
+        s.opts.update(db_url=os.path.join(s.dir, "store"), persist_collections="default",
+                      snapshot_period_s=1)
+        try:
+            s.start()
+            r = redis.Redis(port=s.port)
+            start = r.lastsave()
+            r.set("periodic", "yes")
+            for _ in range(100):
+                if r.info("persistence")["pcache_saves"] >= 2:
+                    break
+                time.sleep(0.1)
+            self.assertGreaterEqual(r.info("persistence")["pcache_saves"], 2)
+            self.assertGreater(r.lastsave(), start)
+            saved = re.findall(r"(\w+)\[\d+\] INFO pcache: saved default: (\d+) entries",
+                               s.log_text())
+            self.assertGreaterEqual(len(saved), 2)
+            self.assertEqual({who for who, _ in saved}, {"maint"})
+            self.assertIn("1", {n for _, n in saved})
+            self.assertEqual(s.stop(), 0)
+        finally:
+            s.cleanup()
+
     def test_save_commands_run_in_maintenance(self):
         s = Server(workers=2)
         store = os.path.join(s.dir, "store")

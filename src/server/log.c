@@ -57,6 +57,11 @@ void srv_log_reopen(void)
         close(old);
 }
 
+void srv_log_quiet(void)
+{
+    lg.level = PC_LOG_WARN;
+}
+
 int srv_log_level(void)
 {
     return lg.level;

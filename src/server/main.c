@@ -101,6 +101,7 @@ int main(int argc, char **argv)
     }
     srv_log_init(&s.cfg, "master");
     if (check) {
+        srv_log_quiet(); /* --check prints the configuration, not the engine's info lines */
         /* the collections and the databases map are checked by building
          * them; the store is not opened (that would create it) */
         if (srv_setup_cache(&s, err, sizeof err) != 0) {

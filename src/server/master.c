@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -171,9 +172,30 @@ int srv_setup_cache(srv *s, char *err, size_t errlen)
     return build_dbs(s, err, errlen);
 }
 
+/* Every worker may hold maxclients sockets: raise the soft descriptor
+ * limit toward that (up to the hard limit), and say so when it falls short
+ * (accepts then pause on EMFILE, they never spin). */
+static void raise_nofile(const srv *s)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)s->cfg.maxclients + 64;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want)
+        srv_log(PC_LOG_WARN,
+                "maxclients %u: each worker can open only %llu descriptors (RLIMIT_NOFILE)",
+                s->cfg.maxclients, (unsigned long long)rl.rlim_cur);
+}
+
 static int setup(srv *s)
 {
     char err[1024];
+    raise_nofile(s);
     if (srv_setup_cache(s, err, sizeof err) != 0) {
         srv_log(PC_LOG_ERR, "%s", err);
         return -1;

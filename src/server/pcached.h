@@ -87,6 +87,7 @@ int srv_log_level_parse(const char *s);
 void srv_log_init(const srv_config *cfg, const char *role);
 void srv_log_role(const char *role);
 void srv_log_reopen(void);
+void srv_log_quiet(void); /* warnings and errors only from now on */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* pc_log_fn for the libraries */
 void srv_log_cb(void *ctx, int level, const char *msg);

@@ -98,6 +98,7 @@ typedef struct srv_worker {
     int slot_orphan;   /* our slot holds a request of a previous incarnation */
     int slot_kind;     /* how the waiter gets the answer: 0 JSON bulk, 1 +OK (SAVE) */
     int stopping;
+    int64_t accept_resume_ms; /* accepts paused (EMFILE) until then; 0 = not paused */
     conn *graveyard;
     const char **argv; /* per-command argument views, grown to the largest command */
     size_t *argl;

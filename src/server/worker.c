@@ -227,8 +227,16 @@ static void accept_all(srv_worker *w, int lfd)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* The listener stays readable while we cannot accept:
+                 * leave it out of epoll for a moment instead of spinning. */
+                srv_log(PC_LOG_WARN, "accept: %m (%u connections): pausing accepts for 100 ms",
+                        w->nconns);
+                epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
+                w->accept_resume_ms = mono_ms() + 100;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 srv_log(PC_LOG_WARN, "accept: %m");
+            }
             return;
         }
         if (w->nconns >= w->s->cfg.maxclients) {
@@ -393,6 +401,11 @@ void srv_worker_main(srv *s, unsigned slot)
             conn_free(g);
         }
         int64_t now = mono_ms();
+        if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
+            struct epoll_event le = {.events = EPOLLIN, .data.ptr = &tag_listen};
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &le);
+            w->accept_resume_ms = 0;
+        }
         if (now >= next_tick) {
             next_tick = now + 1000;
             if (s->persist != NULL)

@@ -25,7 +25,8 @@ def free_port():
 
 
 class Server:
-    def __init__(self, workdir=None, **opts):
+    def __init__(self, workdir=None, nofile=None, **opts):
+        self.nofile = nofile  # RLIMIT_NOFILE (soft and hard) for the server
         self.tmp = None
         if workdir is None:
             self.tmp = tempfile.TemporaryDirectory(prefix="pcached-test-")
@@ -43,8 +44,14 @@ class Server:
     def start(self, timeout=30):
         self.log = open(self.log_path, "ab")
         self.log_start = self.log.tell()
+        limit = self.nofile
+
+        def preexec():
+            if limit is not None:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
         self.proc = subprocess.Popen(self.args(), stdout=self.log, stderr=self.log,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=preexec)
         _live.append(self)
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -99,6 +99,33 @@ class Limits(unittest.TestCase):
             b.close()
 
 
+class Descriptors(unittest.TestCase):
+    def test_out_of_descriptors_pauses_accepts_without_spinning(self):
+        with Server(workers=1, nofile=48) as s:
+            self.assertIn("maxclients 10000: each worker can open only 48", s.log_text())
+            first = redis.Redis(port=s.port)
+            first.set("fd", "ok")
+            socks = []
+            for _ in range(80):  # more than the worker can hold
+                socks.append(socket.create_connection(("127.0.0.1", s.port), timeout=5))
+            time.sleep(0.5)
+            worker = first.info("server")["process_id"]
+
+            def cpu():
+                with open("/proc/%d/stat" % worker) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return int(fields[11]) + int(fields[12])  # utime + stime, in ticks
+            before = cpu()
+            time.sleep(1.0)
+            self.assertLess(cpu() - before, 30)  # under 0.3 s of CPU in 1 s: no busy loop
+            self.assertEqual(first.get("fd"), b"ok")  # an accepted client is still served
+            self.assertIn("pausing accepts", s.log_text())
+            for c in socks:
+                c.close()
+            time.sleep(0.5)
+            self.assertTrue(redis.Redis(port=s.port).ping())  # accepting again
+
+
 class Maintenance(unittest.TestCase):
     def test_killed_maintenance_process_is_restarted(self):
         s = Server(workers=1)

@@ -36,6 +36,7 @@
 #include "pc_journal.h"
 #include "pcache_mgmt.h"
 #include "pcache_store.h"
+#include "persist_int.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +63,7 @@ struct pc_persist {
     char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;
     const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
+    const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
     void *bh;                          /* the backend's handle */
     int db_mode;
     unsigned period_s;
@@ -261,6 +264,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     if ((rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen)) != 0 ||
         (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
         goto fail;
+    p->sql_backend = cfg->sql_backend;
     if (cfg->sql_backend != NULL && cfg->sql_backend->accepts(cfg->db_url)) {
         if (cfg->journal != NULL && cfg->journal[0] != '\0') {
             rc = pp_fail(err, errlen, PC_ECONFIG,
@@ -528,7 +532,49 @@ int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)
 
 static const pc_mgmt_param pp_params[] = {
     {"collection", PC_MP_COLL_ALL, 0, NULL, 0, 0, "collection (omitted: every collection)"},
+    {"store", PC_MP_STRING, 0, NULL, 0, 1024,
+     "another store for this call only: lmdb:///path, a directory or an ODBC target "
+     "(omitted: the configured db_url)"},
 };
+
+/* The call's [store] as a NUL-terminated string in buf, or NULL when it is
+ * omitted or names the configured LMDB store itself (one LMDB environment
+ * must not be opened twice in a process: the configured handle serves). */
+static const char *pp_call_store(pc_persist *p, const pc_mgmt_call *call, char *buf, size_t cap)
+{
+    size_t len = 0;
+    const char *v = pc_mgmt_call_given(call, 1) ? pc_mgmt_call_bytes(call, 1, &len) : NULL;
+    if (v == NULL || len == 0 || len >= cap)
+        return NULL;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    if (p->backend == NULL) {
+        const char *a = strncmp(buf, "lmdb://", 7) == 0 ? buf + 7 : buf;
+        const char *b = strncmp(p->db_url, "lmdb://", 7) == 0 ? p->db_url + 7 : p->db_url;
+        struct stat sa, sb;
+        if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+            sa.st_ino == sb.st_ino)
+            return NULL;
+    }
+    return buf;
+}
+
+/* Opens the call's [store] into *t; *use is 1 when there is one. */
+static int pp_call_target(pc_persist *p, const pc_mgmt_call *call, int create, pp_target *t,
+                          int *use, const char *cmd, pc_mgmt_err *err)
+{
+    char url[1025], msg[600];
+    *use = 0;
+    const char *u = pp_call_store(p, call, url, sizeof url);
+    if (u == NULL)
+        return 0;
+    int rc = pp_target_open(u, p->sql_backend, create, p->log, p->log_ctx, p->log_level, t, msg,
+                            sizeof msg);
+    if (rc != 0)
+        return pc_mgmt_errorf(err, rc, "%s: store: %s", cmd, msg);
+    *use = 1;
+    return 0;
+}
 
 static double pp_secs(const struct timespec *a, const struct timespec *b)
 {
@@ -542,6 +588,10 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     pc_coll *only = pc_mgmt_call_coll(call, 0);
     unsigned n = 0;
     uint64_t saved = 0;
+    pp_target t;
+    int use = 0, rc = pp_call_target(p, call, 1, &t, &use, "perf_save", err);
+    if (rc != 0)
+        return rc;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
@@ -549,30 +599,38 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         if (only != NULL && coll != only)
             continue;
         pc_store_save_result r;
-        int rc = pc_persist_save_coll(p, coll, &r);
-        if (rc != 0)
-            return pc_mgmt_errorf(err, rc,
-                                  "perf_save: saving collection \"%s\" failed: %s "
-                                  "(its previous snapshot stands; %u collection(s) saved "
-                                  "before it)%s%.300s",
-                                  pc_coll_name(coll), pc_strerror(rc), n,
-                                  p->backend != NULL ? ": " : "",
-                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
+        rc = use ? pp_target_save(&t, coll, &r) : pc_persist_save_coll(p, coll, &r);
+        if (rc != 0) {
+            const char *why = use ? pp_target_errmsg(&t)
+                              : p->backend != NULL ? p->backend->errmsg(p->bh)
+                                                   : "";
+            rc = pc_mgmt_errorf(err, rc,
+                                "perf_save: saving collection \"%s\" failed: %s "
+                                "(its previous snapshot stands; %u collection(s) saved "
+                                "before it)%s%.300s",
+                                pc_coll_name(coll), pc_strerror(rc), n, *why ? ": " : "", why);
+            if (use)
+                pp_target_close(&t);
+            return rc;
+        }
         n++;
         saved += r.saved;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = pp_secs(&t0, &t1);
-    int rc = ops->obj_begin(rctx, NULL);
+    rc = ops->obj_begin(rctx, NULL);
     rc = rc ? rc : ops->u64(rctx, "collections", n);
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
     rc = rc ? rc : ops->dbl(rctx, "duration", secs);
     rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
-    const char *path = p->backend != NULL ? p->backend->describe(p->bh)
-                       : p->store != NULL ? pc_store_path(p->store)
-                                          : p->db_url;
+    const char *path = use                  ? pp_target_describe(&t)
+                       : p->backend != NULL ? p->backend->describe(p->bh)
+                       : p->store != NULL   ? pc_store_path(p->store)
+                                            : p->db_url;
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
+    if (use)
+        pp_target_close(&t);
     return rc;
 }
 
@@ -583,6 +641,10 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     pc_coll *only = pc_mgmt_call_coll(call, 0);
     unsigned n = 0;
     uint64_t loaded = 0, expired = 0;
+    pp_target t;
+    int use = 0, rc = pp_call_target(p, call, 0, &t, &use, "perf_load", err);
+    if (rc != 0)
+        return rc;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
@@ -590,25 +652,44 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         if (only != NULL && coll != only)
             continue;
         pc_journal_restore_result r;
-        int rc = pc_persist_load_coll(p, coll, &r);
-        if (rc != 0)
-            return pc_mgmt_errorf(err, rc,
-                                  "perf_load: loading collection \"%s\" failed: %s "
-                                  "(%u collection(s) loaded before it)%s%.300s",
-                                  pc_coll_name(coll), pc_strerror(rc), n,
-                                  p->backend != NULL ? ": " : "",
-                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
+        memset(&r, 0, sizeof r);
+        if (use) {
+            rc = pp_target_load(&t, coll, &r.load);
+            if (rc == PC_ENOTFOUND) /* never saved there: nothing to load, as configured */
+                rc = 0;
+        } else {
+            rc = pc_persist_load_coll(p, coll, &r);
+        }
+        if (rc != 0) {
+            const char *why = use ? pp_target_errmsg(&t)
+                              : p->backend != NULL ? p->backend->errmsg(p->bh)
+                                                   : "";
+            rc = pc_mgmt_errorf(err, rc,
+                                "perf_load: loading collection \"%s\" failed: %s "
+                                "(%u collection(s) loaded before it)%s%.300s",
+                                pc_coll_name(coll), pc_strerror(rc), n, *why ? ": " : "", why);
+            if (use)
+                pp_target_close(&t);
+            return rc;
+        }
         n++;
         loaded += r.load.loaded;
         expired += r.load.skipped_expired;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    int rc = ops->obj_begin(rctx, NULL);
+    rc = ops->obj_begin(rctx, NULL);
     rc = rc ? rc : ops->u64(rctx, "collections", n);
     rc = rc ? rc : ops->u64(rctx, "loaded", loaded);
     rc = rc ? rc : ops->u64(rctx, "skipped_expired", expired);
     rc = rc ? rc : ops->dbl(rctx, "duration", pp_secs(&t0, &t1));
+    const char *path = use                  ? pp_target_describe(&t)
+                       : p->backend != NULL ? p->backend->describe(p->bh)
+                       : p->store != NULL   ? pc_store_path(p->store)
+                                            : p->db_url;
+    rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
+    if (use)
+        pp_target_close(&t);
     return rc;
 }
 
@@ -634,10 +715,10 @@ int pc_persist_register(pc_persist *p, pc_mgmt *m)
     if (p == NULL || m == NULL)
         return PC_EINVAL;
     pc_mgmt_cmd save = {"perf_save", "snapshot collections to the store (one transaction each)",
-                        pp_params,   1,
+                        pp_params,   2,
                         pp_cmd_save, p};
     pc_mgmt_cmd load = {"perf_load", "restore collections from the store (snapshot + journal)",
-                        pp_params,   1,
+                        pp_params,   2,
                         pp_cmd_load, p};
     int rc = pc_mgmt_register(m, &save);
     if (rc == 0)

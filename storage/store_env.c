@@ -582,14 +582,32 @@ out:
     return rc;
 }
 
+/* Environments a forked child inherited and dropped. They are never closed
+ * there: closing one closes its lock.mdb descriptor, and POSIX releases every
+ * fcntl lock a process holds on a file when it closes any descriptor of it -
+ * the locks of the child's own, newly opened handle of the same store too.
+ * So they are kept, reachable from this list for the life of the process
+ * (memory held on purpose, not a leak; a leak checker sees it as reachable). */
+struct pc_store_kept {
+    MDB_env *env;
+    struct pc_store_kept *next;
+};
+static struct pc_store_kept *pc_store_kept_head;
+
 void pc_store_close(pc_store *s)
 {
     if (s == NULL)
         return;
-    if (s->env != NULL && s->pid == getpid())
+    if (s->env != NULL && s->pid == getpid()) {
         mdb_env_close(s->env);
-    /* in a forked child the env is the parent's: leaking it is the only safe
-     * thing (closing would release the parent's locks) */
+    } else if (s->env != NULL) {
+        struct pc_store_kept *k = malloc(sizeof *k);
+        if (k != NULL) { /* on failure the env is unreachable: still never closed */
+            k->env = s->env;
+            k->next = pc_store_kept_head;
+            pc_store_kept_head = k;
+        }
+    }
     free(s);
 }
 

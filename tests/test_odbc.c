@@ -574,6 +574,45 @@ static void t_persist(void **state)
     expect_bytes(coll(c, "b"), "late", 4, "write", 5);
     expect_bytes(coll(c, "b"), "s42", 3, "x", 1);
     pc_persist_close(p);
+    /* perf_save / perf_load [store]: from an LMDB-configured host to this
+     * SQL target and back, for the call only */
+    {
+        pc_persist_config lc;
+        pc_persist_config_init(&lc);
+        char ldir[600], line[900];
+        snprintf(ldir, sizeof ldir, "lmdb://%s/persist-lmdb-%d", odbc_env_dir(), (int)getpid());
+        lc.db_url = ldir;
+        lc.sql_backend = pc_odbc_persist_backend();
+        pc_persist *lp = NULL;
+        assert_int_equal(pc_persist_open(c, &lc, &lp, err, sizeof err), 0);
+        pc_mgmt *lm = NULL;
+        assert_int_equal(pc_mgmt_create(c, "b", &lm), 0);
+        assert_int_equal(pc_persist_register(lp, lm), 0);
+        pc_json *lj = NULL;
+        assert_int_equal(pc_json_create(&lj), 0);
+        pc_odbc *o = NULL;
+        uint64_t g0 = 0, g1 = 0;
+        assert_int_equal(pc_odbc_open(target, NULL, &o, err, sizeof err), 0);
+        assert_int_equal(pc_odbc_generation(o, "b", &g0), 0);
+        int ln = snprintf(line, sizeof line, "perf_save collection=b store=%s", target);
+        assert_int_equal(pc_mgmt_run_line(lm, line, (size_t)ln, pc_json_ops(), lj, &merr), 0);
+        assert_int_equal(pc_json_text(lj, &text, &len), 0);
+        assert_non_null(strstr(text, "\"saved\":101"));
+        assert_null(strstr(text, ODBC_TEST_PW));
+        assert_int_equal(pc_odbc_generation(o, "b", &g1), 0);
+        assert_int_equal(g1, g0 + 1);
+        pc_odbc_close(o);
+        assert_int_equal(pc_del_glob(coll(c, "b"), "*", 1, &n), 0);
+        pc_json_reset(lj);
+        ln = snprintf(line, sizeof line, "perf_load collection=b store=%s", target);
+        assert_int_equal(pc_mgmt_run_line(lm, line, (size_t)ln, pc_json_ops(), lj, &merr), 0);
+        assert_int_equal(pc_json_text(lj, &text, &len), 0);
+        assert_non_null(strstr(text, "\"loaded\":101"));
+        expect_bytes(coll(c, "b"), "late", 4, "write", 5);
+        pc_json_destroy(lj);
+        pc_mgmt_destroy(lm);
+        pc_persist_close(lp);
+    }
     /* a journal with an SQL store is refused, naming why */
     pc.journal = "b=always";
     assert_int_equal(pc_persist_open(c, &pc, &p, err, sizeof err), PC_ECONFIG);

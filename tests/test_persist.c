@@ -200,6 +200,85 @@ static void perf_save_and_perf_load_commands(void **state)
     pc_cache_destroy(c);
 }
 
+/* perf_save / perf_load [store]: another store for the call only - the
+ * configured one is untouched, the other holds the snapshot, a load from it
+ * restores; the configured store named explicitly is the configured path;
+ * an SQL target without a backend and an unknown scheme are refused
+ * without echoing the URL's password. */
+static void perf_save_and_load_to_another_store(void **state)
+{
+    (void)state;
+    pc_cache *c = mk_cache();
+    pc_persist *p = mk_persist(c, 0, NULL);
+    pc_mgmt *m = NULL;
+    assert_int_equal(pc_mgmt_create(c, "a", &m), 0);
+    assert_int_equal(pc_persist_register(p, m), 0);
+    pc_json *j = NULL;
+    assert_int_equal(pc_json_create(&j), 0);
+    pc_mgmt_err err;
+    for (int i = 0; i < 50; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "o%d", i);
+        assert_int_equal(pc_set(coll(c, "a"), k, strlen(k), "y", 1, 0, 0), 0);
+    }
+    char other[400], line[600];
+    snprintf(other, sizeof other, "%s/other", dir);
+    int n = snprintf(line, sizeof line, "perf_save collection=a store=lmdb://%s", other);
+    const char *text;
+    size_t len;
+    assert_int_equal(pc_mgmt_run_line(m, line, (size_t)n, pc_json_ops(), j, &err), 0);
+    assert_int_equal(pc_json_text(j, &text, &len), 0);
+    assert_non_null(strstr(text, "\"saved\":50"));
+    assert_non_null(strstr(text, other));
+    /* the configured store has no snapshot of a, the other one has */
+    pc_store_coll_meta meta;
+    assert_int_equal(pc_store_coll_meta_get(pc_persist_store(p), "a", &meta), PC_ENOTFOUND);
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.flags = PC_STORE_RDONLY;
+    pc_store *os = NULL;
+    char e[256];
+    assert_int_equal(pc_store_open(other, &sc, &os, e, sizeof e), 0);
+    assert_int_equal(pc_store_coll_meta_get(os, "a", &meta), 0);
+    assert_int_equal(meta.count, 50);
+    pc_store_close(os);
+    pc_json_reset(j);
+    assert_int_equal(pc_mgmt_run_line(m, "perf_stats a", 12, pc_json_ops(), j, &err), 0);
+    assert_int_equal(pc_json_text(j, &text, &len), 0);
+    assert_non_null(strstr(text, "\"last_save\":0")); /* an export is not the snapshot */
+    /* load back from it into an emptied collection */
+    uint64_t del = 0;
+    assert_int_equal(pc_del_glob(coll(c, "a"), "*", 1, &del), 0);
+    pc_json_reset(j);
+    n = snprintf(line, sizeof line, "perf_load a %s", other);
+    assert_int_equal(pc_mgmt_run_line(m, line, (size_t)n, pc_json_ops(), j, &err), 0);
+    assert_int_equal(pc_json_text(j, &text, &len), 0);
+    assert_non_null(strstr(text, "\"loaded\":50"));
+    expect(coll(c, "a"), "o7", "y");
+    /* naming the configured store is the configured path (one LMDB env per process) */
+    pc_json_reset(j);
+    n = snprintf(line, sizeof line, "perf_save a %s", dir);
+    assert_int_equal(pc_mgmt_run_line(m, line, (size_t)n, pc_json_ops(), j, &err), 0);
+    assert_int_equal(pc_store_coll_meta_get(pc_persist_store(p), "a", &meta), 0);
+    /* refused: SQL without a backend (password not echoed), an unknown scheme,
+     * a missing store to load from */
+    static const char *const bad[] = {"perf_save a odbc:DSN=x;PWD=hunter2",
+                                       "perf_save a ftp://host/x",
+                                       "perf_load a /nonexistent/pcache-store"};
+    for (size_t i = 0; i < 3; i++) {
+        pc_json_reset(j);
+        memset(&err, 0, sizeof err);
+        assert_int_not_equal(pc_mgmt_run_line(m, bad[i], strlen(bad[i]), pc_json_ops(), j, &err),
+                             0);
+        assert_non_null(strstr(err.msg, "store"));
+        assert_null(strstr(err.msg, "hunter2"));
+    }
+    pc_json_destroy(j);
+    pc_mgmt_destroy(m);
+    pc_persist_close(p);
+    pc_cache_destroy(c);
+}
+
 static void bad_policies_are_refused(void **state)
 {
     (void)state;
@@ -293,6 +372,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(journal_always_survives_restart_without_save, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(perf_save_and_perf_load_commands, setup, teardown),
+        cmocka_unit_test_setup_teardown(perf_save_and_load_to_another_store, setup, teardown),
         cmocka_unit_test(bad_policies_are_refused),
         cmocka_unit_test_setup_teardown(save_and_load_in_a_forked_child, setup, teardown),
     };

@@ -10,8 +10,9 @@
  *   snap_info.c   info, ls, keys, get
  *   snap_dump.c   dump (JSON lines, CSV)
  *   snap_check.c  verify, diff, compact
+ *   snap_move.c   export, import (to and from SQL through odbc/)
  *
- * Adding a verb (export / import are expected next): write
+ * Adding a verb: write
  * `int snap_cmd_NAME(snap_ctx *cx, int argc, char **argv)` in its own file,
  * declare it below and add one row to snap_verbs[] in snap_main.c.
  */
@@ -36,7 +37,8 @@ enum snap_exit {
     SNAP_NOKEY = 7,    /* get: the key is not in the collection */
     SNAP_CORRUPT = 8,  /* corrupt data met (details on stderr) */
     SNAP_LOCKED = 9,   /* the store is locked (or in use, for compact) */
-    SNAP_IO = 10       /* I/O or system error, out of memory */
+    SNAP_IO = 10,      /* I/O or system error, out of memory */
+    SNAP_DB = 11       /* export / import: the database refused or failed (ODBC) */
 };
 
 typedef struct snap_ctx {
@@ -116,5 +118,7 @@ int snap_cmd_dump(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_verify(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_diff(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_compact(snap_ctx *cx, int argc, char **argv);
+int snap_cmd_export(snap_ctx *cx, int argc, char **argv);
+int snap_cmd_import(snap_ctx *cx, int argc, char **argv);
 
 #endif /* PC_SNAP_H */

@@ -57,6 +57,17 @@ static const struct snap_verb snap_verbs[] = {
     {"compact", snap_cmd_compact, "compact STORE [--force]",
      "Rewrites data.mdb without free pages, atomically (verify first; --force skips the\n"
      "refusal of a store with problems). The store must not be open in another process."},
+    {"export", snap_cmd_export,
+     "export STORE TARGET [COLLECTION] [--create-tables] [--no-progress]",
+     "Copies the snapshot of COLLECTION (default: every collection) into the SQL database\n"
+     "TARGET (odbc://DSN, odbc:CONNSTR, DSN=..., DRIVER=...) in ONE SQL transaction: each\n"
+     "collection's rows replaced and its generation bumped; any error rolls all of it back.\n"
+     "Expired records are skipped. A progress bar runs on a terminal."},
+    {"import", snap_cmd_import,
+     "import STORE TARGET [COLLECTION] [--create-store] [--no-progress]",
+     "Copies the rows of COLLECTION (default: every collection of the database's generation\n"
+     "table) from TARGET into STORE as new snapshots, one LMDB transaction per collection.\n"
+     "Expired rows are skipped. Writes to STORE (--create-store makes a new one)."},
 };
 #define SNAP_NVERBS (sizeof snap_verbs / sizeof *snap_verbs)
 
@@ -105,8 +116,9 @@ static const char *snap_code_name(int code)
                                         "no_such_key",
                                         "corrupt",
                                         "locked",
-                                        "io"};
-    return code >= 0 && code <= SNAP_IO ? names[code] : "error";
+                                        "io",
+                                        "database"};
+    return code >= 0 && code <= SNAP_DB ? names[code] : "error";
 }
 
 int snap_fail(snap_ctx *cx, int code, const char *fmt, ...)

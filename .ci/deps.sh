@@ -3,6 +3,11 @@
 # one is missing (idempotent; needs root for apt-get).
 set -eu
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
+# The ODBC exporter (odbc/): unixODBC, the three drivers its tests use, and
+# the servers they start privately (tests/odbc_servers.sh; no service is
+# enabled or started by these packages' use here).
+PKGS="$PKGS unixodbc unixodbc-dev libsqliteodbc odbc-postgresql odbc-mariadb"
+PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

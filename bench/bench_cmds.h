@@ -8,6 +8,8 @@
 
 /* pcache-bench engine [--quick] [--json] [--runs N] [--ms N] */
 int bench_cmd_engine(int argc, char **argv);
+/* pcache-bench odbc [--quick] [--json] (bench_odbc.c; built with odbc/) */
+int bench_cmd_odbc(int argc, char **argv);
 
 /* pcache-bench store [--quick] [--json] [--entries N] [--runs N] [--redis PATH] */
 int bench_cmd_store(int argc, char **argv);

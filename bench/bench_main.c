@@ -23,6 +23,12 @@ static const struct bench_cmd cmds[] = {
      "store [--quick] [--json] [--entries N] [--runs N] [--redis PATH]\n"
      "      the snapshot store's save, load, size, p99.9 during a save and journal\n"
      "      cost, against raw LMDB, SQLite and redis-server (when installed)"},
+#ifdef PCACHE_BENCH_ODBC /* the one optional subcommand: odbc/ is a build option */
+    {"odbc", bench_cmd_odbc,
+     "odbc [--quick] [--json]\n"
+     "      the ODBC exporter's save and load on SQLite, PostgreSQL and MariaDB servers\n"
+     "      it starts, vs row-by-row autocommit and psql \\copy; 100k and 1M rows"},
+#endif
 };
 
 static void usage(FILE *out)

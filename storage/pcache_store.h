@@ -403,6 +403,30 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
  * serves no traffic. */
 typedef struct pc_persist pc_persist;
 struct pc_mgmt;
+/* A store other than LMDB behind db_url, implemented outside storage/ (the
+ * ODBC exporter's pc_odbc_persist_backend() in odbc/pcache_odbc.h) and
+ * handed in by the host through pc_persist_config.sql_backend: storage/
+ * never depends on odbc/. accepts(db_url) says whether a URL is the
+ * backend's; open receives the db_url (borrowed) and returns an opaque
+ * handle, writing a message without any password into err on failure;
+ * save / load work on one collection like the store's (the result fields
+ * that have no meaning for the backend stay 0; load's meta.generation is
+ * the generation loaded) and return PC_ENOTFOUND from load when the
+ * collection was never saved; describe returns the db_url with any
+ * password masked (valid until close); errmsg the message of the last
+ * error, with the SQLSTATE where there is one and no password (valid until
+ * the next call). A backend store has no journal. */
+typedef struct pc_persist_backend {
+    const char *name; /* "odbc" */
+    int (*accepts)(const char *db_url);
+    int (*open)(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
+                char *err, size_t errlen);
+    void (*close)(void *h);
+    int (*save)(void *h, pc_coll *coll, pc_store_save_result *result);
+    int (*load)(void *h, pc_coll *coll, pc_store_load_result *result);
+    const char *(*describe)(void *h);
+    const char *(*errmsg)(void *h); /* the last error's message, password masked */
+} pc_persist_backend;
 typedef struct pc_persist_config {
     const char *db_url;              /* required */
     int db_mode;                     /* 0, 1, 2 */
@@ -412,6 +436,7 @@ typedef struct pc_persist_config {
     pc_log_fn log;
     void *log_ctx;
     int log_level;
+    const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
 } pc_persist_config;
 void pc_persist_config_init(pc_persist_config *cfg);
 /* Checks the policy against the cache's collections, opens (creates) the

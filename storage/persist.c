@@ -27,6 +27,11 @@
  * process other than the one that opened it (the inherited handle is
  * dropped the way pc_store_close does it in a child: its environment is
  * left alone).
+ *
+ * An SQL db_url ("odbc://DSN", an ODBC connection string) is served by the
+ * pc_persist_backend the host passes in cfg->sql_backend (the ODBC
+ * exporter, odbc/): storage/ does not depend on it. Such a store has no
+ * journal; saves and loads go to the backend, everything else is the same.
  */
 #include "pc_journal.h"
 #include "pcache_mgmt.h"
@@ -55,6 +60,8 @@ struct pc_persist {
     pid_t store_pid;
     char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;
+    const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
+    void *bh;                          /* the backend's handle */
     int db_mode;
     unsigned period_s;
     int64_t next_periodic_ms;
@@ -197,15 +204,17 @@ static int pp_journal_item(void *ctx, const char *name, size_t len, const char *
     return 0;
 }
 
-/* db_url: "lmdb:///abs/path" or a plain path. odbc:// comes with the ODBC
- * exporter. */
-static int pp_store_path(const char *url, char *err, size_t errlen)
+/* db_url: "lmdb:///abs/path" or a plain path; an SQL URL only through the
+ * backend (the URL is not echoed: a connection string may hold a
+ * password). */
+static int pp_store_path(const char *url, const pc_persist_backend *be, char *err, size_t errlen)
 {
+    if (be != NULL && be->accepts(url))
+        return 0;
     if (strncmp(url, "odbc:", 5) == 0)
         return pp_fail(err, errlen, PC_EURL,
-                       "db_url '%.200s': the odbc:// store is not "
-                       "available in this build (the ODBC exporter)",
-                       url);
+                       "db_url odbc:...: the odbc:// store is not "
+                       "available in this build (the host did not link the ODBC exporter)");
     const char *colon = strstr(url, "://");
     if (colon != NULL && strncmp(url, "lmdb://", 7) != 0)
         return pp_fail(err, errlen, PC_EURL,
@@ -231,7 +240,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         return pp_fail(err, errlen, PC_ECONFIG,
                        "no db_url: persistence needs a store "
                        "(lmdb:///path)");
-    int rc = pp_store_path(cfg->db_url, err, errlen);
+    int rc = pp_store_path(cfg->db_url, cfg->sql_backend, err, errlen);
     if (rc != 0)
         return rc;
     pc_persist *p = calloc(1, sizeof *p);
@@ -252,6 +261,24 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     if ((rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen)) != 0 ||
         (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
         goto fail;
+    if (cfg->sql_backend != NULL && cfg->sql_backend->accepts(cfg->db_url)) {
+        if (cfg->journal != NULL && cfg->journal[0] != '\0') {
+            rc = pp_fail(err, errlen, PC_ECONFIG,
+                         "journal: the write-ahead journal needs an lmdb:// store; "
+                         "db_url is an %s store",
+                         cfg->sql_backend->name);
+            goto fail;
+        }
+        p->backend = cfg->sql_backend;
+        rc = p->backend->open(cfg->db_url, cfg->log, cfg->log_ctx, cfg->log_level, &p->bh, err,
+                              errlen);
+        if (rc != 0) {
+            p->backend = NULL;
+            goto fail;
+        }
+        *out = p;
+        return 0;
+    }
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
@@ -295,6 +322,8 @@ void pc_persist_close(pc_persist *p)
         return;
     pc_journal_close(p->journal);
     pc_store_close(p->store);
+    if (p->backend != NULL)
+        p->backend->close(p->bh);
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
     free(p->db_url);
@@ -332,10 +361,15 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
 {
     pc_store_save_result r;
     memset(&r, 0, sizeof r);
-    pc_store *store = NULL;
-    int rc = pp_store(p, &store);
-    if (rc == 0)
-        rc = pc_journal_save(p->journal, store, coll, &r, NULL);
+    int rc;
+    if (p->backend != NULL) {
+        rc = p->backend->save(p->bh, coll, &r);
+    } else {
+        pc_store *store = NULL;
+        rc = pp_store(p, &store);
+        if (rc == 0)
+            rc = pc_journal_save(p->journal, store, coll, &r, NULL);
+    }
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
     atomic_store(&st->last_save_rc, rc);
     if (rc == 0) {
@@ -363,10 +397,18 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
     memset(&r, 0, sizeof r);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    pc_store *store = NULL;
-    int rc = pp_store(p, &store);
-    if (rc == 0)
-        rc = pc_journal_restore(p->journal, store, coll, &r);
+    int rc;
+    if (p->backend != NULL) {
+        rc = p->backend->load(p->bh, coll, &r.load);
+        r.snapshot = rc == 0;
+        if (rc == PC_ENOTFOUND) /* never saved: nothing to restore, as with LMDB */
+            rc = 0;
+    } else {
+        pc_store *store = NULL;
+        rc = pp_store(p, &store);
+        if (rc == 0)
+            rc = pc_journal_restore(p->journal, store, coll, &r);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
@@ -405,7 +447,7 @@ int pc_persist_startup(pc_persist *p)
         }
     }
     /* journaling starts only now, so the restore is not journaled again */
-    int rc = pc_journal_install(p->journal);
+    int rc = p->journal != NULL ? pc_journal_install(p->journal) : 0; /* none with a backend */
     p->next_periodic_ms = pp_mono_ms() + (int64_t)p->period_s * 1000;
     return first != 0 ? first : rc;
 }
@@ -414,7 +456,7 @@ int pc_persist_tick(pc_persist *p)
 {
     if (p == NULL)
         return PC_EINVAL;
-    int rc = pc_journal_sync_all(p->journal);
+    int rc = p->journal != NULL ? pc_journal_sync_all(p->journal) : 0;
     if (p->period_s > 0 && pp_mono_ms() >= p->next_periodic_ms) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
             if (p->persist[i]) {
@@ -429,14 +471,16 @@ int pc_persist_tick(pc_persist *p)
 
 int pc_persist_worker_tick(pc_persist *p)
 {
-    return p == NULL ? PC_EINVAL : pc_journal_tick(p->journal, 0);
+    if (p == NULL)
+        return PC_EINVAL;
+    return p->journal != NULL ? pc_journal_tick(p->journal, 0) : 0;
 }
 
 int pc_persist_shutdown(pc_persist *p)
 {
     if (p == NULL)
         return PC_EINVAL;
-    int first = pc_journal_flush(p->journal, 1);
+    int first = p->journal != NULL ? pc_journal_flush(p->journal, 1) : 0;
     if (p->db_mode == 2) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
             if (!p->persist[i])
@@ -490,8 +534,10 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
             return pc_mgmt_errorf(err, rc,
                                   "perf_save: saving collection \"%s\" failed: %s "
                                   "(its previous snapshot stands; %u collection(s) saved "
-                                  "before it)",
-                                  pc_coll_name(coll), pc_strerror(rc), n);
+                                  "before it)%s%.300s",
+                                  pc_coll_name(coll), pc_strerror(rc), n,
+                                  p->backend != NULL ? ": " : "",
+                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         n++;
         saved += r.saved;
     }
@@ -502,7 +548,9 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
     rc = rc ? rc : ops->dbl(rctx, "duration", secs);
     rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
-    const char *path = p->store ? pc_store_path(p->store) : p->db_url;
+    const char *path = p->backend != NULL ? p->backend->describe(p->bh)
+                       : p->store != NULL ? pc_store_path(p->store)
+                                          : p->db_url;
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
     return rc;
@@ -526,8 +574,10 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         if (rc != 0)
             return pc_mgmt_errorf(err, rc,
                                   "perf_load: loading collection \"%s\" failed: %s "
-                                  "(%u collection(s) loaded before it)",
-                                  pc_coll_name(coll), pc_strerror(rc), n);
+                                  "(%u collection(s) loaded before it)%s%.300s",
+                                  pc_coll_name(coll), pc_strerror(rc), n,
+                                  p->backend != NULL ? ": " : "",
+                                  p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         n++;
         loaded += r.load.loaded;
         expired += r.load.skipped_expired;

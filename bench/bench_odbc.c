@@ -1,0 +1,281 @@
+/*
+ * bench_odbc.c - pcache-bench odbc: rows per second of the ODBC exporter's
+ * save (one transaction, the dialect's statement shape) and load (block
+ * cursor) on SQLite, PostgreSQL and MariaDB, against the anchors of issue
+ * #6: the same driver row by row with autocommit (the seed's SQL save:
+ * time-boxed and extrapolated), and for PostgreSQL `psql \copy` of the same
+ * rows (the server's own bulk path). 16-byte keys, 200-byte values; 100k
+ * and 1M entries (--quick: 100k only). The servers are private ones
+ * started for the run (tests/odbc_servers.sh) with their default
+ * durability settings, so a commit is an fsync as in production.
+ */
+#include "bench_cmds.h"
+#include "bench_util.h"
+#include "odbc_testenv.h"
+#include "pcache.h"
+#include "pcache_odbc.h"
+
+#include <sql.h>
+#include <sqlext.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KLEN 16
+#define VLEN 200
+
+struct drv {
+    const char *name; /* JSON prefix */
+    const char *target;
+    double save_rps, load_rps, rowwise_rps, copy_rps;
+    int ok;
+};
+
+static void mk_key(size_t i, char k[KLEN + 1])
+{
+    snprintf(k, KLEN + 1, "k%015u", (unsigned)(i % 1000000000u));
+}
+
+/* Row by row with autocommit, through raw ODBC, as the seed did: one
+ * prepared INSERT re-bound and executed per row, each its own transaction.
+ * Runs for at most budget_s seconds or n rows; returns rows/s. */
+static double rowwise(const char *target, size_t n, double budget_s)
+{
+    SQLHENV env;
+    SQLHDBC dbc;
+    SQLHSTMT st;
+    char cs[600];
+    if (strncmp(target, "odbc://", 7) == 0)
+        snprintf(cs, sizeof cs, "DSN=%s", target + 7);
+    else
+        snprintf(cs, sizeof cs, "%s", strncmp(target, "odbc:", 5) == 0 ? target + 5 : target);
+    SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &env);
+    SQLSetEnvAttr(env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0);
+    SQLAllocHandle(SQL_HANDLE_DBC, env, &dbc);
+    double rps = 0;
+    if (!SQL_SUCCEEDED(SQLDriverConnect(dbc, NULL, (SQLCHAR *)cs, SQL_NTS, NULL, 0, NULL,
+                                        SQL_DRIVER_NOPROMPT))) {
+        fprintf(stderr, "bench odbc: rowwise: cannot connect to %s\n", target);
+        goto out_env;
+    }
+    SQLAllocHandle(SQL_HANDLE_STMT, dbc, &st);
+    SQLExecDirect(st, (SQLCHAR *)"DELETE FROM pcache_entries WHERE collection = 'rowwise'",
+                  SQL_NTS);
+    SQLPrepare(st,
+               (SQLCHAR *)"INSERT INTO pcache_entries (collection, pkey, pvalue, expires, "
+                          "is_counter) VALUES ('rowwise', ?, ?, 0, 0)",
+               SQL_NTS);
+    char k[KLEN + 1], v[VLEN];
+    SQLLEN kl = KLEN, vl = VLEN;
+    uint64_t t0 = bench_now_ns();
+    size_t i;
+    for (i = 0; i < n; i++) {
+        mk_key(i, k);
+        bench_fill_value(v, VLEN, i);
+        SQLBindParameter(st, 1, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, KLEN, 0, k, KLEN,
+                         &kl);
+        SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY, VLEN, 0, v, VLEN,
+                         &vl);
+        if (!SQL_SUCCEEDED(SQLExecute(st))) {
+            fprintf(stderr, "bench odbc: rowwise insert failed at row %zu\n", i);
+            break;
+        }
+        if ((i & 63) == 63 && (double)(bench_now_ns() - t0) / 1e9 > budget_s) {
+            i++;
+            break;
+        }
+    }
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    rps = secs > 0 ? (double)i / secs : 0;
+    SQLFreeStmt(st, SQL_CLOSE);
+    SQLExecDirect(st, (SQLCHAR *)"DELETE FROM pcache_entries WHERE collection = 'rowwise'",
+                  SQL_NTS);
+    SQLFreeHandle(SQL_HANDLE_STMT, st);
+    SQLDisconnect(dbc);
+out_env:
+    SQLFreeHandle(SQL_HANDLE_DBC, dbc);
+    SQLFreeHandle(SQL_HANDLE_ENV, env);
+    return rps;
+}
+
+/* psql \copy of the same n rows (text format, bytea as hex): rows/s of
+ * the psql run, connection included (a few ms). */
+static double pg_copy(size_t n)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/copy.txt", odbc_env_dir());
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return 0;
+    char k[KLEN + 1], v[VLEN];
+    for (size_t i = 0; i < n; i++) {
+        mk_key(i, k);
+        bench_fill_value(v, VLEN, i);
+        fputs("copy\t\\\\x", f);
+        for (size_t j = 0; j < KLEN; j++)
+            fprintf(f, "%02x", (unsigned char)k[j]);
+        fputs("\t\\\\x", f);
+        for (size_t j = 0; j < VLEN; j++)
+            fprintf(f, "%02x", (unsigned char)v[j]);
+        fputs("\t0\t0\n", f);
+    }
+    fclose(f);
+    odbc_env_sh("psql '%s' pcachetest \"DELETE FROM pcache_entries WHERE collection = 'copy'\"",
+                odbc_env_dir());
+    uint64_t t0 = bench_now_ns();
+    int rc = odbc_env_sh("psql '%s' pcachetest '\\copy pcache_entries (collection, pkey, pvalue, "
+                         "expires, is_counter) FROM %s'",
+                         odbc_env_dir(), path);
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    odbc_env_sh("psql '%s' pcachetest \"DELETE FROM pcache_entries WHERE collection = 'copy'\"",
+                odbc_env_dir());
+    remove(path);
+    return rc == 0 && secs > 0 ? (double)n / secs : 0;
+}
+
+static int run_size(struct drv *d, size_t n, int json)
+{
+    pc_config cfg;
+    pc_config_init(&cfg);
+    cfg.collections = "bench=20";
+    cfg.mem_mb = 64 + n * (KLEN + VLEN + 96) / (1024 * 1024);
+    cfg.lock_memory = 0;
+    pc_cache *c = NULL;
+    pc_coll *co = NULL;
+    pc_odbc *o = NULL;
+    char err[1024];
+    int rc = pc_cache_create(&cfg, &c);
+    if (rc == 0)
+        rc = pc_coll_find(c, "bench", 5, &co);
+    char k[KLEN + 1], v[VLEN];
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        mk_key(i, k);
+        bench_fill_value(v, VLEN, i);
+        rc = pc_set(co, k, KLEN, v, VLEN, 0, 0);
+    }
+    pc_odbc_config oc;
+    pc_odbc_config_init(&oc);
+    oc.flags = PC_ODBC_CREATE;
+    const char *shape = getenv("PCACHE_BENCH_ODBC_SHAPE"); /* 1 row, 2 multi, 3 array */
+    if (shape != NULL)
+        oc.shape = atoi(shape);
+    const char *batch = getenv("PCACHE_BENCH_ODBC_BATCH"); /* rows per statement / array */
+    if (batch != NULL)
+        oc.batch_rows = (unsigned)atoi(batch);
+    if (rc == 0 && (rc = pc_odbc_open(d->target, &oc, &o, err, sizeof err)) != 0)
+        fprintf(stderr, "bench odbc: %s: %s\n", d->name, err);
+    pc_odbc_result r;
+    if (rc == 0 && (rc = pc_odbc_save(o, co, &r)) != 0)
+        fprintf(stderr, "bench odbc: %s: save: %s\n", d->name, pc_odbc_errmsg(o));
+    if (rc == 0) {
+        d->save_rps = r.rate;
+        pc_cache_destroy(c);
+        c = NULL;
+        rc = pc_cache_create(&cfg, &c);
+        if (rc == 0)
+            rc = pc_coll_find(c, "bench", 5, &co);
+        if (rc == 0 && (rc = pc_odbc_load(o, co, &r)) != 0)
+            fprintf(stderr, "bench odbc: %s: load: %s\n", d->name, pc_odbc_errmsg(o));
+        if (rc == 0 && r.rows != n) {
+            fprintf(stderr, "bench odbc: %s: loaded %llu of %zu rows\n", d->name,
+                    (unsigned long long)r.rows, n);
+            rc = PC_EIO;
+        }
+        d->load_rps = r.rate;
+    }
+    pc_odbc_close(o);
+    pc_cache_destroy(c);
+    if (rc != 0)
+        return rc;
+    d->rowwise_rps = rowwise(d->target, n, 4.0);
+    if (strcmp(d->name, "pg") == 0)
+        d->copy_rps = pc_odbc_is_url(d->target) ? pg_copy(n) : 0;
+    d->ok = 1;
+    if (!json)
+        printf("%-8s %8zu rows: save %9.0f rows/s, load %9.0f rows/s, row-by-row autocommit "
+               "%7.0f rows/s (x%.0f)%s",
+               d->name, n, d->save_rps, d->load_rps, d->rowwise_rps,
+               d->rowwise_rps > 0 ? d->save_rps / d->rowwise_rps : 0,
+               d->copy_rps > 0 ? "" : "\n");
+    if (!json && d->copy_rps > 0)
+        printf(", psql \\copy %.0f rows/s (save/copy %.2f)\n", d->copy_rps,
+               d->save_rps / d->copy_rps);
+    return 0;
+}
+
+int bench_cmd_odbc(int argc, char **argv)
+{
+    int quick = 0, json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else {
+            fprintf(stderr, "usage: pcache-bench odbc [--quick] [--json]\n");
+            return 2;
+        }
+    }
+    int rc = odbc_env_start("pcache-bench odbc", 1);
+    if (rc != 0)
+        return rc;
+    /* PCACHE_BENCH_ODBC_{SQLITE,PG,MARIADB} replace a target (connection
+     * string experiments: driver options such as Protocol=7.4-1; "" leaves
+     * the driver out) */
+    const char *ov_s = getenv("PCACHE_BENCH_ODBC_SQLITE"), *ov_p = getenv("PCACHE_BENCH_ODBC_PG");
+    const char *ov_m = getenv("PCACHE_BENCH_ODBC_MARIADB");
+    struct drv drivers[3] = {
+        {"sqlite", ov_s != NULL ? ov_s : odbc_env_sqlite(), 0, 0, 0, 0, 0},
+        {"pg", ov_p != NULL ? ov_p : odbc_env_pg(), 0, 0, 0, 0, 0},
+        {"mariadb", ov_m != NULL ? ov_m : odbc_env_have_mariadb() ? odbc_env_mariadb() : NULL, 0,
+         0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < 3; i++) /* an empty override leaves the driver out */
+        if (drivers[i].target != NULL && drivers[i].target[0] == '\0')
+            drivers[i].target = NULL;
+    const size_t sizes[2] = {100000, 1000000};
+    bench_json j;
+    if (json) {
+        char now[32];
+        bench_utc_now(now, sizeof now);
+        bench_json_begin(&j, stdout);
+        bench_json_str(&j, "bench", "odbc");
+        bench_json_str(&j, "utc", now);
+        bench_json_int(&j, "key_bytes", KLEN);
+        bench_json_int(&j, "value_bytes", VLEN);
+    }
+    int failed = 0;
+    for (size_t s = 0; s < (quick ? 1u : 2u); s++) {
+        for (size_t i = 0; i < 3; i++) {
+            struct drv *d = &drivers[i];
+            if (d->target == NULL)
+                continue;
+            if (run_size(d, sizes[s], json) != 0) {
+                failed = 1;
+                continue;
+            }
+            if (!json)
+                continue;
+            /* the 100k figures carry the issue's names; 1M ones end in _1m */
+            const char *sfx = s == 0 ? "" : "_1m";
+            char key[64];
+            snprintf(key, sizeof key, "%s_rows_per_s%s", d->name, sfx);
+            bench_json_num(&j, key, d->save_rps);
+            snprintf(key, sizeof key, "%s_load_rows_per_s%s", d->name, sfx);
+            bench_json_num(&j, key, d->load_rps);
+            snprintf(key, sizeof key, "%s_rowwise_rows_per_s%s", d->name, sfx);
+            bench_json_num(&j, key, d->rowwise_rps);
+            snprintf(key, sizeof key, "%s_ratio_vs_rowwise%s", d->name, sfx);
+            bench_json_num(&j, key, d->rowwise_rps > 0 ? d->save_rps / d->rowwise_rps : 0);
+            if (d->copy_rps > 0) {
+                snprintf(key, sizeof key, "%s_copy_rows_per_s%s", d->name, sfx);
+                bench_json_num(&j, key, d->copy_rps);
+                snprintf(key, sizeof key, "%s_ratio_vs_copy%s", d->name, sfx);
+                bench_json_num(&j, key, d->save_rps / d->copy_rps);
+            }
+        }
+    }
+    if (json)
+        bench_json_end(&j);
+    return failed;
+}

@@ -1,0 +1,104 @@
+/*
+ * odbc_int.h - internals shared by the files of odbc/ (not installed, not
+ * for other components).
+ *
+ *   odbc_conn.c    connection, URL forms, password masking, diagnostics,
+ *                  dialect detection, DDL
+ *   odbc_write.c   the batch writer: one transaction that replaces a
+ *                  collection's rows (save and export share it)
+ *   odbc_save.c    pc_odbc_save / pc_odbc_load / pc_odbc_generation
+ *   odbc_move.c    pc_odbc_export / pc_odbc_import (LMDB <-> SQL)
+ *   odbc_persist.c the pc_persist_backend for db_url "odbc:..."
+ */
+#ifndef PC_ODBC_INT_H
+#define PC_ODBC_INT_H
+
+#include "pcache_odbc.h"
+
+#include <sql.h>
+#include <sqlext.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define PC_ODBC_MSG_MAX 1024
+#define PC_ODBC_BATCH_BYTES_DEFAULT (4u * 1024u * 1024u)
+#define PC_ODBC_ENTRIES "pcache_entries"
+#define PC_ODBC_GENERATIONS "pcache_generations"
+
+struct pc_odbc {
+    SQLHENV env;
+    SQLHDBC dbc;
+    int dialect;             /* enum pc_odbc_dialect */
+    bool in_txn;             /* autocommit is off: a transaction may be open */
+    pid_t pid;               /* the process whose connection env/dbc is */
+    pc_odbc_config cfg;
+    char *connstr;           /* what SQLDriverConnect got (holds the password) */
+    char *password;          /* the PWD value, to mask where a driver echoes it */
+    char target[512];        /* the URL with the password masked */
+    char server[128];        /* DBMS name and version */
+    char msg[PC_ODBC_MSG_MAX]; /* last error, masked */
+};
+
+/* Records "what: [SQLSTATE] driver message ..." for the handle h of type
+ * type (every diagnostic record), masks the password, logs it at
+ * PC_LOG_ERR and returns rc. h may be SQL_NULL_HANDLE (then only what). */
+int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *what, ...)
+    __attribute__((format(printf, 5, 6)));
+void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Every entry point calls it first: in a process other than the one that
+ * connected (a host opened the handle, then forked), it abandons the
+ * inherited connection - never disconnecting it, which would talk on the
+ * parent's socket - and connects anew. Clears the last error. */
+int pc_odbc_enter(pc_odbc *o);
+
+/* Autocommit off (a transaction begins with the next statement) / commit
+ * or roll back and autocommit on again. pc_odbc_end with commit = 0 never
+ * fails the caller: a failing rollback is logged (the server discards an
+ * uncommitted transaction when the connection drops). */
+int pc_odbc_begin(pc_odbc *o, bool repeatable_read);
+int pc_odbc_end(pc_odbc *o, bool commit);
+
+/* Executes sql once without parameters on a fresh statement. */
+int pc_odbc_exec(pc_odbc *o, const char *sql);
+
+/* Binary column type of the dialect ("BLOB", "BYTEA", "LONGBLOB"). */
+const char *pc_odbc_blob_type(int dialect);
+
+/* The generation row of name: *gen = 0 and *found = false when absent.
+ * Runs inside the caller's transaction when one is open. */
+int pc_odbc_read_generation(pc_odbc *o, const char *name, uint64_t *gen, bool *found);
+
+/* ---- the batch writer (odbc_write.c) ------------------------------------
+ * Replaces the rows of one collection inside the caller's transaction:
+ * pc_odbc_writer_begin bumps the generation row and deletes the rows;
+ * pc_odbc_writer_add buffers one row (copying it) and executes a batch when
+ * the buffer is full; pc_odbc_writer_finish flushes the rest and sets the
+ * generation row's entry count. The caller commits or rolls back. */
+typedef struct pc_odbc_writer pc_odbc_writer;
+int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out);
+void pc_odbc_writer_free(pc_odbc_writer *w); /* accepts NULL */
+int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total);
+int pc_odbc_writer_add(pc_odbc_writer *w, const void *key, size_t klen, const void *val,
+                       size_t vlen, int64_t expires_ms, bool is_counter);
+int pc_odbc_writer_finish(pc_odbc_writer *w, uint64_t *generation);
+uint64_t pc_odbc_writer_rows(const pc_odbc_writer *w);
+uint64_t pc_odbc_writer_batches(const pc_odbc_writer *w);
+
+/* ---- the reader (odbc_read.c) --------------------------------------------
+ * Visits the live rows of one collection through a block cursor inside the
+ * caller's transaction; fn returns 0 to go on. Counters arrive as decimal
+ * text with is_counter set. */
+typedef int (*pc_odbc_row_fn)(void *ctx, const void *key, size_t klen, const void *val,
+                              size_t vlen, int64_t expires_ms, bool is_counter);
+int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_fn fn, void *ctx,
+                      uint64_t *skipped_expired);
+/* Row count and the longest key and value of a collection (live rows). */
+int pc_odbc_coll_sizes(pc_odbc *o, const char *name, int64_t now_ms, uint64_t *rows,
+                       uint64_t *max_k, uint64_t *max_v, uint64_t *bytes);
+
+int64_t pc_odbc_wall_ms(void);
+double pc_odbc_mono_s(void);
+
+#endif /* PC_ODBC_INT_H */

@@ -1,0 +1,88 @@
+/*
+ * odbc_persist.c - the ODBC exporter as a store of the persistence policies
+ * (storage/persist.c): db_url "odbc://DSN" or an ODBC connection string.
+ *
+ * Why an interface and not a call: storage/ must not depend on odbc/ (the
+ * build's dependency order is src <- storage <- odbc), so persist.c only
+ * knows pc_persist_backend (pcache_store.h), and a host that links odbc/
+ * passes pc_odbc_persist_backend() in pc_persist_config.sql_backend. A
+ * host that does not gets a clear "not available" error for odbc db_urls.
+ * The tables are created when missing, as an LMDB store is.
+ */
+#include "odbc_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int be_open(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
+                   char *err, size_t errlen)
+{
+    pc_odbc_config cfg;
+    pc_odbc_config_init(&cfg);
+    cfg.flags = PC_ODBC_CREATE;
+    cfg.log = log;
+    cfg.log_ctx = log_ctx;
+    cfg.log_level = log_level;
+    pc_odbc *o = NULL;
+    int rc = pc_odbc_open(db_url, &cfg, &o, err, errlen);
+    if (rc == 0)
+        *h = o;
+    return rc;
+}
+
+static void be_close(void *h)
+{
+    pc_odbc_close(h);
+}
+
+static int be_save(void *h, pc_coll *coll, pc_store_save_result *out)
+{
+    pc_odbc_result r;
+    int rc = pc_odbc_save(h, coll, &r);
+    if (rc == 0 && out != NULL) {
+        memset(out, 0, sizeof *out);
+        out->saved = r.rows;
+        out->skipped_expired = r.skipped_expired;
+        out->generation = r.generation;
+        out->seconds = r.seconds;
+        out->rate = r.rate;
+    }
+    return rc;
+}
+
+static int be_load(void *h, pc_coll *coll, pc_store_load_result *out)
+{
+    pc_odbc_result r;
+    int rc = pc_odbc_load(h, coll, &r);
+    if (rc == 0 && out != NULL) {
+        memset(out, 0, sizeof *out);
+        out->loaded = r.rows;
+        out->skipped_expired = r.skipped_expired;
+        out->failed = r.failed;
+        out->seconds = r.seconds;
+        out->rate = r.rate;
+        out->meta.generation = r.generation;
+        out->meta.count = r.rows;
+        snprintf(out->meta.name, sizeof out->meta.name, "%s", pc_coll_name(coll));
+    }
+    return rc;
+}
+
+static const char *be_describe(void *h)
+{
+    return pc_odbc_target(h);
+}
+
+static const char *be_errmsg(void *h)
+{
+    return pc_odbc_errmsg(h);
+}
+
+static const pc_persist_backend odbc_backend = {
+    "odbc", pc_odbc_is_url, be_open, be_close, be_save, be_load, be_describe, be_errmsg,
+};
+
+const pc_persist_backend *pc_odbc_persist_backend(void)
+{
+    return &odbc_backend;
+}

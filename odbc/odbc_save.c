@@ -1,0 +1,193 @@
+/*
+ * odbc_save.c - saving a live collection to SQL and loading it back, and
+ * the cheap generation query that replicas poll (issue #8's backstop).
+ *
+ * A save is the transaction of pcache_odbc.h: the writer bumps the
+ * generation row and deletes the rows, the ordered walk (lock-free; each
+ * key once) feeds the writer, the generation row gets the entry count, and
+ * the transaction commits; on any error it rolls back. A load reads the
+ * generation row and the rows in one REPEATABLE READ transaction.
+ */
+#include "odbc_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct save_ctx {
+    pc_odbc_writer *w;
+    int64_t now_ms;
+    uint64_t expired;
+};
+
+static int save_entry(void *ctx, const pc_entry *e)
+{
+    struct save_ctx *s = ctx;
+    if (e->ttl_ms == 0) { /* lapsing now: a load would skip it */
+        s->expired++;
+        return 0;
+    }
+    int64_t expires = e->ttl_ms < 0 ? 0 : s->now_ms + e->ttl_ms;
+    return pc_odbc_writer_add(s->w, e->key, e->klen, e->val, e->vlen, expires, e->is_counter != 0);
+}
+
+int pc_odbc_save(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
+{
+    if (o == NULL || coll == NULL)
+        return PC_EINVAL;
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
+    double t0 = pc_odbc_mono_s();
+    const char *name = pc_coll_name(coll);
+    struct save_ctx s = {NULL, pc_odbc_wall_ms(), 0};
+    uint64_t gen = 0;
+    int rc = pc_odbc_writer_new(o, &s.w);
+    if (rc != 0)
+        return rc;
+    if ((rc = pc_odbc_begin(o, false)) != 0)
+        goto out;
+    rc = pc_odbc_writer_begin(s.w, name, 0);
+    if (rc == 0)
+        rc = pc_walk_ordered(coll, PC_WALK_VALUES, save_entry, &s);
+    if (rc == 0)
+        rc = pc_odbc_writer_finish(s.w, &gen);
+    if (rc == 0)
+        rc = pc_odbc_end(o, true);
+    else
+        pc_odbc_end(o, false);
+out:
+    if (rc == 0) {
+        double secs = pc_odbc_mono_s() - t0;
+        pc_odbc_result r = {pc_odbc_writer_rows(s.w), s.expired, 0, pc_odbc_writer_batches(s.w),
+                            gen, secs, secs > 0 ? (double)pc_odbc_writer_rows(s.w) / secs : 0};
+        pc_odbc_log(o, PC_LOG_INFO,
+                    "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
+                    o->target, name, (unsigned long long)r.rows, secs, r.rate,
+                    (unsigned long long)gen);
+        if (result != NULL)
+            *result = r;
+    } else {
+        if (o->msg[0] == '\0')
+            snprintf(o->msg, sizeof o->msg, "%s: save of \"%s\" failed: %s", o->target, name,
+                     pc_strerror(rc));
+        pc_odbc_log(o, PC_LOG_ERR, "pcache: %s: save of %s rolled back (its previous rows stand)",
+                    o->target, name);
+    }
+    pc_odbc_writer_free(s.w);
+    return rc;
+}
+
+struct load_ctx {
+    pc_odbc *o;
+    pc_coll *coll;
+    int64_t now_ms;
+    uint64_t loaded, expired, failed;
+};
+
+/* A counter's decimal text back to its int64; 0 or PC_ENOTNUM. */
+static int parse_counter(const void *val, size_t vlen, int64_t *out)
+{
+    char buf[24];
+    if (vlen == 0 || vlen >= sizeof buf)
+        return PC_ENOTNUM;
+    memcpy(buf, val, vlen);
+    buf[vlen] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return PC_ENOTNUM;
+    *out = v;
+    return 0;
+}
+
+static int load_row(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                    int64_t expires_ms, bool is_counter)
+{
+    struct load_ctx *l = ctx;
+    int64_t ttl = 0;
+    if (expires_ms != 0) {
+        ttl = expires_ms - l->now_ms;
+        if (ttl <= 0) {
+            l->expired++;
+            return 0;
+        }
+    }
+    int rc;
+    int64_t v;
+    if (is_counter) {
+        rc = parse_counter(val, vlen, &v);
+        if (rc == 0)
+            rc = pc_set_counter(l->coll, key, klen, v, ttl);
+    } else {
+        rc = pc_set(l->coll, key, klen, val, vlen, ttl, 0);
+    }
+    if (rc != 0) { /* like the LMDB load: log, count, go on */
+        l->failed++;
+        pc_odbc_log(l->o, PC_LOG_ERR, "pcache: %s: loading %s: a row (key of %zu bytes) was "
+                    "refused: %s", l->o->target, pc_coll_name(l->coll), klen, pc_strerror(rc));
+        return 0;
+    }
+    l->loaded++;
+    return 0;
+}
+
+int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
+{
+    if (o == NULL || coll == NULL)
+        return PC_EINVAL;
+    int erc = pc_odbc_enter(o);
+    if (erc != 0)
+        return erc;
+    double t0 = pc_odbc_mono_s();
+    const char *name = pc_coll_name(coll);
+    struct load_ctx l = {o, coll, pc_odbc_wall_ms(), 0, 0, 0};
+    uint64_t gen = 0, expired = 0;
+    bool found = false;
+    int rc = pc_odbc_begin(o, true);
+    if (rc != 0)
+        return rc;
+    rc = pc_odbc_read_generation(o, name, &gen, &found);
+    if (rc == 0 && !found) {
+        snprintf(o->msg, sizeof o->msg, "%s: collection \"%s\" was never saved there", o->target,
+                 name);
+        rc = PC_ENOTFOUND;
+    }
+    if (rc == 0)
+        rc = pc_odbc_read_rows(o, name, l.now_ms, load_row, &l, &expired);
+    if (rc == 0)
+        rc = pc_odbc_end(o, true);
+    else
+        pc_odbc_end(o, false);
+    if (rc != 0)
+        return rc;
+    double secs = pc_odbc_mono_s() - t0;
+    pc_odbc_result r = {l.loaded, expired + l.expired, l.failed, 0, gen, secs,
+                        secs > 0 ? (double)l.loaded / secs : 0};
+    pc_odbc_log(o, PC_LOG_INFO,
+                "pcache: %s: loaded %s: %llu rows (%llu expired skipped) in %.3f s, generation "
+                "%llu",
+                o->target, name, (unsigned long long)r.rows,
+                (unsigned long long)r.skipped_expired, secs, (unsigned long long)gen);
+    if (result != NULL)
+        *result = r;
+    return 0;
+}
+
+int pc_odbc_generation(pc_odbc *o, const char *name, uint64_t *gen)
+{
+    if (o == NULL || name == NULL || gen == NULL)
+        return PC_EINVAL;
+    uint64_t g = 0;
+    bool found = false;
+    int rc = pc_odbc_enter(o);
+    if (rc == 0)
+        rc = pc_odbc_read_generation(o, name, &g, &found);
+    if (rc == 0 && !found)
+        rc = PC_ENOTFOUND;
+    if (rc == 0)
+        *gen = g;
+    return rc;
+}

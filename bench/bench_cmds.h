@@ -14,4 +14,7 @@ int bench_cmd_odbc(int argc, char **argv);
 /* pcache-bench store [--quick] [--json] [--entries N] [--runs N] [--redis PATH] */
 int bench_cmd_store(int argc, char **argv);
 
+/* pcache-bench server [--quick] [--json] [--pcached PATH] [--redis-server PATH] ... */
+int bench_cmd_server(int argc, char **argv);
+
 #endif

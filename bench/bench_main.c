@@ -29,6 +29,11 @@ static const struct bench_cmd cmds[] = {
      "      the ODBC exporter's save and load on SQLite, PostgreSQL and MariaDB servers\n"
      "      it starts, vs row-by-row autocommit and psql \\copy; 100k and 1M rows"},
 #endif
+    {"server", bench_cmd_server,
+     "server [--quick] [--json] [--pcached PATH] [--redis-server PATH] [--pogocache PATH]\n"
+     "      [--seconds S] [--keys N] [--no-redis-benchmark]\n"
+     "      pcached vs redis-server through a lean pipelined RESP client and\n"
+     "      redis-benchmark; GET p99.9 during saves, shutdown save, restart"},
 };
 
 static void usage(FILE *out)

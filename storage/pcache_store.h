@@ -458,6 +458,11 @@ int pc_persist_tick(pc_persist *p);
 int pc_persist_worker_tick(pc_persist *p);
 /* Flushes the journal; db_mode 2: saves every persist collection. */
 int pc_persist_shutdown(pc_persist *p);
+/* In a process forked after pc_persist_open (the host's maintenance
+ * process), before any save or load there: opens the store again for this
+ * process (a store handle never crosses fork). Errors of pc_store_open,
+ * with a message in err. */
+int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen);
 /* One collection, as perf_save / perf_load do (result may be NULL). */
 int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *result);
 /* Registers perf_save and perf_load and adds the last save / load, the

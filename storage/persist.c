@@ -357,6 +357,26 @@ static int pp_store(pc_persist *p, pc_store **out)
     return 0;
 }
 
+/* pp_store opens the store in a forked process on first use; a host that
+ * wants to learn of a failure at fork time (pcached's maintenance process)
+ * calls this right after the fork. An SQL backend reconnects in a child by
+ * itself. */
+int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (p->backend != NULL)
+        return 0;
+    pc_store *s = NULL;
+    int rc = pp_store(p, &s);
+    if (rc != 0)
+        return pp_fail(err, errlen, rc, "cannot open the store %.200s in process %d: %s",
+                       p->db_url, (int)getpid(), pc_strerror(rc));
+    return 0;
+}
+
 int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res)
 {
     pc_store_save_result r;

@@ -1,0 +1,401 @@
+/*
+ * cmd_server.c - connection and server commands of the RESP door: PING
+ * ECHO QUIT AUTH SELECT CLIENT COMMAND CONFIG INFO, the persistence
+ * commands SAVE BGSAVE LASTSAVE, and PERF.<NAME> for every management
+ * command (docs/pcached.md).
+ *
+ * PERF.<NAME> runs perf_<name> of the management layer with positional
+ * arguments and answers its JSON result as one bulk string. perf_save and
+ * perf_load, like SAVE and BGSAVE, never run in a worker: they go to the
+ * maintenance process through the worker's slot, and the connection waits
+ * for the answer (its later pipelined commands wait behind it, in order)
+ * while the worker keeps serving every other connection.
+ */
+#include "resp.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static void cmd_ping(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)w;
+    if (argc > 2)
+        reply_error(c, "ERR wrong number of arguments for 'ping' command");
+    else if (argc == 2)
+        reply_bulk(c, argv[1], argl[1]);
+    else
+        reply_simple(c, "PONG");
+}
+
+static void cmd_echo(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)w, (void)argc;
+    reply_bulk(c, argv[1], argl[1]);
+}
+
+static void cmd_quit(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)w, (void)argc, (void)argv, (void)argl;
+    reply_ok(c);
+    c->closing = 1;
+}
+
+/* Compares in time independent of where the first difference is. */
+static int secret_eq(const char *a, size_t an, const char *b)
+{
+    size_t bn = strlen(b);
+    unsigned char d = an != bn;
+    for (size_t i = 0; i < an; i++)
+        d |= (unsigned char)(a[i] ^ b[i % (bn ? bn : 1)]);
+    return d == 0;
+}
+
+static void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    const char *pass = w->s->cfg.requirepass;
+    if (argc > 3) {
+        reply_error(c, "ERR syntax error");
+        return;
+    }
+    if (pass[0] == '\0') {
+        reply_error(c, "ERR AUTH <password> called without any password configured for the "
+                       "default user. Are you sure your configuration is correct?");
+        return;
+    }
+    int user_ok = argc == 2 || arg_eq(argv[1], argl[1], "default");
+    if (user_ok && secret_eq(argv[argc - 1], argl[argc - 1], pass)) {
+        c->authed = 1;
+        reply_ok(c);
+    } else {
+        reply_error(c, "WRONGPASS invalid username-password pair or user is disabled.");
+    }
+}
+
+static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)argc;
+    int64_t n;
+    if (arg_i64(argv[1], argl[1], &n) != 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+        return;
+    }
+    if (n < 0 || n >= (int64_t)w->s->ndbs) {
+        reply_error(c, "ERR DB index is out of range");
+        return;
+    }
+    c->db = (unsigned)n;
+    c->coll = w->s->dbs[n];
+    reply_ok(c);
+}
+
+static void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    if (arg_eq(argv[1], argl[1], "SETNAME") && argc == 3)
+        reply_ok(c);
+    else if (arg_eq(argv[1], argl[1], "GETNAME") && argc == 2)
+        reply_nil(c);
+    else if (arg_eq(argv[1], argl[1], "ID") && argc == 2)
+        reply_int(c, (int64_t)w->slot * 1000000 + c->fd);
+    else if (arg_eq(argv[1], argl[1], "SETINFO") && argc == 4)
+        reply_ok(c);
+    else {
+        char sub[64];
+        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
+        reply_error(c,
+                    "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
+                    "CLIENT HELP.",
+                    sub);
+    }
+}
+
+/* ---- COMMAND -------------------------------------------------------------------- */
+
+static void lower_name(const char *in, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; in[i] && i + 1 < cap; i++)
+        out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
+    out[i] = '\0';
+}
+
+static void command_entry(conn *c, const cmd_def *d)
+{
+    char name[32];
+    lower_name(d->name, name, sizeof name);
+    reply_array(c, 6);
+    reply_bulk(c, name, strlen(name));
+    reply_int(c, d->arity);
+    const char *flags[4];
+    int nf = 0;
+    if (d->flags & CMD_WRITE)
+        flags[nf++] = "write";
+    if (d->flags & CMD_READONLY)
+        flags[nf++] = "readonly";
+    if (d->flags & CMD_FAST)
+        flags[nf++] = "fast";
+    if (d->flags & CMD_NOAUTH)
+        flags[nf++] = "no-auth";
+    reply_array(c, nf);
+    for (int i = 0; i < nf; i++)
+        reply_simple(c, flags[i]);
+    reply_int(c, d->first_key);
+    reply_int(c, d->last_key);
+    reply_int(c, d->step);
+}
+
+static void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                        const size_t *argl)
+{
+    (void)w;
+    const cmd_def *all[128];
+    unsigned n = cmd_all(all, 128);
+    if (argc == 1) {
+        reply_array(c, n);
+        for (unsigned i = 0; i < n; i++)
+            command_entry(c, all[i]);
+    } else if (arg_eq(argv[1], argl[1], "COUNT")) {
+        reply_int(c, n);
+    } else if (arg_eq(argv[1], argl[1], "DOCS")) {
+        reply_array(c, 0);
+    } else if (arg_eq(argv[1], argl[1], "LIST")) {
+        reply_array(c, n);
+        for (unsigned i = 0; i < n; i++) {
+            char name[32];
+            lower_name(all[i]->name, name, sizeof name);
+            reply_bulk(c, name, strlen(name));
+        }
+    } else if (arg_eq(argv[1], argl[1], "INFO")) {
+        reply_array(c, argc - 2);
+        for (unsigned a = 2; a < argc; a++) {
+            const cmd_def *d = NULL;
+            for (unsigned i = 0; i < n; i++)
+                if (strlen(all[i]->name) == argl[a] &&
+                    strncasecmp(all[i]->name, argv[a], argl[a]) == 0)
+                    d = all[i];
+            if (d != NULL)
+                command_entry(c, d);
+            else
+                reply_nil_array(c);
+        }
+    } else {
+        char sub[64];
+        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
+        reply_error(c, "ERR unknown subcommand '%s'. Try COMMAND HELP.", sub);
+    }
+}
+
+/* ---- CONFIG ----------------------------------------------------------------------- */
+
+static void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    if (arg_eq(argv[1], argl[1], "GET") && argc >= 3) {
+        /* Redis names clients ask for, then pcached's own keys. */
+        char dbs[16], mem[32], buf[32];
+        snprintf(dbs, sizeof dbs, "%u", w->s->ndbs);
+        snprintf(mem, sizeof mem, "%llu", (unsigned long long)w->s->cfg.mem_mb << 20);
+        const char *compat[][2] = {{"save", ""},
+                                   {"appendonly", "no"},
+                                   {"databases", dbs},
+                                   {"maxmemory", mem},
+                                   {"maxmemory-policy", "noeviction"}};
+        conn tmp;
+        memset(&tmp, 0, sizeof tmp);
+        int64_t pairs = 0;
+        for (unsigned i = 0; i < sizeof compat / sizeof compat[0]; i++)
+            for (unsigned a = 2; a < argc; a++)
+                if (pc_glob_match(argv[a], argl[a], compat[i][0], strlen(compat[i][0]))) {
+                    reply_bulk(&tmp, compat[i][0], strlen(compat[i][0]));
+                    reply_bulk(&tmp, compat[i][1], strlen(compat[i][1]));
+                    pairs++;
+                    break;
+                }
+        for (unsigned i = 0; i < srv_config_count(); i++) {
+            const char *name;
+            const char *v = srv_config_get(&w->s->cfg, i, &name, buf, sizeof buf);
+            if (strcmp(name, "requirepass") == 0)
+                continue; /* never on the wire */
+            for (unsigned a = 2; a < argc; a++)
+                if (pc_glob_match(argv[a], argl[a], name, strlen(name))) {
+                    reply_bulk(&tmp, name, strlen(name));
+                    reply_bulk(&tmp, v, strlen(v));
+                    pairs++;
+                    break;
+                }
+        }
+        reply_array(c, pairs * 2);
+        out_add(c, tmp.out.p, tmp.out.len);
+        free(tmp.out.p);
+    } else if (arg_eq(argv[1], argl[1], "SET")) {
+        reply_error(c, "ERR CONFIG SET is not supported by pcached: edit the configuration file "
+                       "and restart");
+    } else if (arg_eq(argv[1], argl[1], "RESETSTAT") && argc == 2) {
+        for (unsigned i = 0; i < pc_coll_count(w->s->cache); i++)
+            (void)pc_stats_reset(pc_coll_at(w->s->cache, i));
+        reply_ok(c);
+    } else {
+        char sub[64];
+        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
+        reply_error(c,
+                    "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
+                    "CONFIG HELP.",
+                    sub);
+    }
+}
+
+/* ---- persistence and PERF.<NAME> ---------------------------------------------------- */
+
+static int need_store(srv_worker *w, conn *c, const char *what)
+{
+    if (w->s->persist != NULL)
+        return 1;
+    reply_error(c, "ERR %s: no store configured (db_url is empty)", what);
+    return 0;
+}
+
+static void cmd_save(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)argc, (void)argv, (void)argl;
+    if (!need_store(w, c, "SAVE"))
+        return;
+    if (cmd_slot_submit(w, c, "perf_save", 0, NULL, NULL, 0) == 0)
+        w->slot_kind = 1;
+}
+
+static void cmd_bgsave(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    if (argc > 2 || (argc == 2 && !arg_eq(argv[1], argl[1], "SCHEDULE"))) {
+        reply_error(c, "ERR syntax error");
+        return;
+    }
+    if (!need_store(w, c, "BGSAVE"))
+        return;
+    struct srv_slot_shm *slot = &w->s->shm->slots[w->slot];
+    if (atomic_load(&w->s->shm->saving) || atomic_load(&w->s->shm->bgsave_pending) ||
+        w->slot_async || w->slot_waiter != NULL || atomic_load(&slot->state) != SRV_SLOT_FREE) {
+        reply_error(c, "ERR Background save already in progress");
+        return;
+    }
+    if (cmd_slot_submit(w, c, "perf_save", 0, NULL, NULL, 1) == 0)
+        reply_simple(c, "Background saving started");
+}
+
+static void cmd_lastsave(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                         const size_t *argl)
+{
+    (void)argc, (void)argv, (void)argl;
+    reply_int(c, atomic_load(&w->s->shm->last_save));
+}
+
+static void perf_unknown(conn *c, const char *name, size_t len)
+{
+    char shown[80];
+    resp_sanitize(shown, sizeof shown, name, len);
+    reply_error(c, "ERR unknown command '%s', with args beginning with: ", shown);
+}
+
+void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    char name[PC_MGMT_NAME_MAX + 1] = "perf_";
+    size_t n = argl[0] - 5;
+    if (n + 5 > PC_MGMT_NAME_MAX) {
+        perf_unknown(c, argv[0], argl[0]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = argv[0][5 + i];
+        name[5 + i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+    }
+    name[5 + n] = '\0';
+    if (argc - 1 > PC_MGMT_MAX_ARGS) {
+        reply_error(c, "ERR %s: too many arguments (at most %u)", name, PC_MGMT_MAX_ARGS);
+        return;
+    }
+    /* Only the engine's own commands run in a worker. What the storage
+     * layer registers (perf_save, perf_load, and any later one) touches the
+     * store, whose handle lives in the maintenance process: forward it. */
+    int local = 0;
+    for (unsigned i = 0; i < w->builtin_cmds && !local; i++)
+        local = strcmp(pc_mgmt_cmd_at(w->mgmt, i)->name, name) == 0;
+    int stored = strcmp(name, "perf_save") == 0 || strcmp(name, "perf_load") == 0;
+    if (stored || (!local && pc_mgmt_cmd_find(w->mgmt, name) != NULL)) {
+        if (!need_store(w, c, name))
+            return;
+        if (cmd_slot_submit(w, c, name, argc - 1, argv + 1, argl + 1, 0) == 0)
+            w->slot_kind = 0;
+        return;
+    }
+    if (pc_mgmt_cmd_find(w->mgmt, name) == NULL) {
+        perf_unknown(c, argv[0], argl[0]);
+        return;
+    }
+    pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
+    for (unsigned i = 1; i < argc; i++)
+        args[i - 1] = (pc_mgmt_arg){NULL, 0, argv[i], argl[i]};
+    pc_mgmt_err err;
+    pc_json_reset(w->json);
+    /* the selected database's collection is the default collection */
+    int rc = pc_mgmt_run(w->mgmt_db[c->db], name, args, argc - 1, pc_json_ops(), w->json, &err);
+    const char *text;
+    size_t len;
+    if (rc == 0 && pc_json_text(w->json, &text, &len) == 0)
+        reply_bulk(c, text, len);
+    else if (rc != 0)
+        reply_error(c, "ERR %s", err.msg);
+    else
+        reply_error(c, "ERR %s: the result could not be built", name);
+}
+
+/* The maintenance process answered our slot. */
+void cmd_slot_answered(srv_worker *w)
+{
+    struct srv_slot_shm *slot = &w->s->shm->slots[w->slot];
+    uint32_t st = atomic_load_explicit(&slot->state, memory_order_acquire);
+    if (st == SRV_SLOT_DONE) {
+        conn *c = w->slot_waiter;
+        if (c != NULL) {
+            size_t len = slot->len < sizeof slot->buf ? slot->len : sizeof slot->buf;
+            if (slot->rc != 0)
+                reply_error(c, "ERR %.*s", (int)len, slot->buf);
+            else if (w->slot_kind == 1)
+                reply_ok(c);
+            else
+                reply_bulk(c, slot->buf, len);
+            w->slot_waiter = NULL;
+            c->blocked = 0;
+        }
+        w->slot_orphan = 0;
+        atomic_store_explicit(&slot->state, SRV_SLOT_FREE, memory_order_release);
+        if (c != NULL)
+            conn_process(w, c);
+    } else if (st == SRV_SLOT_FREE) {
+        w->slot_async = 0;
+        w->slot_orphan = 0;
+    }
+    /* resume connections that waited for the slot */
+    for (conn *o = w->conns; o != NULL && w->slot_waiter == NULL; o = o->next)
+        if (o->blocked == 2) {
+            o->blocked = 0;
+            conn_process(w, o);
+        }
+}
+
+const cmd_def cmd_server_table[] = {
+    {"PING", -1, CMD_FAST, cmd_ping, 0, 0, 0},
+    {"ECHO", 2, CMD_FAST, cmd_echo, 0, 0, 0},
+    {"QUIT", -1, CMD_NOAUTH | CMD_FAST, cmd_quit, 0, 0, 0},
+    {"AUTH", -2, CMD_NOAUTH | CMD_FAST, cmd_auth, 0, 0, 0},
+    {"SELECT", 2, CMD_FAST, cmd_select, 0, 0, 0},
+    {"CLIENT", -2, 0, cmd_client, 0, 0, 0},
+    {"COMMAND", -1, 0, cmd_command, 0, 0, 0},
+    {"CONFIG", -2, CMD_ADMIN, cmd_config, 0, 0, 0},
+    {"INFO", -1, 0, cmd_info, 0, 0, 0},
+    {"SAVE", 1, CMD_ADMIN, cmd_save, 0, 0, 0},
+    {"BGSAVE", -1, CMD_ADMIN, cmd_bgsave, 0, 0, 0},
+    {"LASTSAVE", 1, CMD_FAST, cmd_lastsave, 0, 0, 0},
+};
+const unsigned cmd_server_count = sizeof cmd_server_table / sizeof cmd_server_table[0];

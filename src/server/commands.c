@@ -1,0 +1,268 @@
+/*
+ * commands.c - the command table of the RESP door: lookup, AUTH and arity
+ * checks, Redis's error shapes, and the hand-off of save/load requests to
+ * the maintenance process through the worker's slot (pcached.h).
+ *
+ * The handlers live by family in cmd_string.c (values), cmd_keys.c (keys,
+ * expiry, iteration) and cmd_server.c (connection, server, persistence and
+ * PERF.<NAME>). A handler gets arguments that are already framed and
+ * counted against its arity; it queues exactly one reply, unless it blocks
+ * the connection on the slot (see cmd_slot_submit).
+ */
+#include "resp.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int arg_i64(const char *p, size_t n, int64_t *out)
+{
+    /* Redis's string2ll: optional '-', digits, no '+', no spaces, no
+     * leading zeros other than "0" itself, within int64. */
+    if (n == 0 || n > 20)
+        return -1;
+    size_t i = 0;
+    int neg = 0;
+    if (p[0] == '-') {
+        neg = 1;
+        i = 1;
+        if (n == 1)
+            return -1;
+    }
+    if (p[i] == '0' && n > i + 1)
+        return -1;
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1)
+            return -1;
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    } else {
+        if (v > (uint64_t)INT64_MAX)
+            return -1;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+int arg_eq(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && strncasecmp(p, word, n) == 0;
+}
+
+void reply_pc_error(conn *c, int rc)
+{
+    switch (rc) {
+    case PC_ETOOBIG:
+        reply_error(c, "ERR key or value too large (keys up to %u bytes, values up to %u bytes)",
+                    PC_KEY_MAX, PC_VALUE_MAX);
+        break;
+    case PC_ENOMEM:
+        reply_error(c, "OOM command not allowed: the shared arena is full (mem_mb), the write "
+                       "was dropped");
+        break;
+    case PC_ENOTNUM:
+        reply_error(c, "ERR value is not an integer or out of range");
+        break;
+    case PC_ERANGE:
+        reply_error(c, "ERR increment or decrement would overflow");
+        break;
+    default:
+        reply_error(c, "ERR internal error: %s", pc_strerror(rc));
+        break;
+    }
+}
+
+/* ---- lookup ----------------------------------------------------------------- */
+
+#define CMD_MAX 128
+static const cmd_def *cmd_sorted[CMD_MAX];
+static const cmd_def *cmd_get, *cmd_set; /* the hot two, found without searching */
+static unsigned cmd_n;
+
+static int cmd_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const cmd_def *const *)a)->name, (*(const cmd_def *const *)b)->name);
+}
+
+static void cmd_init(void)
+{
+    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table, cmd_server_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count, cmd_server_count};
+    for (unsigned t = 0; t < 3; t++)
+        for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
+            cmd_sorted[cmd_n++] = &tabs[t][i];
+    qsort(cmd_sorted, cmd_n, sizeof cmd_sorted[0], cmd_cmp);
+    for (unsigned i = 0; i < cmd_n; i++) {
+        if (strcmp(cmd_sorted[i]->name, "GET") == 0)
+            cmd_get = cmd_sorted[i];
+        if (strcmp(cmd_sorted[i]->name, "SET") == 0)
+            cmd_set = cmd_sorted[i];
+    }
+}
+
+unsigned cmd_all(const cmd_def **out, unsigned cap)
+{
+    if (cmd_n == 0)
+        cmd_init();
+    unsigned n = cmd_n < cap ? cmd_n : cap;
+    memcpy(out, cmd_sorted, n * sizeof *out);
+    return n;
+}
+
+static const cmd_def *cmd_lookup(const char *name, size_t len)
+{
+    if (cmd_n == 0)
+        cmd_init();
+    /* hot path: GET and SET without the case fold and the search */
+    if (len == 3 && (name[1] | 0x20) == 'e' && (name[2] | 0x20) == 't') {
+        char c0 = (char)(name[0] | 0x20);
+        if (c0 == 'g' && cmd_get != NULL)
+            return cmd_get;
+        if (c0 == 's' && cmd_set != NULL)
+            return cmd_set;
+    }
+    char up[32];
+    if (len == 0 || len >= sizeof up)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        char ch = name[i];
+        up[i] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+    }
+    up[len] = '\0';
+    unsigned lo = 0, hi = cmd_n;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        int r = strcmp(up, cmd_sorted[mid]->name);
+        if (r == 0)
+            return cmd_sorted[mid];
+        if (r < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+
+static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    char name[130], args[200] = "", one[80];
+    resp_sanitize(name, sizeof name, argv[0], argl[0]);
+    size_t used = 0;
+    for (unsigned i = 1; i < argc && used < 128; i++) {
+        char a[64];
+        resp_sanitize(a, sizeof a, argv[i], argl[i]);
+        int n = snprintf(one, sizeof one, "'%s' ", a);
+        if (n < 0 || used + (size_t)n >= sizeof args)
+            break;
+        memcpy(args + used, one, (size_t)n + 1);
+        used += (size_t)n;
+    }
+    reply_error(c, "ERR unknown command '%s', with args beginning with: %s", name, args);
+}
+
+void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    const cmd_def *d = cmd_lookup(argv[0], argl[0]);
+    int is_perf = d == NULL && argl[0] > 5 && strncasecmp(argv[0], "PERF.", 5) == 0;
+    if (w->s->cfg.requirepass[0] != '\0' && !c->authed && (d == NULL || !(d->flags & CMD_NOAUTH))) {
+        reply_error(c, "NOAUTH Authentication required.");
+        return;
+    }
+    if (is_perf) {
+        cmd_perf(w, c, argc, argv, argl);
+        return;
+    }
+    if (d == NULL) {
+        reply_unknown(c, argc, argv, argl);
+        return;
+    }
+    if ((d->arity > 0 && argc != (unsigned)d->arity) ||
+        (d->arity < 0 && argc < (unsigned)-d->arity)) {
+        char lower[32];
+        size_t n = strlen(d->name);
+        for (size_t i = 0; i <= n; i++)
+            lower[i] =
+                (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32) : d->name[i];
+        reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
+        return;
+    }
+    d->fn(w, c, argc, argv, argl);
+}
+
+/* ---- the slot: requests to the maintenance process ------------------------------ */
+
+int srv_slot_encode(struct srv_slot_shm *slot, const char *cmd, unsigned nargs,
+                    const char *const *argv, const size_t *argl)
+{
+    size_t cl = strlen(cmd) + 1, need = cl + 4;
+    for (unsigned i = 0; i < nargs; i++)
+        need += 4 + argl[i];
+    if (need > sizeof slot->buf)
+        return -1;
+    char *p = slot->buf;
+    memcpy(p, cmd, cl);
+    p += cl;
+    uint32_t n = nargs;
+    memcpy(p, &n, 4);
+    p += 4;
+    for (unsigned i = 0; i < nargs; i++) {
+        uint32_t l = (uint32_t)argl[i];
+        memcpy(p, &l, 4);
+        memcpy(p + 4, argv[i], argl[i]);
+        p += 4 + argl[i];
+    }
+    slot->len = (uint32_t)need;
+    return 0;
+}
+
+int cmd_slot_submit(srv_worker *w, conn *c, const char *cmd, unsigned nargs,
+                    const char *const *argv, const size_t *argl, int async)
+{
+    struct srv_slot_shm *slot = &w->s->shm->slots[w->slot];
+    if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan ||
+        atomic_load_explicit(&slot->state, memory_order_acquire) != SRV_SLOT_FREE) {
+        c->blocked = 2; /* retried when the slot frees */
+        return 1;
+    }
+    if (srv_slot_encode(slot, cmd, nargs, argv, argl) != 0) {
+        reply_error(c, "ERR request too large for the maintenance process (%u bytes)",
+                    (unsigned)sizeof slot->buf);
+        return -1;
+    }
+    slot->async = (uint32_t)async;
+    if (async) /* in progress from now on, for INFO and the next BGSAVE */
+        atomic_fetch_add(&w->s->shm->bgsave_pending, 1);
+    slot->rc = 0;
+    atomic_store_explicit(&slot->state, SRV_SLOT_PENDING, memory_order_release);
+    uint64_t one = 1;
+    if (write(w->s->maint_efd, &one, sizeof one) != (ssize_t)sizeof one && errno != EAGAIN) {
+        /* the maintenance process also scans the slots on its timer */
+    }
+    if (async) {
+        w->slot_async = 1;
+    } else {
+        w->slot_waiter = c;
+        c->blocked = 1;
+    }
+    return 0;
+}

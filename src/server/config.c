@@ -1,0 +1,267 @@
+/*
+ * config.c - pcached's configuration: one declarative table of keys (name,
+ * type, default, bounds, help) serves the INI reader, the command-line
+ * overrides, --check, CONFIG GET and docs/pcached.md (which lists the same
+ * keys; tests/server/test_pcached.py checks the two agree).
+ *
+ * The file format is deliberately small: "key = value" lines, '#' or ';'
+ * comments on their own line, blank lines. No sections, no continuation
+ * lines, no quoting: a value is the rest of the line with surrounding blanks
+ * trimmed. Anything else - an unknown key, a bad value, a key given twice,
+ * a line past 4 KiB - is an error naming the file, the line and the key.
+ */
+#include "pcached.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CK_STR, CK_UINT };
+
+typedef struct srv_key {
+    const char *name;
+    int type;
+    size_t off, size; /* CK_STR: char array of size bytes */
+    const char *def;
+    unsigned min, max; /* CK_UINT bounds */
+    const char *help;
+} srv_key;
+
+#define STR(f, d, h)                                                                               \
+    {                                                                                              \
+#f, CK_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), d, 0, 0, h              \
+    }
+#define UINT(f, d, lo, hi, h)                                                                      \
+    {                                                                                              \
+#f, CK_UINT, offsetof(srv_config, f), 0, d, lo, hi, h                                      \
+    }
+
+static const srv_key srv_keys[] = {
+    STR(bind, "127.0.0.1", "IPv4 address of the RESP listener"),
+    UINT(port, "6380", 0, 65535, "TCP port of the RESP listener (0 = any free port, logged)"),
+    UINT(workers, "2", 1, 64, "worker processes serving RESP (SO_REUSEPORT)"),
+    STR(requirepass, "", "password clients send with AUTH; empty = no AUTH"),
+    STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
+    STR(select_collections, "",
+        "SELECT index -> collection, comma separated; empty = declaration order"),
+    UINT(mem_mb, "256", 8, 1048576, "shared memory for records and tables, MiB"),
+    UINT(hugepage_mb, "0", 0, 1048576, "huge-page reservation in front of it, MiB"),
+    UINT(maxclients, "10000", 1, 1000000, "connections per worker"),
+    UINT(max_args, "65536", 1, 1048576, "arguments in one command"),
+    UINT(max_bulk, "1048576", 1024, 536870912, "bytes in one argument"),
+    UINT(max_inline, "65536", 64, 16777216, "bytes in one inline (telnet) command line"),
+    UINT(max_request_mb, "512", 1, 4096, "bytes one command may occupy, all its arguments, MiB"),
+    UINT(max_output_mb, "64", 1, 65536, "a client's unsent replies: reading pauses above it"),
+    UINT(idle_timeout_s, "0", 0, 31536000, "close idle client connections after this; 0 = never"),
+    STR(db_url, "", "snapshot store: lmdb:///path or a directory; empty = no persistence"),
+    UINT(db_mode, "0", 0, 2, "0 on demand, 1 load at startup, 2 load + save at shutdown"),
+    STR(persist_collections, "", "collections db_mode and periodic saves cover ('a,b')"),
+    STR(journal, "", "write-ahead journal per collection: 'a=everysec;b=always'"),
+    UINT(snapshot_period_s, "0", 0, 31536000, "periodic snapshot of persist_collections; 0 = off"),
+    UINT(maint_interval_ms, "100", 10, 10000, "period of the maintenance process's pc_maintain"),
+    UINT(maint_nice, "10", 0, 19,
+         "nice value of the maintenance process (saves yield the CPU to workers)"),
+    UINT(drain_timeout_ms, "5000", 0, 600000, "SIGTERM: time workers get to flush replies"),
+    STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
+    UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),
+    STR(unix_socket, "", "JSON-RPC over HTTP on this unix socket (mode 0600); empty = off"),
+    STR(log_file, "", "log file (reopened on SIGHUP); empty = stderr"),
+    UINT(syslog, "0", 0, 1, "1 = log to syslog (daemon facility) instead"),
+    STR(log_level, "info", "err, warn, info or debug"),
+    STR(pidfile, "", "write the master's pid here; empty = none"),
+};
+#define SRV_NKEYS (sizeof srv_keys / sizeof srv_keys[0])
+
+unsigned srv_config_count(void)
+{
+    return SRV_NKEYS;
+}
+
+static int cfg_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int cfg_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int srv_log_level_parse(const char *s)
+{
+    static const char *names[] = {"err", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static const srv_key *cfg_find(const char *name)
+{
+    for (unsigned i = 0; i < SRV_NKEYS; i++)
+        if (strcmp(srv_keys[i].name, name) == 0)
+            return &srv_keys[i];
+    return NULL;
+}
+
+static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const char *where,
+                     char *err, size_t errlen)
+{
+    char *field = (char *)cfg + k->off;
+    if (k->type == CK_STR) {
+        size_t n = strlen(value);
+        if (n >= k->size)
+            return cfg_err(err, errlen, "%s: %s: value too long (%zu bytes, at most %zu)", where,
+                           k->name, n, k->size - 1);
+        memcpy(field, value, n + 1);
+        if (strcmp(k->name, "log_level") == 0 && srv_log_level_parse(value) < 0)
+            return cfg_err(err, errlen, "%s: log_level: '%s' is not one of err, warn, info, debug",
+                           where, value);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)value[0]))
+        return cfg_err(err, errlen, "%s: %s: '%.100s' is not a non-negative integer", where,
+                       k->name, value);
+    unsigned long long v = strtoull(value, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return cfg_err(err, errlen, "%s: %s: '%.100s' is not a non-negative integer", where,
+                       k->name, value);
+    if (v < k->min || v > k->max)
+        return cfg_err(err, errlen, "%s: %s: %llu is out of range [%u, %u]", where, k->name, v,
+                       k->min, k->max);
+    *(unsigned *)(void *)field = (unsigned)v;
+    return 0;
+}
+
+void srv_config_defaults(srv_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char err[256];
+    for (unsigned i = 0; i < SRV_NKEYS; i++)
+        (void)cfg_apply(cfg, &srv_keys[i], srv_keys[i].def, "default", err, sizeof err);
+}
+
+int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
+                   char *err, size_t errlen)
+{
+    const srv_key *k = cfg_find(key);
+    if (k == NULL)
+        return cfg_err(err, errlen, "%s: unknown key '%.100s'", where, key);
+    return cfg_apply(cfg, k, value, where, err, errlen);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+        s[--n] = '\0';
+    return s;
+}
+
+int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return cfg_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char line[4096 + 2];
+    unsigned lineno = 0;
+    unsigned char seen[SRV_NKEYS];
+    memset(seen, 0, sizeof seen);
+    int rc = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n') {
+            rc = cfg_err(err, errlen, "%s:%u: line longer than 4096 bytes", path, lineno);
+            break;
+        }
+        if (memchr(line, '\0', n) != NULL && strlen(line) != n) {
+            rc = cfg_err(err, errlen, "%s:%u: NUL byte in line", path, lineno);
+            break;
+        }
+        char *s = trim(line);
+        if (*s == '\0' || *s == '#' || *s == ';')
+            continue;
+        if (*s == '[') {
+            rc = cfg_err(err, errlen, "%s:%u: sections are not used: '%.100s'", path, lineno, s);
+            break;
+        }
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            rc = cfg_err(err, errlen, "%s:%u: expected 'key = value', got '%.100s'", path, lineno,
+                         s);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *val = trim(eq + 1);
+        const srv_key *k = cfg_find(key);
+        char where[1200];
+        snprintf(where, sizeof where, "%s:%u", path, lineno);
+        if (k == NULL) {
+            rc = cfg_err(err, errlen, "%s: unknown key '%.100s'", where, key);
+            break;
+        }
+        if (seen[k - srv_keys]++) {
+            rc = cfg_err(err, errlen, "%s: %s: given twice", where, key);
+            break;
+        }
+        if ((rc = cfg_apply(cfg, k, val, where, err, errlen)) != 0)
+            break;
+    }
+    if (rc == 0 && ferror(f))
+        rc = cfg_err(err, errlen, "%s: read error", path);
+    fclose(f);
+    return rc;
+}
+
+int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->db_mode > 0 && cfg->db_url[0] == '\0')
+        return cfg_err(err, errlen, "db_mode: %u needs a db_url", cfg->db_mode);
+    if (cfg->snapshot_period_s > 0 && cfg->db_url[0] == '\0')
+        return cfg_err(err, errlen, "snapshot_period_s: needs a db_url");
+    if (cfg->journal[0] != '\0' && cfg->db_url[0] == '\0')
+        return cfg_err(err, errlen, "journal: needs a db_url");
+    if (cfg->persist_collections[0] != '\0' && cfg->db_url[0] == '\0')
+        return cfg_err(err, errlen, "persist_collections: needs a db_url");
+    if (strcmp(cfg->bind, cfg->http_bind) == 0 && cfg->http_port != 0 &&
+        cfg->http_port == cfg->port)
+        return cfg_err(err, errlen, "http_port: %u is also the RESP port", cfg->http_port);
+    return 0;
+}
+
+const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name, char *buf,
+                           size_t cap)
+{
+    if (i >= SRV_NKEYS)
+        return NULL;
+    const srv_key *k = &srv_keys[i];
+    *name = k->name;
+    const char *field = (const char *)cfg + k->off;
+    if (k->type == CK_STR)
+        return field;
+    snprintf(buf, cap, "%u", *(const unsigned *)(const void *)field);
+    return buf;
+}
+
+void srv_config_print(const srv_config *cfg, FILE *f)
+{
+    char buf[32];
+    for (unsigned i = 0; i < SRV_NKEYS; i++) {
+        const char *name;
+        const char *v = srv_config_get(cfg, i, &name, buf, sizeof buf);
+        if (strcmp(name, "requirepass") == 0 && v[0] != '\0')
+            v = "(set, not shown)";
+        fprintf(f, "# %s (default: %s)\n%s = %s\n", srv_keys[i].help,
+                srv_keys[i].def[0] ? srv_keys[i].def : "empty", name, v);
+    }
+}

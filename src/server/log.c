@@ -1,0 +1,113 @@
+/*
+ * log.c - pcached's log: stderr, a file (reopened on SIGHUP, for logrotate)
+ * or syslog. One line per message: time, role[pid], level, text. The level
+ * is checked before anything is formatted. A process-wide state: each
+ * process of the server has exactly one log.
+ */
+#include "pcached.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+    int fd;
+    int use_syslog;
+    int level;
+    char path[1024];
+    char role[16];
+} lg = {2, 0, PC_LOG_INFO, "", "pcached"};
+
+static const char *const lvl_names[] = {"ERR", "WARN", "INFO", "DEBUG"};
+
+void srv_log_init(const srv_config *cfg, const char *role)
+{
+    lg.level = srv_log_level_parse(cfg->log_level);
+    if (lg.level < 0)
+        lg.level = PC_LOG_INFO;
+    snprintf(lg.role, sizeof lg.role, "%s", role);
+    lg.use_syslog = cfg->syslog != 0;
+    snprintf(lg.path, sizeof lg.path, "%s", cfg->log_file);
+    if (lg.use_syslog)
+        openlog("pcached", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+    srv_log_reopen();
+}
+
+void srv_log_role(const char *role)
+{
+    snprintf(lg.role, sizeof lg.role, "%s", role);
+}
+
+void srv_log_reopen(void)
+{
+    if (lg.use_syslog || lg.path[0] == '\0')
+        return;
+    int fd = open(lg.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        srv_log(PC_LOG_ERR, "cannot open log file %s: %m (keeping the previous one)", lg.path);
+        return;
+    }
+    int old = lg.fd;
+    lg.fd = fd;
+    if (old > 2)
+        close(old);
+}
+
+void srv_log_quiet(void)
+{
+    lg.level = PC_LOG_WARN;
+}
+
+int srv_log_level(void)
+{
+    return lg.level;
+}
+
+static void log_write(int level, const char *msg)
+{
+    if (lg.use_syslog) {
+        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+        syslog(prio[level], "%s: %s", lg.role, msg);
+        return;
+    }
+    char line[1400];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s\n",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, lg.role, (int)getpid(), lvl_names[level], msg);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line) {
+        n = (int)sizeof line - 1;
+        line[n - 1] = '\n';
+    }
+    ssize_t w = write(lg.fd, line, (size_t)n); /* one write: lines of processes never mix */
+    (void)w;
+}
+
+void srv_log(int level, const char *fmt, ...)
+{
+    if (level > lg.level || level < 0)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_write(level, msg);
+}
+
+void srv_log_cb(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    if (level > lg.level || level < 0)
+        return;
+    log_write(level, msg);
+}

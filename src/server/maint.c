@@ -1,0 +1,333 @@
+/*
+ * maint.c - the maintenance process: the one process of pcached that
+ * saves and loads (the store's handle is reopened here after the fork, see
+ * pc_persist_after_fork), grows and sweeps the table (pc_maintain), syncs
+ * the journal, and answers JSON-RPC. It serves no RESP traffic, so a save's
+ * walk and commit cost the workers nothing but the walk's cache traffic.
+ *
+ * Work arrives three ways: the timer (maint_interval_ms: pc_maintain;
+ * every second: pc_persist_tick, which also runs the periodic snapshots),
+ * the workers' slots (an eventfd wakes us; the slots are also scanned on
+ * every timer turn, so a lost wake-up costs one interval), and the JSON-RPC
+ * listeners. One thing at a time: a long save delays the next sweep and
+ * the next JSON-RPC answer, never a worker.
+ */
+#include "pcached.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t m_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static pc_json *m_json;
+
+/* Runs one management command here, keeping LASTSAVE and the save counters
+ * of the shared state. The result is in m_json on success. */
+static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                     pc_mgmt_err *err)
+{
+    int is_save = strcmp(cmd, "perf_save") == 0;
+    if (is_save)
+        atomic_store(&s->shm->saving, 1);
+    pc_json_reset(m_json);
+    int rc = pc_mgmt_run(m, cmd, args, nargs, pc_json_ops(), m_json, err);
+    if (is_save) {
+        atomic_store(&s->shm->saving, 0);
+        atomic_store(&s->shm->last_save_rc, rc);
+        if (rc == 0) {
+            atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+            atomic_fetch_add(&s->shm->saves, 1);
+        } else {
+            atomic_fetch_add(&s->shm->save_failures, 1);
+        }
+    }
+    return rc;
+}
+
+int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                       pc_mgmt_err *err, const char **text, size_t *len);
+int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
+                       pc_mgmt_err *err, const char **text, size_t *len)
+{
+    int rc = maint_run(s, m, cmd, args, nargs, err);
+    if (rc != 0)
+        return rc;
+    rc = pc_json_text(m_json, text, len);
+    if (rc != 0)
+        pc_mgmt_errorf(err, rc, "%s: the result could not be built", cmd);
+    return rc;
+}
+
+void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
+{
+    /* decode: cmd NUL, u32 nargs, (u32 len, bytes)* - written by our own
+     * workers, still checked against the buffer's bounds */
+    pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
+    unsigned nargs = 0;
+    size_t len = slot->len <= sizeof slot->buf ? slot->len : 0;
+    const char *p = slot->buf, *end = slot->buf + len;
+    const char *nul = memchr(p, '\0', len);
+    int rc = PC_EINVAL;
+    pc_mgmt_err err;
+    snprintf(err.msg, sizeof err.msg, "malformed request");
+    char cmd[PC_MGMT_NAME_MAX + 1];
+    if (nul != NULL && (size_t)(nul - p) <= PC_MGMT_NAME_MAX && end - (nul + 1) >= 4) {
+        memcpy(cmd, p, (size_t)(nul - p) + 1);
+        p = nul + 1;
+        uint32_t n;
+        memcpy(&n, p, 4);
+        p += 4;
+        int ok = n <= PC_MGMT_MAX_ARGS;
+        for (uint32_t i = 0; ok && i < n; i++) {
+            uint32_t l;
+            if (end - p < 4) {
+                ok = 0;
+                break;
+            }
+            memcpy(&l, p, 4);
+            p += 4;
+            if ((size_t)(end - p) < l) {
+                ok = 0;
+                break;
+            }
+            args[nargs++] = (pc_mgmt_arg){NULL, 0, p, l};
+            p += l;
+        }
+        /* the arguments point into buf, which the answer overwrites: copy */
+        char *copy = NULL;
+        if (ok) {
+            copy = malloc(len);
+            if (copy != NULL) {
+                memcpy(copy, slot->buf, len);
+                for (unsigned i = 0; i < nargs; i++)
+                    args[i].val = copy + ((const char *)args[i].val - slot->buf);
+                rc = maint_run(s, m, cmd, args, nargs, &err);
+            } else {
+                rc = PC_ESYS;
+                snprintf(err.msg, sizeof err.msg, "out of memory");
+            }
+        }
+        free(copy);
+    }
+    const char *text = NULL;
+    size_t tlen = 0;
+    if (rc == 0 && pc_json_text(m_json, &text, &tlen) != 0) {
+        rc = PC_ESYS;
+        snprintf(err.msg, sizeof err.msg, "the result could not be built");
+    }
+    if (rc == 0 && tlen > sizeof slot->buf) {
+        rc = PC_ETOOBIG;
+        snprintf(err.msg, sizeof err.msg, "the result is larger than %zu bytes", sizeof slot->buf);
+    }
+    if (rc == 0) {
+        memcpy(slot->buf, text, tlen);
+        slot->len = (uint32_t)tlen;
+    } else {
+        size_t ml = strlen(err.msg);
+        memcpy(slot->buf, err.msg, ml);
+        slot->len = (uint32_t)ml;
+    }
+    slot->rc = rc;
+    if (slot->async)
+        atomic_fetch_sub(&s->shm->bgsave_pending, 1);
+    atomic_store_explicit(&slot->state, slot->async ? SRV_SLOT_FREE : SRV_SLOT_DONE,
+                          memory_order_release);
+}
+
+static int listen_tcp(const char *addr, unsigned port)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        srv_log(PC_LOG_ERR, "http_bind: '%s' is not an IPv4 address", addr);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
+        srv_log(PC_LOG_ERR, "JSON-RPC listener %s:%u: %m", addr, port);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        srv_log(PC_LOG_ERR, "unix_socket: path too long: %s", path);
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path);         /* a stale socket of a previous run */
+    mode_t old = umask(0177); /* born 0600: never a window where others may connect */
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 64) != 0) {
+        srv_log(PC_LOG_ERR, "JSON-RPC unix socket %s: %m", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Opens the JSON-RPC listeners; called by the master before forking so
+ * that a bad address is a startup error. */
+int srv_maint_listen(srv *s);
+int srv_maint_listen(srv *s)
+{
+    s->http_fd = s->unix_fd = -1;
+    if (s->cfg.http_port != 0 && (s->http_fd = listen_tcp(s->cfg.http_bind, s->cfg.http_port)) < 0)
+        return -1;
+    if (s->cfg.unix_socket[0] != '\0' && (s->unix_fd = listen_unix(s->cfg.unix_socket)) < 0)
+        return -1;
+    return 0;
+}
+
+void srv_maint_main(srv *s)
+{
+    srv_log_role("maint");
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    /* A save's walk and compression are background work: below the
+     * workers' priority they take the CPU the workers leave, so on a core
+     * shared with a worker the save slows down instead of the traffic. The
+     * store's compression threads, created later, inherit the value. */
+    if (s->cfg.maint_nice > 0 && setpriority(PRIO_PROCESS, 0, (int)s->cfg.maint_nice) != 0)
+        srv_log(PC_LOG_WARN, "maint_nice %u: %m", s->cfg.maint_nice);
+    for (unsigned i = 0; i < s->cfg.workers; i++)
+        if (s->listen_fds[i] >= 0)
+            close(s->listen_fds[i]);
+    char err[512];
+    if (s->persist != NULL && pc_persist_after_fork(s->persist, err, sizeof err) != 0) {
+        srv_log(PC_LOG_ERR, "cannot open the store in the maintenance process: %s", err);
+        _exit(1);
+    }
+    pc_mgmt *m = NULL;
+    int rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[0]), &m);
+    if (rc == 0 && s->persist != NULL)
+        rc = pc_persist_register(s->persist, m);
+    if (rc == 0)
+        rc = pc_json_create(&m_json);
+    if (rc != 0) {
+        srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
+        _exit(1);
+    }
+    atomic_store(&s->shm->maint_pid, (int64_t)getpid());
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (getppid() == 1)
+        _exit(0);
+    /* requests that a previous maintenance process left unanswered */
+    uint64_t one = 1;
+    int64_t next_maint = 0, next_tick = m_mono_ms() + 1000;
+    int64_t next_periodic = s->cfg.snapshot_period_s
+                                ? m_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
+                                : INT64_MAX;
+    for (;;) {
+        struct pollfd pf[4] = {{sfd, POLLIN, 0},
+                               {s->maint_efd, POLLIN, 0},
+                               {s->http_fd, POLLIN, 0},
+                               {s->unix_fd, POLLIN, 0}};
+        int64_t now = m_mono_ms();
+        int timeout = next_maint > now ? (int)(next_maint - now) : 0;
+        int n = poll(pf, 4, timeout);
+        if (n < 0 && errno != EINTR)
+            srv_log(PC_LOG_ERR, "poll: %m");
+        if (n > 0 && (pf[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGHUP) {
+                    srv_log_reopen();
+                    continue;
+                }
+                if (s->unix_fd >= 0)
+                    unlink(s->cfg.unix_socket);
+                pc_json_destroy(m_json);
+                pc_mgmt_destroy(m);
+                exit(0); /* the master runs the shutdown save once workers are gone */
+            }
+        }
+        if (n > 0 && (pf[1].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(s->maint_efd, &v, sizeof v);
+            (void)r;
+        }
+        for (unsigned i = 0; i < s->cfg.workers; i++) {
+            struct srv_slot_shm *sl = &s->shm->slots[i];
+            if (atomic_load_explicit(&sl->state, memory_order_acquire) != SRV_SLOT_PENDING)
+                continue;
+            srv_maint_serve_slot(s, m, sl);
+            ssize_t r = write(s->done_efd[i], &one, sizeof one);
+            (void)r;
+        }
+        for (int k = 2; k < 4 && n > 0; k++) {
+            if (pf[k].fd < 0 || !(pf[k].revents & POLLIN))
+                continue;
+            int fd = accept4(pf[k].fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                srv_jsonrpc_serve(s, m, fd);
+                close(fd);
+            }
+        }
+        now = m_mono_ms();
+        if (now >= next_maint) {
+            pc_maint_report rep;
+            (void)pc_maintain(s->cache, PC_MAINT_ALL, &rep);
+            next_maint = now + s->cfg.maint_interval_ms;
+        }
+        if (now >= next_tick) {
+            next_tick = now + 1000;
+            if (s->persist != NULL) {
+                int due = now >= next_periodic;
+                if (due)
+                    atomic_store(&s->shm->saving, 1);
+                int trc = pc_persist_tick(s->persist);
+                if (due) {
+                    atomic_store(&s->shm->saving, 0);
+                    next_periodic = m_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000;
+                    atomic_store(&s->shm->last_save_rc, trc);
+                    if (trc == 0) {
+                        atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+                        atomic_fetch_add(&s->shm->saves, 1);
+                    } else {
+                        atomic_fetch_add(&s->shm->save_failures, 1);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+/*
+ * master.c - the master process of pcached: builds everything the
+ * children inherit, forks them, restarts the ones that die, and runs the
+ * graceful stop.
+ *
+ * Before the first fork, in this order: the shared cache (pc_cache_create),
+ * the persistence layer (pc_persist_open, then pc_persist_startup: with
+ * db_mode 1 or 2 the persist collections are loaded from the snapshot and
+ * the journal replayed, so workers start warm, and the journal hook is
+ * installed so every child inherits it), the server's shared state, the
+ * eventfds of the slots, one SO_REUSEPORT listener per worker slot and the
+ * JSON-RPC listeners. Keeping a slot's listener open in the master means a
+ * worker that dies leaves its accept queue to its replacement instead of
+ * resetting those connections.
+ *
+ * The master serves nothing and touches the cache only to create and warm
+ * it. Its loop waits on a signalfd: SIGCHLD (restart the dead child; one
+ * that died within a second of its start waits a second, so a crash loop
+ * does not spin), SIGHUP (reopen logs, passed on to the children),
+ * SIGTERM/SIGINT (the graceful stop):
+ *   1. close the listeners here and send SIGTERM to the workers, which stop
+ *      accepting, run what they have buffered, flush and exit;
+ *   2. once they are gone (or drain_timeout_ms + 2 s passed: SIGKILL), stop
+ *      the maintenance process;
+ *   3. pc_persist_shutdown: the journal flush and, with db_mode 2, the
+ *      shutdown save of every persist collection - no worker is left to
+ *      change the table while it is saved;
+ *   4. exit 0 (1 when the shutdown save failed).
+ */
+#include "pcached.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int srv_maint_listen(srv *s);
+
+static int64_t ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct child {
+    pid_t pid;          /* 0 = not running */
+    int64_t started_ms; /* for the crash-loop delay */
+    int64_t restart_at; /* 0 = no restart pending */
+};
+
+static int master_sfd = -1;
+
+static pid_t spawn(srv *s, int role)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        srv_log(PC_LOG_ERR, "fork: %m");
+        return -1;
+    }
+    if (pid == 0) {
+        close(master_sfd);
+        if (role < 0)
+            srv_maint_main(s);
+        if (s->http_fd >= 0)
+            close(s->http_fd);
+        if (s->unix_fd >= 0)
+            close(s->unix_fd);
+        srv_worker_main(s, (unsigned)role);
+    }
+    return pid;
+}
+
+static int open_listeners(srv *s)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)s->cfg.port);
+    if (inet_pton(AF_INET, s->cfg.bind, &sa.sin_addr) != 1) {
+        srv_log(PC_LOG_ERR, "bind: '%s' is not an IPv4 address", s->cfg.bind);
+        return -1;
+    }
+    for (unsigned i = 0; i < SRV_MAX_WORKERS; i++)
+        s->listen_fds[i] = -1;
+    for (unsigned i = 0; i < s->cfg.workers; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+            bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 511) != 0) {
+            srv_log(PC_LOG_ERR, "listen on %s:%u: %m", s->cfg.bind, ntohs(sa.sin_port));
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        if (i == 0) { /* port 0: the kernel's choice, shared by every slot */
+            socklen_t len = sizeof sa;
+            getsockname(fd, (struct sockaddr *)&sa, &len);
+            s->bound_port = ntohs(sa.sin_port);
+        }
+        s->listen_fds[i] = fd;
+    }
+    return 0;
+}
+
+static int build_dbs(srv *s, char *err, size_t errlen)
+{
+    s->ndbs = 0;
+    if (s->cfg.select_collections[0] == '\0') {
+        for (unsigned i = 0; i < pc_coll_count(s->cache) && i < SRV_MAX_DBS; i++)
+            s->dbs[s->ndbs++] = pc_coll_at(s->cache, i);
+        return 0;
+    }
+    const char *p = s->cfg.select_collections;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        const char *a = p, *e = p + n;
+        while (a < e && (*a == ' ' || *a == '\t'))
+            a++;
+        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (s->ndbs >= SRV_MAX_DBS) {
+            snprintf(err, errlen, "select_collections: more than %u entries", SRV_MAX_DBS);
+            return -1;
+        }
+        if (pc_coll_find(s->cache, a, (size_t)(e - a), &s->dbs[s->ndbs]) != 0) {
+            snprintf(err, errlen, "select_collections: '%.*s' (db %u) is not a declared collection",
+                     (int)(e - a), a, s->ndbs);
+            return -1;
+        }
+        s->ndbs++;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (s->ndbs == 0) {
+        snprintf(err, errlen, "select_collections: no collection named");
+        return -1;
+    }
+    return 0;
+}
+
+int srv_setup_cache(srv *s, char *err, size_t errlen);
+int srv_setup_cache(srv *s, char *err, size_t errlen)
+{
+    pc_config pc;
+    pc_config_init(&pc);
+    pc.collections = s->cfg.collections;
+    pc.mem_mb = s->cfg.mem_mb;
+    pc.hugepage_mb = s->cfg.hugepage_mb;
+    pc.log = srv_log_cb;
+    pc.log_level = srv_log_level();
+    int rc = pc_cache_create(&pc, &s->cache);
+    if (rc != 0) {
+        snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s", pc_strerror(rc));
+        return -1;
+    }
+    return build_dbs(s, err, errlen);
+}
+
+/* Every worker may hold maxclients sockets: raise the soft descriptor
+ * limit toward that (up to the hard limit), and say so when it falls short
+ * (accepts then pause on EMFILE, they never spin). */
+static void raise_nofile(const srv *s)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)s->cfg.maxclients + 64;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want)
+        srv_log(PC_LOG_WARN,
+                "maxclients %u: each worker can open only %llu descriptors (RLIMIT_NOFILE)",
+                s->cfg.maxclients, (unsigned long long)rl.rlim_cur);
+}
+
+static int setup(srv *s)
+{
+    char err[1024];
+    raise_nofile(s);
+    if (srv_setup_cache(s, err, sizeof err) != 0) {
+        srv_log(PC_LOG_ERR, "%s", err);
+        return -1;
+    }
+    if (s->cfg.db_url[0] != '\0') {
+        pc_persist_config pc;
+        pc_persist_config_init(&pc);
+        pc.db_url = s->cfg.db_url;
+        pc.db_mode = (int)s->cfg.db_mode;
+        pc.persist_collections = s->cfg.persist_collections;
+        pc.journal = s->cfg.journal[0] ? s->cfg.journal : NULL;
+        pc.snapshot_period_s = s->cfg.snapshot_period_s;
+        pc.log = srv_log_cb;
+        pc.log_level = srv_log_level();
+        int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
+        if (rc != 0) {
+            srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_strerror(rc));
+            return -1;
+        }
+        int64_t t0 = ms_now();
+        rc = pc_persist_startup(s->persist);
+        if (rc != 0)
+            srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
+                    pc_strerror(rc));
+        else if (s->cfg.db_mode >= 1)
+            srv_log(PC_LOG_INFO, "warm-up from %s done in %lld ms", s->cfg.db_url,
+                    (long long)(ms_now() - t0));
+    }
+    s->shm = mmap(NULL, sizeof *s->shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s->shm == MAP_FAILED) {
+        srv_log(PC_LOG_ERR, "cannot map the server's shared state: %m");
+        return -1;
+    }
+    atomic_store(&s->shm->start_unix, (int64_t)time(NULL));
+    atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+    s->maint_efd = eventfd(0, EFD_NONBLOCK);
+    for (unsigned i = 0; i < s->cfg.workers; i++)
+        if ((s->done_efd[i] = eventfd(0, EFD_NONBLOCK)) < 0)
+            s->maint_efd = -1;
+    if (s->maint_efd < 0) {
+        srv_log(PC_LOG_ERR, "eventfd: %m");
+        return -1;
+    }
+    if (open_listeners(s) != 0 || srv_maint_listen(s) != 0)
+        return -1;
+    return 0;
+}
+
+static void write_pidfile(const srv *s)
+{
+    if (s->cfg.pidfile[0] == '\0')
+        return;
+    FILE *f = fopen(s->cfg.pidfile, "w");
+    if (f == NULL) {
+        srv_log(PC_LOG_WARN, "pidfile %s: %m", s->cfg.pidfile);
+        return;
+    }
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+}
+
+/* The master's view of its children. */
+struct sup {
+    srv *s;
+    struct child maint, workers[SRV_MAX_WORKERS];
+    int stopping, maint_stopped;
+    int64_t deadline; /* stopping: when workers still there get SIGKILL */
+};
+
+static void sup_reap(struct sup *sp)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        struct child *c = NULL;
+        char what[32] = "maintenance";
+        if (pid == sp->maint.pid)
+            c = &sp->maint;
+        for (unsigned i = 0; c == NULL && i < sp->s->cfg.workers; i++)
+            if (sp->workers[i].pid == pid) {
+                c = &sp->workers[i];
+                snprintf(what, sizeof what, "worker %u", i);
+            }
+        if (c == NULL)
+            continue;
+        c->pid = 0;
+        if (sp->stopping)
+            continue;
+        if (WIFSIGNALED(status))
+            srv_log(PC_LOG_ERR, "%s (pid %d) killed by signal %d: restarting", what, (int)pid,
+                    WTERMSIG(status));
+        else
+            srv_log(PC_LOG_ERR, "%s (pid %d) exited with status %d: restarting", what, (int)pid,
+                    WEXITSTATUS(status));
+        int64_t now = ms_now();
+        c->restart_at = now - c->started_ms < 1000 ? now + 1000 : now; /* no crash loop spin */
+    }
+}
+
+static void sup_signal(struct sup *sp, int sig)
+{
+    srv *s = sp->s;
+    if (sig == SIGCHLD) {
+        sup_reap(sp);
+    } else if (sig == SIGHUP) {
+        srv_log_reopen();
+        srv_log(PC_LOG_INFO, "SIGHUP: logs reopened");
+        if (sp->maint.pid > 0)
+            kill(sp->maint.pid, SIGHUP);
+        for (unsigned i = 0; i < s->cfg.workers; i++)
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGHUP);
+    } else if (!sp->stopping) { /* SIGTERM, SIGINT: step 1 of the graceful stop */
+        sp->stopping = 1;
+        srv_log(PC_LOG_INFO, "signal %d: stopping (drain, then the shutdown save)", sig);
+        for (unsigned i = 0; i < s->cfg.workers; i++) {
+            close(s->listen_fds[i]);
+            s->listen_fds[i] = -1;
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGTERM);
+        }
+        sp->deadline = ms_now() + s->cfg.drain_timeout_ms + 2000;
+    }
+}
+
+static void sup_restart(struct sup *sp, struct child *c, int role, int64_t now)
+{
+    if (c->pid == 0 && c->restart_at != 0 && now >= c->restart_at) {
+        c->pid = spawn(sp->s, role);
+        c->started_ms = now;
+        c->restart_at = 0;
+    }
+}
+
+static void sup_restart_due(struct sup *sp)
+{
+    int64_t now = ms_now();
+    sup_restart(sp, &sp->maint, -1, now);
+    for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+        sup_restart(sp, &sp->workers[i], (int)i, now);
+}
+
+/* Steps 2 and 3 of the graceful stop; 1 once every child is gone. */
+static int sup_stop_step(struct sup *sp)
+{
+    unsigned alive = 0;
+    for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+        alive += sp->workers[i].pid > 0;
+    int64_t now = ms_now();
+    if (alive > 0 && now >= sp->deadline) {
+        srv_log(PC_LOG_WARN, "%u worker(s) still running at the deadline: SIGKILL", alive);
+        for (unsigned i = 0; i < sp->s->cfg.workers; i++)
+            if (sp->workers[i].pid > 0)
+                kill(sp->workers[i].pid, SIGKILL);
+        sp->deadline = now + 60000;
+    }
+    if (alive > 0)
+        return 0;
+    if (sp->maint.pid > 0) {
+        if (!sp->maint_stopped)
+            kill(sp->maint.pid, SIGTERM);
+        sp->maint_stopped = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int srv_master_run(srv *s)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, NULL); /* before any child exists: none is missed */
+    signal(SIGPIPE, SIG_IGN);
+    if (setup(s) != 0)
+        return 1;
+    master_sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (master_sfd < 0) {
+        srv_log(PC_LOG_ERR, "signalfd: %m");
+        return 1;
+    }
+    write_pidfile(s);
+    srv_log(PC_LOG_INFO, "pcached %s: %u worker(s) serving RESP on %s:%u%s%s", SRV_VERSION,
+            s->cfg.workers, s->cfg.bind, s->bound_port, s->persist ? ", store " : "",
+            s->persist ? s->cfg.db_url : "");
+    if (s->http_fd >= 0)
+        srv_log(PC_LOG_INFO, "JSON-RPC on http://%s:%u/", s->cfg.http_bind, s->cfg.http_port);
+    if (s->unix_fd >= 0)
+        srv_log(PC_LOG_INFO, "JSON-RPC on unix socket %s", s->cfg.unix_socket);
+
+    struct sup sp;
+    memset(&sp, 0, sizeof sp);
+    sp.s = s;
+    sp.maint.pid = spawn(s, -1);
+    sp.maint.started_ms = ms_now();
+    for (unsigned i = 0; i < s->cfg.workers; i++) {
+        sp.workers[i].pid = spawn(s, (int)i);
+        sp.workers[i].started_ms = ms_now();
+    }
+    for (;;) {
+        struct pollfd pf = {master_sfd, POLLIN, 0};
+        (void)poll(&pf, 1, 200);
+        struct signalfd_siginfo si;
+        while (read(master_sfd, &si, sizeof si) == (ssize_t)sizeof si)
+            sup_signal(&sp, (int)si.ssi_signo);
+        if (!sp.stopping)
+            sup_restart_due(&sp);
+        else if (sup_stop_step(&sp))
+            break;
+    }
+    int rc = 0;
+    if (s->persist != NULL) {
+        int64_t t0 = ms_now();
+        int prc = pc_persist_shutdown(s->persist);
+        if (prc != 0) {
+            srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_strerror(prc));
+            rc = 1;
+        } else if (s->cfg.db_mode == 2) {
+            srv_log(PC_LOG_INFO, "shutdown save done in %lld ms", (long long)(ms_now() - t0));
+        }
+        pc_persist_close(s->persist);
+    }
+    if (s->cfg.pidfile[0] != '\0')
+        unlink(s->cfg.pidfile);
+    if (s->unix_fd >= 0)
+        unlink(s->cfg.unix_socket);
+    pc_cache_destroy(s->cache);
+    srv_log(PC_LOG_INFO, "stopped");
+    return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * pcachectl - calls one pcached management command over JSON-RPC and
+ * prints the JSON answer (docs/pcached.md, "pcachectl").
+ *
+ *   pcachectl [-s SOCKET | -H HOST -p PORT] METHOD [ARG | NAME=VALUE]...
+ *
+ * Arguments are positional unless written NAME=VALUE (NAME an identifier),
+ * as on an OpenSIPS MI command line; one call uses one style (JSON-RPC
+ * params are an array or an object). The result goes to stdout and the exit
+ * status is 0; a JSON-RPC error goes to stderr with status 1; a transport
+ * failure with status 2. Depends on libc only.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: pcachectl [-s SOCKET | [-H HOST] -p PORT] METHOD [ARG|NAME=VALUE]...\n"
+                    "  e.g. pcachectl -s /run/pcached/pcached.sock perf_stats default\n"
+                    "  PCACHECTL_SOCKET or PCACHECTL_PORT give the default target.\n");
+}
+
+/* Appends s as a JSON string: bytes >= 0x80 and control bytes as \u00XX,
+ * which pcached maps back to the same single byte. */
+static int json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*cap - *len < n * 6 + 3) {
+        size_t nc = (*cap + n * 6 + 3) * 2;
+        char *p = realloc(*buf, nc);
+        if (p == NULL)
+            return -1;
+        *buf = p;
+        *cap = nc;
+    }
+    char *o = *buf + *len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else if (c < 0x20 || c >= 0x7f) {
+            o += sprintf(o, "\\u%04x", c);
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o++ = '"';
+    *len = (size_t)(o - *buf);
+    return 0;
+}
+
+static int named(const char *a, size_t *nlen)
+{
+    if (!(isalpha((unsigned char)a[0]) || a[0] == '_'))
+        return 0;
+    size_t i = 1;
+    while (isalnum((unsigned char)a[i]) || a[i] == '_')
+        i++;
+    if (a[i] != '=')
+        return 0;
+    *nlen = i;
+    return 1;
+}
+
+/* The request and the answer: freed at exit, whichever return is taken. */
+static char *body, *resp;
+
+static void free_buffers(void)
+{
+    free(body);
+    free(resp);
+}
+
+int main(int argc, char **argv)
+{
+    atexit(free_buffers);
+    const char *sock = getenv("PCACHECTL_SOCKET"), *host = "127.0.0.1";
+    int port = getenv("PCACHECTL_PORT") ? atoi(getenv("PCACHECTL_PORT")) : 0;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
+            sock = argv[++i], port = 0;
+        else if (strcmp(argv[i], "-H") == 0 && i + 1 < argc)
+            host = argv[++i];
+        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
+            port = atoi(argv[++i]), sock = NULL;
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (i >= argc || (sock == NULL && port <= 0)) {
+        usage();
+        return 2;
+    }
+    const char *method = argv[i++];
+    int nnamed = 0, npos = 0;
+    for (int k = i; k < argc; k++) {
+        size_t nl;
+        if (named(argv[k], &nl))
+            nnamed++;
+        else
+            npos++;
+    }
+    if (nnamed && npos) {
+        fprintf(stderr, "pcachectl: use either positional arguments or NAME=VALUE ones, not "
+                        "both\n");
+        return 2;
+    }
+    size_t cap = 256, len = 0;
+    body = malloc(cap);
+    if (body == NULL)
+        return 2;
+    len = (size_t)snprintf(body, cap, "{\"jsonrpc\":\"2.0\",\"method\":");
+    if (json_str(&body, &len, &cap, method, strlen(method)) != 0)
+        return 2;
+    const char *pre = nnamed ? ",\"params\":{" : ",\"params\":[";
+    if (cap - len < 32) {
+        char *nb = realloc(body, cap *= 2);
+        if (nb == NULL)
+            return 2;
+        body = nb;
+    }
+    len += (size_t)sprintf(body + len, "%s", pre);
+    for (int k = i; k < argc; k++) {
+        size_t nl = 0;
+        if (k > i)
+            body[len++] = ',';
+        if (nnamed) {
+            named(argv[k], &nl);
+            if (json_str(&body, &len, &cap, argv[k], nl) != 0)
+                return 2;
+            body[len++] = ':';
+            const char *v = argv[k] + nl + 1;
+            if (json_str(&body, &len, &cap, v, strlen(v)) != 0)
+                return 2;
+        } else if (json_str(&body, &len, &cap, argv[k], strlen(argv[k])) != 0) {
+            return 2;
+        }
+    }
+    if (cap - len < 32) {
+        char *nb = realloc(body, cap *= 2);
+        if (nb == NULL)
+            return 2;
+        body = nb;
+    }
+    len += (size_t)sprintf(body + len, "%c,\"id\":1}", nnamed ? '}' : ']');
+
+    int fd;
+    if (sock != NULL) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(sock) >= sizeof sa.sun_path) {
+            fprintf(stderr, "pcachectl: socket path too long\n");
+            return 2;
+        }
+        strcpy(sa.sun_path, sock);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            fprintf(stderr, "pcachectl: %s: %s\n", sock, strerror(errno));
+            return 2;
+        }
+    } else {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+            fprintf(stderr, "pcachectl: %s: not an IPv4 address\n", host);
+            return 2;
+        }
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            fprintf(stderr, "pcachectl: %s:%d: %s\n", host, port, strerror(errno));
+            return 2;
+        }
+    }
+    char hdr[256];
+    int hn = snprintf(hdr, sizeof hdr,
+                      "POST /mi HTTP/1.1\r\nHost: pcached\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      len);
+    if (write(fd, hdr, (size_t)hn) != hn || write(fd, body, len) != (ssize_t)len) {
+        fprintf(stderr, "pcachectl: write: %s\n", strerror(errno));
+        return 2;
+    }
+    size_t rcap = 65536, rlen = 0;
+    resp = malloc(rcap + 1);
+    for (;;) {
+        if (resp == NULL)
+            return 2;
+        if (rlen == rcap) {
+            char *p = realloc(resp, (rcap *= 2) + 1);
+            if (p == NULL)
+                return 2;
+            resp = p;
+        }
+        ssize_t r = read(fd, resp + rlen, rcap - rlen);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        rlen += (size_t)r;
+    }
+    close(fd);
+    resp[rlen] = '\0';
+    char *b = strstr(resp, "\r\n\r\n");
+    if (b == NULL) {
+        fprintf(stderr, "pcachectl: no HTTP answer\n");
+        return 2;
+    }
+    b += 4;
+    /* the answer's result or error member, as the server wrote it */
+    const char *res = strstr(b, "\"result\":");
+    const char *er = strstr(b, "\"error\":");
+    if (res != NULL && (er == NULL || res < er) &&
+        strncmp(b, "{\"jsonrpc\":\"2.0\",\"result\":", 26) == 0) {
+        const char *end = strrchr(b, ',');
+        const char *idp = strstr(b, ",\"id\":");
+        while (idp != NULL && strstr(idp + 1, ",\"id\":") != NULL)
+            idp = strstr(idp + 1, ",\"id\":");
+        if (idp != NULL)
+            end = idp;
+        printf("%.*s\n", (int)(end - (b + 26)), b + 26);
+        return 0;
+    }
+    fprintf(stderr, "%s\n", b);
+    return 1;
+}

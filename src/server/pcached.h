@@ -1,0 +1,183 @@
+/*
+ * pcached.h - internals of pcached, the standalone host (docs/pcached.md).
+ *
+ * pcached is one master process and its children, all forked from it after
+ * the shared cache exists:
+ *   master       creates the cache, warms it from the store (db_mode 1/2),
+ *                opens one SO_REUSEPORT listener per worker slot, forks,
+ *                restarts children that die, runs the shutdown save;
+ *   workers      serve RESP2 on their listener (epoll, non-blocking,
+ *                pipelined); they never save or load: those requests go to
+ *                the maintenance process through a slot in shared memory;
+ *   maintenance  pc_maintain (growth, sweep), the journal's fdatasync,
+ *                periodic and requested saves and loads, the JSON-RPC door.
+ * This header is the server's own: nothing outside src/server includes it.
+ * The server uses the public headers of the engine, the management layer
+ * and the storage layer only.
+ */
+#ifndef PCACHED_H
+#define PCACHED_H
+
+#include "pcache.h"
+#include "pcache_mgmt.h"
+#include "pcache_store.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRV_VERSION "0.1.0"
+#define SRV_MAX_WORKERS 64u
+#define SRV_MAX_DBS 64u
+
+/* ---- configuration (config.c) ---------------------------------------------- */
+typedef struct srv_config {
+    char bind[64];
+    unsigned port;
+    unsigned workers;
+    char requirepass[256];
+    char collections[2048];
+    char select_collections[2048]; /* db index -> collection: "a,b,c"; "" = declaration order */
+    unsigned mem_mb;
+    unsigned hugepage_mb;
+    unsigned maxclients;     /* per worker */
+    unsigned max_args;       /* arguments in one command */
+    unsigned max_bulk;       /* bytes in one argument */
+    unsigned max_inline;     /* bytes in an inline command line */
+    unsigned max_request_mb; /* bytes one command may occupy, all arguments */
+    unsigned max_output_mb;  /* a client's unsent replies: reading pauses above it */
+    unsigned idle_timeout_s; /* 0 = never */
+    char db_url[1024];
+    unsigned db_mode;
+    char persist_collections[2048];
+    char journal[2048];
+    unsigned snapshot_period_s;
+    unsigned maint_interval_ms;
+    unsigned maint_nice;
+    unsigned drain_timeout_ms;
+    char http_bind[64];
+    unsigned http_port;    /* 0 = off */
+    char unix_socket[512]; /* "" = off */
+    char log_file[1024];   /* "" = stderr */
+    unsigned syslog;       /* 1 = log to syslog instead */
+    char log_level[16];    /* err, warn, info, debug */
+    char pidfile[1024];
+} srv_config;
+
+void srv_config_defaults(srv_config *cfg);
+/* Loads an INI file over cfg. Errors are written to err naming the file,
+ * line and key. Returns 0 or -1. */
+int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen);
+/* Applies one "key=value" override (where names the source, e.g. "--port").
+ * Returns 0 or -1 with err set. */
+int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
+                   char *err, size_t errlen);
+/* Checks cross-key rules (a worker count in range, db_mode with a db_url...). */
+int srv_config_check(const srv_config *cfg, char *err, size_t errlen);
+/* Writes the effective configuration as INI text to f (requirepass masked). */
+void srv_config_print(const srv_config *cfg, FILE *f);
+/* The value of key as text (CONFIG GET); NULL when unknown. */
+const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name, char *buf,
+                           size_t cap);
+unsigned srv_config_count(void);
+int srv_log_level_parse(const char *s);
+
+/* ---- logging (log.c) ---------------------------------------------------------- */
+void srv_log_init(const srv_config *cfg, const char *role);
+void srv_log_role(const char *role);
+void srv_log_reopen(void);
+void srv_log_quiet(void); /* warnings and errors only from now on */
+void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* pc_log_fn for the libraries */
+void srv_log_cb(void *ctx, int level, const char *msg);
+int srv_log_level(void);
+
+/* ---- shared state (lives in one MAP_SHARED mapping made by the master) ---- */
+#define SRV_SLOT_BUF (64u * 1024u)
+enum { SRV_SLOT_FREE = 0, SRV_SLOT_PENDING = 1, SRV_SLOT_DONE = 2 };
+
+/* A worker's request to the maintenance process (perf_save, perf_load,
+ * SAVE, BGSAVE). The worker owns the slot while FREE (it fills buf and
+ * stores PENDING with release order); the maintenance process owns it while
+ * PENDING (it replaces buf with the answer, then stores DONE, or FREE for
+ * an async request) and writes the worker's eventfd. */
+struct srv_slot_shm {
+    _Atomic uint32_t state;
+    uint32_t async; /* 1 = nobody waits for the answer (BGSAVE) */
+    int32_t rc;     /* answer: 0 or a PC_E* code */
+    uint32_t len;   /* bytes used in buf */
+    char buf[SRV_SLOT_BUF];
+};
+
+/* Counters of one worker slot: written by that worker only (relaxed),
+ * summed by INFO. One cache line each. */
+struct srv_wstats_shm {
+    _Atomic uint64_t commands, connections, rejected, proto_errors;
+    _Atomic uint64_t clients; /* gauge */
+    _Atomic int64_t pid;
+    char pad[16];
+};
+_Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker");
+
+struct srv_shm {
+    _Atomic int64_t start_unix; /* master's start time */
+    _Atomic int64_t last_save;  /* unix seconds of the last successful save (LASTSAVE) */
+    _Atomic int32_t last_save_rc;
+    _Atomic uint32_t saving;         /* 1 while the maintenance process saves */
+    _Atomic uint32_t bgsave_pending; /* BGSAVEs accepted, not yet finished */
+    _Atomic uint64_t saves, save_failures;
+    _Atomic int64_t maint_pid;
+    struct srv_wstats_shm wstats[SRV_MAX_WORKERS];
+    struct srv_slot_shm slots[SRV_MAX_WORKERS];
+};
+
+/* ---- the process-wide server context ------------------------------------------ */
+typedef struct srv {
+    srv_config cfg;
+    pc_cache *cache;
+    pc_persist *persist; /* NULL without db_url */
+    struct srv_shm *shm;
+    pc_coll *dbs[SRV_MAX_DBS];
+    unsigned ndbs;
+    int listen_fds[SRV_MAX_WORKERS]; /* one SO_REUSEPORT listener per worker slot */
+    int done_efd[SRV_MAX_WORKERS];   /* maintenance -> worker i: slot i answered */
+    int maint_efd;                   /* worker -> maintenance: a slot is pending */
+    int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
+    unsigned bound_port;
+} srv;
+
+/* master.c */
+int srv_master_run(srv *s);
+/* worker.c: never returns */
+void srv_worker_main(srv *s, unsigned slot) __attribute__((noreturn));
+/* maint.c: never returns */
+void srv_maint_main(srv *s) __attribute__((noreturn));
+/* maint.c: runs a slot's request (cmd, positional args) in this process,
+ * the answer as JSON (or an error message) in the slot. */
+void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot);
+/* Encodes a request into a slot buffer: cmd NUL, u32 nargs, (u32 len,
+ * bytes)*. Returns 0, or -1 when it does not fit. */
+int srv_slot_encode(struct srv_slot_shm *slot, const char *cmd, unsigned nargs,
+                    const char *const *argv, const size_t *argl);
+
+/* jsonrpc_parse.c: a JSON-RPC request. Pointers (method aside) point into
+ * body or scratch (at least len bytes). Returns 0 when the body is one JSON
+ * object (members may still be missing or invalid: see the flags), -1 when
+ * it is not JSON, -2 for a batch (an array). */
+struct rpc_req {
+    /* one request, as read */
+    char method[PC_MGMT_NAME_MAX + 1];
+    int has_method, has_id, version_ok;
+    const char *id; /* raw JSON text of the id */
+    size_t id_len;
+    pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
+    unsigned nargs;
+    int bad_params; /* 1: params not an object/array of scalars, or too many */
+};
+int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
+
+/* jsonrpc.c (maintenance process): one HTTP exchange on an accepted fd. */
+void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd);
+
+#endif /* PCACHED_H */

@@ -1,0 +1,158 @@
+/*
+ * resp.h - a RESP2 client connection of a pcached worker: its buffers, the
+ * incremental request parser (resp.c), the reply writers (resp.c) and the
+ * command interface (commands.c and the cmd_*.c files).
+ *
+ * Invariants of a connection's input buffer: bytes [in.off, in.len) are
+ * unconsumed; every offset of the parser's state (ppos, args[].off) is
+ * relative to in.off, the start of the command being parsed, so moving the
+ * unconsumed bytes to the front of the buffer (compaction) never changes
+ * the parser's state. Arguments point into the input buffer and stay valid
+ * until the command is consumed.
+ */
+#ifndef PCACHED_RESP_H
+#define PCACHED_RESP_H
+
+#include "pcached.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t off, len, cap; /* [off, len) holds data */
+} sbuf;
+
+typedef struct conn {
+    int fd;
+    sbuf in, out;
+    /* parser state (resp.c) */
+    size_t ppos;       /* parse position, relative to in.off */
+    int64_t need_args; /* arguments of the current command; -1 = between commands */
+    int64_t bulk_len;  /* length of the bulk being read; -1 = its header is next */
+    unsigned nargs;    /* arguments complete so far */
+    unsigned args_cap;
+    struct resp_arg {
+        size_t off, len;
+    } * args;
+    uint64_t discard_bulks; /* a refused command: bulks still to skip */
+    uint64_t discard_bytes; /* bytes of the current skipped bulk (with its CRLF) */
+    size_t want;            /* bytes the parser needs from in.off to progress */
+    /* session */
+    int authed;
+    unsigned db;
+    pc_coll *coll;
+    int closing;     /* close once out is flushed; read nothing more */
+    int blocked;     /* waiting for the maintenance process (SAVE, PERF.SAVE) */
+    int paused;      /* output over max_output_mb: not reading */
+    int64_t last_ms; /* last activity, for idle_timeout_s */
+    uint32_t events; /* epoll events registered */
+    struct conn *prev, *next;
+    struct conn *gnext; /* closed, freed at the end of the loop turn */
+} conn;
+
+/* Parser results. */
+enum {
+    RESP_NEED = 0,    /* incomplete: read more (c->want says how much) */
+    RESP_CMD = 1,     /* a command in c->args[0 .. nargs) */
+    RESP_REFUSED = 2, /* refused (limits): the error reply is queued; go on */
+    RESP_PROTO = -1   /* protocol error: reply queued, close the connection */
+};
+
+typedef struct resp_limits {
+    unsigned max_args, max_bulk, max_inline;
+    uint64_t max_request; /* bytes one multibulk command may occupy */
+} resp_limits;
+
+int resp_parse(conn *c, const resp_limits *lim);
+/* Drops the command just executed from the input. */
+void resp_consume(conn *c);
+
+/* Reply writers: each appends to c->out (growing it). On out of memory the
+ * connection is marked closing (its replies can no longer be complete). */
+void out_add(conn *c, const void *p, size_t n);
+void reply_ok(conn *c);
+void reply_simple(conn *c, const char *s);
+void reply_error(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_int(conn *c, int64_t v);
+void reply_bulk(conn *c, const void *p, size_t n);
+void reply_nil(conn *c);
+void reply_array(conn *c, int64_t n);
+void reply_nil_array(conn *c);
+/* Writes text for an error message: printable ASCII kept, other bytes '?',
+ * at most cap - 1 bytes. */
+void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
+
+/* ---- commands ------------------------------------------------------------ */
+typedef struct srv_worker {
+    srv *s;
+    unsigned slot;
+    pc_mgmt *mgmt;                 /* mgmt_db[0] */
+    pc_mgmt *mgmt_db[SRV_MAX_DBS]; /* per SELECT index: its collection is the default */
+    unsigned builtin_cmds;         /* the engine's own commands: the first ones of mgmt */
+    pc_json *json;
+    char *scratch; /* PC_VALUE_MAX + 64 bytes: values read by GET */
+    size_t scratch_cap;
+    int epfd;
+    conn *conns;
+    unsigned nconns;
+    conn *slot_waiter; /* the connection whose request is in our slot */
+    int slot_async;    /* our slot holds a BGSAVE nobody waits for */
+    int slot_orphan;   /* our slot holds a request of a previous incarnation */
+    int slot_kind;     /* how the waiter gets the answer: 0 JSON bulk, 1 +OK (SAVE) */
+    int stopping;
+    int64_t accept_resume_ms; /* accepts paused (EMFILE) until then; 0 = not paused */
+    conn *graveyard;
+    const char **argv; /* per-command argument views, grown to the largest command */
+    size_t *argl;
+    unsigned argcap;
+    resp_limits lim;
+    struct srv_wstats_shm *st;
+} srv_worker;
+
+/* worker.c: runs the complete commands buffered in c (until it blocks). */
+void conn_process(srv_worker *w, conn *c);
+
+/* Executes the parsed command of c; argv[i] points into c->in. */
+void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+/* The worker's slot was answered: delivers the answer to the waiting
+ * connection (if any) and resumes blocked connections. */
+void cmd_slot_answered(srv_worker *w);
+/* Submits a management request to the maintenance process. Returns 0, or
+ * queues an error reply and returns -1. */
+int cmd_slot_submit(srv_worker *w, conn *c, const char *cmd, unsigned nargs,
+                    const char *const *argv, const size_t *argl, int async);
+
+/* Command handlers share one signature. */
+typedef void (*cmd_fn)(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                       const size_t *argl);
+typedef struct cmd_def {
+    const char *name; /* upper case */
+    int arity;        /* Redis convention: n exact, -n at least n (the name counts) */
+    unsigned flags;
+    cmd_fn fn;
+    int first_key, last_key, step; /* for COMMAND */
+} cmd_def;
+#define CMD_NOAUTH 0x1u /* allowed before AUTH */
+#define CMD_WRITE 0x2u
+#define CMD_READONLY 0x4u
+#define CMD_ADMIN 0x8u
+#define CMD_FAST 0x10u
+
+/* cmd_string.c, cmd_keys.c, cmd_server.c */
+extern const cmd_def cmd_string_table[];
+extern const unsigned cmd_string_count;
+extern const cmd_def cmd_keys_table[];
+extern const unsigned cmd_keys_count;
+extern const cmd_def cmd_server_table[];
+extern const unsigned cmd_server_count;
+
+/* cmd_info.c */
+void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+
+/* shared helpers (commands.c) */
+int arg_i64(const char *p, size_t n, int64_t *out);
+int arg_eq(const char *p, size_t n, const char *word); /* case-insensitive */
+void reply_pc_error(conn *c, int rc);
+int64_t now_ms(void);
+/* The command table as one sorted list (for COMMAND). */
+unsigned cmd_all(const cmd_def **out, unsigned cap);
+
+#endif /* PCACHED_RESP_H */

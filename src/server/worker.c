@@ -1,0 +1,441 @@
+/*
+ * worker.c - a pcached worker: one process, one epoll loop, one
+ * SO_REUSEPORT listener (its slot's, created by the master so that a
+ * restarted worker inherits the accept queue of the one that died).
+ *
+ * Per connection: read what the socket has, run every complete command in
+ * the buffer (pipelining), append the replies, write them in one call.
+ * Reading pauses while a client's unsent replies exceed max_output_mb and
+ * while it waits for the maintenance process (SAVE, PERF.SAVE). A closed
+ * connection is unlinked at once and freed at the end of the loop turn, so
+ * a list walk that closes connections stays valid.
+ *
+ * SIGTERM: stop accepting (the listener is closed), run what is already
+ * buffered, flush the replies, close; exit once every connection is gone or
+ * drain_timeout_ms has passed. exit() runs the journal's exit flush.
+ */
+#include "resp.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define W_READ_CHUNK 16384u
+#define W_BUF_KEEP (1u << 20) /* an idle buffer larger than this is released */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void conn_events(srv_worker *w, conn *c)
+{
+    uint32_t ev = 0;
+    if (!c->closing && !c->paused && !c->blocked)
+        ev |= EPOLLIN;
+    if (c->out.len > c->out.off)
+        ev |= EPOLLOUT;
+    if (ev == c->events)
+        return;
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &e) == 0)
+        c->events = ev;
+}
+
+static void conn_close(srv_worker *w, conn *c)
+{
+    if (c->fd < 0)
+        return;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    if (w->slot_waiter == c) { /* the answer will come for nobody */
+        w->slot_waiter = NULL;
+        w->slot_orphan = 1;
+    }
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    /* c->next stays: a walk standing on c can go on */
+    c->gnext = w->graveyard;
+    w->graveyard = c;
+    w->nconns--;
+    atomic_fetch_sub_explicit(&w->st->clients, 1, memory_order_relaxed);
+}
+
+static void conn_free(conn *c)
+{
+    free(c->in.p);
+    free(c->out.p);
+    free(c->args);
+    free(c);
+}
+
+/* Writes what is pending. Returns -1 when the connection was closed. */
+static int conn_flush(srv_worker *w, conn *c)
+{
+    sbuf *b = &c->out;
+    while (b->len > b->off) {
+        ssize_t n = write(c->fd, b->p + b->off, b->len - b->off);
+        if (n > 0) {
+            b->off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        conn_close(w, c); /* EPIPE, ECONNRESET: the client is gone */
+        return -1;
+    }
+    if (b->len == b->off) {
+        b->off = b->len = 0;
+        if (b->cap > W_BUF_KEEP) {
+            free(b->p);
+            b->p = NULL;
+            b->cap = 0;
+        }
+    }
+    size_t pending = b->len - b->off;
+    if (c->paused && pending < ((size_t)w->s->cfg.max_output_mb << 20) / 2) {
+        c->paused = 0;
+        conn_process(w, c);
+        return c->fd < 0 ? -1 : 0;
+    }
+    if (c->closing && pending == 0 && c->blocked != 1) {
+        conn_close(w, c);
+        return -1;
+    }
+    conn_events(w, c);
+    return 0;
+}
+
+void conn_process(srv_worker *w, conn *c)
+{
+    if (c->fd < 0)
+        return;
+    size_t out_max = (size_t)w->s->cfg.max_output_mb << 20;
+    while (!c->closing && !c->blocked && !c->paused) {
+        int r = resp_parse(c, &w->lim);
+        if (r == RESP_NEED)
+            break;
+        if (r == RESP_PROTO) {
+            atomic_fetch_add_explicit(&w->st->proto_errors, 1, memory_order_relaxed);
+            break;
+        }
+        if (r == RESP_REFUSED)
+            continue;
+        if (c->nargs > w->argcap) {
+            unsigned cap = c->nargs < 64 ? 64 : c->nargs;
+            const char **av = realloc(w->argv, cap * sizeof *av);
+            if (av != NULL)
+                w->argv = av;
+            size_t *al = realloc(w->argl, cap * sizeof *al);
+            if (al != NULL)
+                w->argl = al;
+            if (av == NULL || al == NULL) {
+                reply_error(c, "ERR out of memory");
+                c->closing = 1;
+                break;
+            }
+            w->argcap = cap;
+        }
+        const char *base = c->in.p + c->in.off;
+        for (unsigned i = 0; i < c->nargs; i++) {
+            w->argv[i] = base + c->args[i].off;
+            w->argl[i] = c->args[i].len;
+        }
+        cmd_dispatch(w, c, c->nargs, w->argv, w->argl);
+        atomic_fetch_add_explicit(&w->st->commands, 1, memory_order_relaxed);
+        if (c->blocked == 2)
+            break; /* the same command runs again when the slot frees */
+        resp_consume(c);
+        if (c->out.len - c->out.off > out_max)
+            c->paused = 1;
+    }
+    if (w->stopping && !c->blocked)
+        c->closing = 1;
+    (void)conn_flush(w, c);
+}
+
+static void conn_read(srv_worker *w, conn *c)
+{
+    for (int turn = 0; turn < 16 && c->fd >= 0 && !c->closing && !c->paused && !c->blocked;
+         turn++) {
+        sbuf *b = &c->in;
+        if (b->off > 0 && (b->off == b->len || b->cap - b->len < W_READ_CHUNK)) {
+            memmove(b->p, b->p + b->off, b->len - b->off);
+            b->len -= b->off;
+            b->off = 0;
+        }
+        size_t want = c->want > W_READ_CHUNK ? c->want : W_READ_CHUNK;
+        if (b->cap - b->off < want + W_READ_CHUNK || b->cap - b->len < W_READ_CHUNK / 4) {
+            size_t cap = b->cap ? b->cap : W_READ_CHUNK;
+            while (cap - b->off < want + W_READ_CHUNK || cap - b->len < W_READ_CHUNK / 4)
+                cap *= 2;
+            char *p = realloc(b->p, cap);
+            if (p == NULL) {
+                reply_error(c, "ERR out of memory");
+                c->closing = 1;
+                break;
+            }
+            b->p = p;
+            b->cap = cap;
+        }
+        size_t room = b->cap - b->len;
+        ssize_t n = read(c->fd, b->p + b->len, room);
+        if (n == 0) { /* the client closed: nothing more can be delivered */
+            conn_close(w, c);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            conn_close(w, c);
+            return;
+        }
+        b->len += (size_t)n;
+        c->last_ms = mono_ms();
+        conn_process(w, c);
+        if ((size_t)n < room)
+            break;
+    }
+    if (c->fd >= 0)
+        (void)conn_flush(w, c);
+}
+
+static void accept_all(srv_worker *w, int lfd)
+{
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* The listener stays readable while we cannot accept:
+                 * leave it out of epoll for a moment instead of spinning. */
+                srv_log(PC_LOG_WARN, "accept: %m (%u connections): pausing accepts for 100 ms",
+                        w->nconns);
+                epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
+                w->accept_resume_ms = mono_ms() + 100;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                srv_log(PC_LOG_WARN, "accept: %m");
+            }
+            return;
+        }
+        if (w->nconns >= w->s->cfg.maxclients) {
+            static const char msg[] = "-ERR max number of clients reached\r\n";
+            ssize_t r = write(fd, msg, sizeof msg - 1);
+            (void)r;
+            close(fd);
+            atomic_fetch_add_explicit(&w->st->rejected, 1, memory_order_relaxed);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn *c = calloc(1, sizeof *c);
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->need_args = -1;
+        c->bulk_len = -1;
+        c->coll = w->s->dbs[0];
+        c->last_ms = mono_ms();
+        c->events = EPOLLIN;
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = w->conns;
+        if (w->conns != NULL)
+            w->conns->prev = c;
+        w->conns = c;
+        w->nconns++;
+        atomic_fetch_add_explicit(&w->st->clients, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->st->connections, 1, memory_order_relaxed);
+    }
+}
+
+/* Tags for the non-connection fds in epoll (connections carry their conn *). */
+static char tag_listen, tag_signal, tag_slot;
+
+static void begin_stop(srv_worker *w, int lfd)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
+    close(lfd);
+    srv_log(PC_LOG_INFO, "stopping: draining %u connection(s)", w->nconns);
+    for (conn *c = w->conns; c != NULL; c = c->next)
+        conn_process(w, c); /* runs what is buffered, then closes once flushed */
+}
+
+void srv_worker_main(srv *s, unsigned slot)
+{
+    char role[16];
+    snprintf(role, sizeof role, "worker%u", slot);
+    srv_log_role(role);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    for (unsigned i = 0; i < s->cfg.workers; i++)
+        if (i != slot && s->listen_fds[i] >= 0)
+            close(s->listen_fds[i]);
+    int lfd = s->listen_fds[slot];
+
+    srv_worker wk;
+    memset(&wk, 0, sizeof wk);
+    srv_worker *w = &wk;
+    w->s = s;
+    w->slot = slot;
+    w->st = &s->shm->wstats[slot];
+    w->lim.max_args = s->cfg.max_args;
+    w->lim.max_bulk = s->cfg.max_bulk;
+    w->lim.max_inline = s->cfg.max_inline;
+    w->lim.max_request = (uint64_t)s->cfg.max_request_mb << 20;
+    w->scratch_cap = PC_VALUE_MAX + 64;
+    w->scratch = malloc(w->scratch_cap);
+    int rc = 0;
+    for (unsigned d = 0; d < s->ndbs && rc == 0; d++) {
+        rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[d]), &w->mgmt_db[d]);
+        if (rc == 0)
+            w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt_db[d]);
+        if (rc == 0 && s->persist != NULL) /* perf_stats' save/load facts */
+            rc = pc_persist_register(s->persist, w->mgmt_db[d]);
+    }
+    w->mgmt = w->mgmt_db[0];
+    if (rc == 0)
+        rc = pc_json_create(&w->json);
+    if (rc != 0 || w->scratch == NULL) {
+        srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_strerror(rc));
+        _exit(1);
+    }
+    atomic_store(&w->st->pid, (int64_t)getpid());
+    struct srv_slot_shm *sl = &s->shm->slots[slot];
+    uint32_t st = atomic_load(&sl->state);
+    if (st == SRV_SLOT_DONE)
+        atomic_store(&sl->state, SRV_SLOT_FREE); /* answered for the worker that died */
+    else if (st == SRV_SLOT_PENDING)
+        w->slot_orphan = 1;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (sfd < 0 || w->epfd < 0) {
+        srv_log(PC_LOG_ERR, "worker setup failed: %m");
+        _exit(1);
+    }
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_listen};
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &e);
+    e.data.ptr = &tag_signal;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, sfd, &e);
+    e.data.ptr = &tag_slot;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[slot], &e);
+    if (getppid() == 1)
+        _exit(0); /* the master died before PDEATHSIG was set */
+
+    int64_t next_tick = mono_ms() + 1000, stop_deadline = 0;
+    struct epoll_event evs[256];
+    for (;;) {
+        int n = epoll_wait(w->epfd, evs, 256, 200);
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &tag_listen) {
+                if (!w->stopping)
+                    accept_all(w, lfd);
+            } else if (p == &tag_signal) {
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                    if (si.ssi_signo == SIGHUP) {
+                        srv_log_reopen();
+                    } else {
+                        begin_stop(w, lfd);
+                        stop_deadline = mono_ms() + s->cfg.drain_timeout_ms;
+                    }
+                }
+            } else if (p == &tag_slot) {
+                uint64_t v;
+                if (read(s->done_efd[slot], &v, sizeof v) == (ssize_t)sizeof v)
+                    cmd_slot_answered(w);
+            } else {
+                conn *c = p;
+                if (c->fd < 0)
+                    continue; /* closed earlier in this turn */
+                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
+                    conn_close(w, c);
+                    continue;
+                }
+                if (evs[i].events & EPOLLOUT)
+                    if (conn_flush(w, c) < 0)
+                        continue;
+                if (evs[i].events & EPOLLIN)
+                    conn_read(w, c);
+            }
+        }
+        while (w->graveyard != NULL) {
+            conn *g = w->graveyard;
+            w->graveyard = g->gnext;
+            conn_free(g);
+        }
+        int64_t now = mono_ms();
+        if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
+            struct epoll_event le = {.events = EPOLLIN, .data.ptr = &tag_listen};
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &le);
+            w->accept_resume_ms = 0;
+        }
+        if (now >= next_tick) {
+            next_tick = now + 1000;
+            if (s->persist != NULL)
+                (void)pc_persist_worker_tick(s->persist);
+            if (s->cfg.idle_timeout_s > 0)
+                for (conn *c = w->conns; c != NULL; c = c->next)
+                    if (!c->blocked && now - c->last_ms > (int64_t)s->cfg.idle_timeout_s * 1000)
+                        conn_close(w, c);
+            /* a lost eventfd write costs at most a second */
+            if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
+                cmd_slot_answered(w);
+        }
+        if (w->stopping && (w->conns == NULL || now >= stop_deadline)) {
+            if (w->nconns > 0)
+                srv_log(PC_LOG_WARN, "drain deadline: closing %u connection(s)", w->nconns);
+            srv_log(PC_LOG_INFO, "stopped");
+            while (w->conns != NULL)
+                conn_close(w, w->conns);
+            while (w->graveyard != NULL) {
+                conn *g = w->graveyard;
+                w->graveyard = g->gnext;
+                conn_free(g);
+            }
+            pc_json_destroy(w->json);
+            for (unsigned d = 0; d < s->ndbs; d++)
+                pc_mgmt_destroy(w->mgmt_db[d]);
+            free(w->scratch);
+            free(w->argv);
+            free(w->argl);
+            exit(0);
+        }
+    }
+}

@@ -1,0 +1,18 @@
+# pcached's integration tests (tests/server/*.py): real clients against a
+# real pcached - python3-redis run by the system's /usr/bin/python3,
+# redis-cli and redis-benchmark (Debian packages, see .ci/deps.sh). Each
+# test starts its own servers on kernel-chosen loopback ports and stops
+# them, even when it fails.
+if(TARGET pcached)
+  foreach(name test_resp test_process test_jsonrpc_config test_hostile)
+    add_test(NAME server_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
+    set_tests_properties(server_${name} PROPERTIES TIMEOUT 600
+      ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
+  endforeach()
+endif()
+
+# The RESP parser against a guard page, fed whole and byte by byte.
+if(TARGET test_resp_parse)
+  target_link_libraries(test_resp_parse PRIVATE pcached_resp)
+endif()

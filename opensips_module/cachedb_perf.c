@@ -26,6 +26,9 @@
 #include <statistics.h>
 
 #include "cdbp.h"
+#ifdef CDBP_HAVE_ODBC
+#include "pcache_odbc.h"
+#endif
 
 #include <errno.h>
 #include <string.h>
@@ -218,7 +221,7 @@ static int cdbp_check_params(void)
         if (cdbp_db_mode != 0 || cdbp_persist_colls != NULL || cdbp_journal != NULL ||
             cdbp_snapshot_period != 0) {
             LM_ERR("db_mode, persist_collections, journal and snapshot_period need a db_url "
-                   "(lmdb:///path)\n");
+                   "(lmdb:///path, odbc://DSN or an ODBC connection string)\n");
             return -1;
         }
     }
@@ -238,6 +241,13 @@ static int cdbp_open_persistence(void)
     pcfg.snapshot_period_s = (unsigned)cdbp_snapshot_period;
     pcfg.log = cdbp_log;
     pcfg.log_level = cdbp_lib_log_level();
+#ifdef CDBP_HAVE_ODBC
+    /* db_url "odbc://DSN", "odbc:CONNSTR" or a bare "DSN=..." / "DRIVER=..."
+     * connection string: the ODBC exporter. It connects here, in the main
+     * process (the startup load); a process forked later that saves or
+     * loads (MI, maintenance) connects again on its first use. */
+    pcfg.sql_backend = pc_odbc_persist_backend();
+#endif
     char err[PC_MGMT_MSG_MAX];
     int rc = pc_persist_open(cdbp_cache, &pcfg, &cdbp_persist, err, sizeof err);
     if (rc != 0) {

@@ -25,6 +25,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ import time
 import urllib.request
 
 SKIP = 77
+ALL_PARTS = "lmdb,odbc,sync"
 CHECKS = 0
 
 
@@ -179,6 +181,11 @@ event_route[E_CACHEDB_PERF_NOMEM] {
 event_route[E_CACHEDB_PERF_MEM_DEGRADED] {
     cache_add("perf", "ev-degraded", 1, 0);
     xlog("L_NOTICE", "cachedb_perf test: huge pages degraded: asked $param(requested_mb) MB, got tier $param(tier) ($param(backing))\n");
+}
+
+event_route[E_CACHEDB_PERF_SYNCED] {
+    cache_add("perf:th", "ev-synced", 1, 0);
+    xlog("L_NOTICE", "cachedb_perf test: synced $param(collection) from node $param(source_node)\n");
 }
 
 event_route[E_CACHEDB_PERF_GROWN] {
@@ -373,6 +380,11 @@ def run(args):
             run_lmdb(args, work, cap, nodes)
         if "odbc" in args.only:
             run_odbc(args, work, cap, nodes)
+        if "sync" in args.only:
+            run_sync(args, work, cap, nodes)
+        if args.guide and args.only == ALL_PARTS:
+            check_guide(args.guide, cap.items)
+            print("ok  the admin guide's MI replies have the shapes of this run's")
     finally:
         for n in nodes:
             try:
@@ -631,9 +643,6 @@ def run_lmdb(args, work, cap, nodes):
         check(d.sip("group_fetch", "g-7") == "hit:x7", "the snapshot under the journal loaded")
         d.stop()
         print("ok  journal: th (everysec) write survived kill -9; sessions (no journal) did not")
-        if args.guide:
-            check_guide(args.guide, cap.items)
-            print("ok  the admin guide's MI replies have the shapes of this run's")
 
 
 def sql_rows(db, query, params=()):
@@ -720,6 +729,203 @@ def run_odbc(args, work, cap, nodes):
           "counter, binary value")
 
 
+CLUSTER_MODS = r'''
+socket = bin:127.0.0.1:@BIN_PORT@
+loadmodule "proto_bin.so"
+loadmodule "clusterer.so"
+modparam("clusterer", "db_mode", 0)
+modparam("clusterer", "my_node_id", @NODE_ID@)
+modparam("clusterer", "my_node_info", "cluster_id=1, url=bin:127.0.0.1:@BIN_PORT@")
+modparam("clusterer", "neighbor_node_info", "cluster_id=1, node_id=@PEER_ID@, url=bin:127.0.0.1:@PEER_BIN@")
+modparam("clusterer", "ping_interval", 1)
+'''
+
+
+def bin_notice(coll, gen, source, cluster_id, src_id, dst_id):
+    """A cachedb-perf-sync notice as the module's push builds it (README,
+    "Cluster sync"), with the clusterer's trailer: what a forger on the
+    cluster's network could send."""
+    def s(b):
+        return struct.pack("<H", len(b)) + b
+    cap = b"cachedb-perf-sync"
+    body = (struct.pack("<h", 1) + s(cap) + struct.pack("<i", 1) +
+            s(coll.encode()) + s(str(gen).encode()) + s(source.encode()) +
+            struct.pack("<iii", cluster_id, src_id, dst_id))
+    return b"P4CK" + struct.pack("<I", 8 + len(body)) + body
+
+
+def send_bin(port, data):
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    c.sendall(data)
+    time.sleep(0.3)
+    c.close()
+
+
+def coll_stats(node, coll):
+    return result(node.mi("perf_stats", [coll]), "perf_stats " + coll)["collections"][0]
+
+
+def entries(node, coll="sessions"):
+    """Every key of a collection with its value and TTL, over MI."""
+    d = result(node.mi("perf_dump", ["*", coll, 100000]), "perf_dump " + coll)
+    return {e["key"]: (e["value"], e["ttl"]) for e in d["entries"]}
+
+
+def same_entries(a, b, what, skip=()):
+    ea = {k: v for k, v in a.items() if k not in skip}
+    eb = {k: v for k, v in b.items() if k not in skip}
+    check(set(ea) == set(eb), "%s: keys differ: only on the authority %s, only on the replica %s"
+          % (what, sorted(set(ea) - set(eb))[:10], sorted(set(eb) - set(ea))[:10]))
+    for k, (v, ttl) in ea.items():
+        v2, ttl2 = eb[k]
+        check(v == v2, "%s: %s = %r on the authority, %r on the replica" % (what, k, v, v2))
+        check((ttl == -1) == (ttl2 == -1) and abs(ttl - ttl2) <= 2,
+              "%s: %s TTL %s on the authority, %s on the replica" % (what, k, ttl, ttl2))
+
+
+def wait_for(cond, timeout, step=0.005):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return time.time() - t0
+        time.sleep(step)
+    return None
+
+
+def run_sync(args, work, cap, nodes):
+    """perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
+    (proto_bin, db-less clusterer) sharing one SQLite database through ODBC;
+    a third node without clusterer converges by the poll."""
+    missing = [m for m in ("clusterer", "proto_bin")
+               if not os.path.exists(os.path.join(args.mpath, m + ".so"))]
+    if missing:
+        print("SKIPPED: cluster sync part: the OpenSIPS module(s) %s are not built/installed "
+              "under %s (build them in the OpenSIPS tree: make modules=modules/<name>)"
+              % (", ".join(m + ".so" for m in missing), args.mpath))
+        return
+    db_url = "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite")
+    poll = 1
+    ports = {n: (free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)) for n in "ABC"}
+    bins = {n: free_port(socket.SOCK_STREAM) for n in "AB"}
+
+    def cluster_node(name, nid, peer):
+        mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
+                .replace("@NODE_ID@", str(nid)).replace("@PEER_ID@", str(3 - nid))
+                .replace("@PEER_BIN@", str(bins[peer])))
+        params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                  'modparam("cachedb_perf", "sync_poll_period", %d)' % poll)
+        return OpenSIPS(args, work, "sync" + name, db_url=db_url, journal=None,
+                        extra_mods=mods, extra_params=params, ports=ports[name])
+
+    a, b = cluster_node("A", 1, "B"), cluster_node("B", 2, "A")
+    # C: sync_cluster_id set but no clusterer loaded (the soft dependency
+    # absent): it hears no notice and converges by its poll
+    c = OpenSIPS(args, work, "syncC", db_url=db_url, journal=None, ports=ports["C"],
+                 extra_params='modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                              'modparam("cachedb_perf", "sync_poll_period", %d)' % poll)
+    for n in (a, b, c):
+        nodes.append(n)
+        n.start()
+    check("clusterer module is not loaded" in c.logtext(),
+          "node C warns that clusterer is absent:\n" + c.tail())
+
+    def link_up(n):
+        return '"Up"' in json.dumps(n.mi("clusterer_list"))
+    t = wait_for(lambda: link_up(a) and link_up(b), 20, 0.2)
+    check(t is not None, "clusterer link A<->B did not come up:\n%s\n%s"
+          % (json.dumps(a.mi("clusterer_list")), b.tail()))
+    caps = result(cap.mi(a, "clusterer_list_cap"), "clusterer_list_cap")
+    check("cachedb-perf-sync" in json.dumps(caps), "capability listed: %s" % caps)
+
+    # the authority writes: SIP-driven cache_store and MI perf_set, TTLs
+    for i in range(40):
+        check(a.sip("store", "sub-%d" % i, "contact-%d" % i, ttl=(0 if i % 2 else 600 + i))
+              == "stored", "A: store")
+    result(a.mi("perf_set", ["profile", "gold", 3600]), "A perf_set")
+    check(a.sip("add", "calls", "42") == "n:42", "A: counter")
+    # the replicas hold a key the snapshot lacks: the reload prunes it
+    result(b.mi("perf_set", ["stale-on-b", "x"]), "B perf_set")
+    result(c.mi("perf_set", ["stale-on-c", "x"]), "C perf_set")
+
+    # ---- perf_sync over MI: B by the push, C by the poll
+    t0 = time.time()
+    sy = result(cap.mi(a, "cachedb_perf:perf_sync", ["sessions"]), "perf_sync")
+    t_cmd = time.time() - t0
+    gen = sy["generation"]
+    check(gen >= 1 and sy["peers_notified"] == 1 and sy["saved"] >= 42,
+          "perf_sync pushed to node 2: %s" % sy)
+    tb = wait_for(lambda: coll_stats(b, "sessions")["generation"] == gen, 5)
+    tb = tb if tb is None else time.time() - t0
+    check(tb is not None and tb < 1.0,
+          "node B converged by the clusterer push in %s s (limit 1 s)" % tb)
+    ea = entries(a)
+    same_entries(ea, entries(b), "node B after the push")
+    sb = coll_stats(b, "sessions")
+    check(sb["source"] == "1" and sb["last_sync_in"] != 0, "B perf_stats sync facts: %s" % sb)
+    check("stale-on-b" not in entries(b), "the reload pruned B's key the snapshot lacks")
+    print("ok  perf_sync (MI) on node 1: %s; node 2 converged by the push in %.0f ms "
+          "(perf_sync took %.0f ms), every key and TTL equal, stale key pruned"
+          % (json.dumps(sy), tb * 1000, t_cmd * 1000))
+    tc = wait_for(lambda: coll_stats(c, "sessions")["generation"] == gen, poll + 3)
+    tc = tc if tc is None else time.time() - t0
+    check(tc is not None and tc <= poll + 1.5,
+          "node C (no clusterer) converged by the %d s poll in %s s" % (poll, tc))
+    same_entries(ea, entries(c), "node C after the poll")
+    print("ok  node 3 (no clusterer link) converged by the %d s poll in %.0f ms"
+          % (poll, tc * 1000))
+    # the synced event, on the replicas only
+    t = wait_for(lambda: b.sip("group_fetch", "ev-synced") != "miss", 3, 0.1)
+    check(t is not None and "synced sessions from node 1" in b.logtext(),
+          "E_CACHEDB_PERF_SYNCED on node 2:\n" + b.tail())
+    check(a.sip("group_fetch", "ev-synced") == "miss", "no synced event on the authority")
+    stb = cap.mi(b, "cachedb_perf:perf_stats", ["sessions"])
+    result(stb, "perf_stats B")
+
+    # ---- perf_sync from the script (a SIP request on node 1)
+    check(a.sip("store", "sub-0", "moved", ttl=0) == "stored", "A: update")
+    check(a.sip("remove", "sub-1") == "removed", "A: remove")
+    t0 = time.time()
+    check(a.sip("sync") == "sync-queued", "A: perf_sync() from the script")
+    tb2 = wait_for(lambda: coll_stats(b, "sessions")["generation"] > gen, 5)
+    tb2 = tb2 if tb2 is None else time.time() - t0
+    check(tb2 is not None and tb2 < 1.0,
+          "node B converged after the script's perf_sync in %s s (limit 1 s)" % tb2)
+    gen2 = coll_stats(b, "sessions")["generation"]
+    eb = entries(b)
+    check(eb.get("sub-0", ("",))[0] == "moved" and "sub-1" not in eb,
+          "B has the update and the removal: %s" % {k: eb.get(k) for k in ("sub-0", "sub-1")})
+    same_entries(entries(a), eb, "node B after the script's perf_sync")
+    print("ok  perf_sync() from the script on node 1: node 2 converged in %.0f ms "
+          "(update and removal)" % (tb2 * 1000))
+
+    # ---- a replayed and a forged notice change nothing
+    result(b.mi("perf_set", ["local-only", "kept"]), "B perf_set local-only")
+    before = entries(b)
+    st0 = coll_stats(b, "sessions")
+    send_bin(bins["B"], bin_notice("sessions", gen2, "1", 1, 1, 2))       # replay
+    send_bin(bins["B"], bin_notice("sessions", 10 ** 15, "1", 1, 1, 2))   # forged, huge
+    send_bin(bins["B"], bin_notice("nosuch", 10 ** 15, "1", 1, 1, 2))     # unknown collection
+    time.sleep(1.5)
+    st1 = coll_stats(b, "sessions")
+    after = entries(b)
+    check(after == before, "forged/replayed notices changed node 2's data")
+    check(st1["generation"] == gen2 and st1["reloads"] == st0["reloads"],
+          "forged notice: generation %s -> %s, reloads %s -> %s"
+          % (st0["generation"], st1["generation"], st0["reloads"], st1["reloads"]))
+    check(st1["notices"] == st0["notices"] + 1 and st1["rejected"] == st0["rejected"] + 1,
+          "the forged notice was heard once and rejected by the database: %s -> %s"
+          % ({k: st0[k] for k in ("notices", "checks", "rejected")},
+             {k: st1[k] for k in ("notices", "checks", "rejected")}))
+    check(st1["checks"] - st0["checks"] <= 1 + poll * 3,
+          "a forged notice costs at most one database read: %s -> %s checks"
+          % (st0["checks"], st1["checks"]))
+    check("nosuch" in b.logtext(), "the unknown collection's notice was logged")
+    print("ok  a replayed and a forged notice (generation 10^15) changed nothing on node 2: "
+          "generation %d, notices +1, rejected +1" % gen2)
+    for n in (a, b, c):
+        n.stop()
+
+
 def sv_all_saved(sv_all, sv):
     return sv["saved"]
 
@@ -733,7 +939,7 @@ def main():
     ap.add_argument("--capture", default="")
     ap.add_argument("--skip-reason", default="")
     ap.add_argument("--guide", default="", help="admin guide whose MI replies to check")
-    ap.add_argument("--only", default="lmdb,odbc,sync",
+    ap.add_argument("--only", default=ALL_PARTS,
                     help="comma-separated parts to run (a debugging aid): lmdb,odbc,sync")
     args = ap.parse_args()
     why = None

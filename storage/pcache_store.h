@@ -561,7 +561,8 @@ typedef struct pc_sync_stats {
     uint64_t generation;      /* the generation this node's copy is */
     char source[PC_SYNC_NODE_MAX + 1]; /* the node that made it ("" = unknown) */
     uint64_t notices;         /* notices accepted (above the generation) */
-    uint64_t checks;          /* database reads of the generation */
+    uint64_t checks;          /* database reads of the generation for a notice */
+    uint64_t polls;           /* database reads of the generation by the poll */
     uint64_t rejected;        /* notices the database did not confirm */
     uint64_t reloads;         /* reloads done */
     uint64_t pruned;          /* keys pruned by the reloads */

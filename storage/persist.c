@@ -33,9 +33,7 @@
  * exporter, odbc/): storage/ does not depend on it. Such a store has no
  * journal; saves and loads go to the backend, everything else is the same.
  */
-#include "pc_journal.h"
-#include "pcache_mgmt.h"
-#include "pcache_store.h"
+#include "persist_int.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,31 +44,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-struct pc_persist_coll_shm {                    /* written by the saving/loading process only */
-    _Atomic int64_t last_save_ms, last_load_ms; /* wall clock, 0 = never */
-    _Atomic uint64_t last_save_count, last_load_count, generation;
-    _Atomic uint64_t last_save_us, last_load_us;
-    _Atomic int32_t last_save_rc, last_load_rc;
-};
-
-struct pc_persist {
-    pc_cache *cache;
-    pc_store *store; /* opened by store_pid; use it through pp_store */
-    pid_t store_pid;
-    char *db_url; /* for the reopen in a forked process */
-    pc_journal *journal;
-    const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
-    void *bh;                          /* the backend's handle */
-    int db_mode;
-    unsigned period_s;
-    int64_t next_periodic_ms;
-    bool persist[PC_MAX_COLLECTIONS];
-    struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
-};
 
 __attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, int level,
                                                          const char *fmt, ...)
@@ -117,7 +90,7 @@ void pc_persist_config_init(pc_persist_config *cfg)
     cfg->log_level = PC_LOG_INFO;
 }
 
-static unsigned pp_index(const pc_persist *p, const pc_coll *coll)
+unsigned pp_index(const pc_persist *p, const pc_coll *coll)
 {
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
         if (pc_coll_at(p->cache, i) == coll)
@@ -258,6 +231,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         free(p);
         return pp_fail(err, errlen, PC_ESYS, "cannot map the persistence state");
     }
+    if ((rc = pc_sync_open(p, cfg, err, errlen)) != 0)
+        goto fail;
     if ((rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen)) != 0 ||
         (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
         goto fail;
@@ -326,6 +301,7 @@ void pc_persist_close(pc_persist *p)
         p->backend->close(p->bh);
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
+    pc_sync_close(p);
     free(p->db_url);
     free(p);
 }
@@ -383,7 +359,12 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
     memset(&r, 0, sizeof r);
     int rc;
     if (p->backend != NULL) {
-        rc = p->backend->save(p->bh, coll, &r);
+        /* with sync support the generation row also names its maker */
+        rc = p->backend->save_as != NULL
+                 ? p->backend->save_as(p->bh, coll, p->node_id, &r)
+                 : p->backend->save(p->bh, coll, &r);
+        if (rc == 0)
+            pc_sync_saved(p, coll, r.generation);
     } else {
         pc_store *store = NULL;
         rc = pp_store(p, &store);
@@ -477,6 +458,9 @@ int pc_persist_tick(pc_persist *p)
     if (p == NULL)
         return PC_EINVAL;
     int rc = p->journal != NULL ? pc_journal_sync_all(p->journal) : 0;
+    int src = pc_persist_sync_tick(p);
+    if (rc == 0)
+        rc = src;
     if (p->period_s > 0 && pp_mono_ms() >= p->next_periodic_ms) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
             if (p->persist[i]) {
@@ -626,6 +610,7 @@ static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rc
     rc = rc ? rc : ops->u64(rctx, "generation", atomic_load(&st->generation));
     const char *jm = pc_journal_mode_name(pc_coll_journal(coll));
     rc = rc ? rc : ops->str(rctx, "journal", jm, strlen(jm));
+    rc = rc ? rc : pc_sync_stats_emit(p, coll, ops, rctx);
     return rc;
 }
 
@@ -642,6 +627,8 @@ int pc_persist_register(pc_persist *p, pc_mgmt *m)
     int rc = pc_mgmt_register(m, &save);
     if (rc == 0)
         rc = pc_mgmt_register(m, &load);
+    if (rc == 0)
+        rc = pc_sync_register(p, m);
     if (rc == 0)
         rc = pc_mgmt_stats_hook(m, pp_stats, p);
     return rc;

@@ -539,7 +539,7 @@ def run_lmdb(args, work, cap, nodes):
         check(ld["loaded"] == sv_all_saved(sv_all, sv) and ld["collections"] == 1,
               "perf_load: %s" % ld)
         check(a.sip("fetch", "greeting") == "hit:hello", "perf_load restored greeting")
-        sy = result(cap.mi(a, "cachedb_perf:perf_sync", {"collection": "sessions"}), "perf_sync")
+        sy = result(cap.mi(a, "cachedb_perf:perf_sync", ["sessions"]), "perf_sync")
         check(sy["saved"] >= 7 and sy["peers"] == 0 and "no peer notified" in sy["note"],
               "perf_sync degrades to a save and says so: %s" % sy)
         check(a.sip("sync") == "sync-queued", "perf_sync() from the script")

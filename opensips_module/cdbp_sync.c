@@ -62,27 +62,31 @@
 
 static str cdbp_sync_cap = str_init(CDBP_SYNC_CAP);
 static struct clusterer_binds cdbp_cl;
-static int cdbp_cl_loaded;               /* the clusterer API is bound */
+static int cdbp_cl_loaded; /* the clusterer API is bound */
 static char cdbp_node_id[PC_SYNC_NODE_MAX + 1];
 
-/* Shared: request bits (bit i = collection i) and the maintenance
- * process's number, for the IPC wake-up. */
+/* Shared: request bits (bit i = collection i), the maintenance process's
+ * number, for the IPC wake-ups, and whether a notice wake-up is already on
+ * its way (a flood of notices sends one IPC job, not one per notice). */
 static uint64_t *cdbp_sync_req;
 static int *cdbp_maint_proc_no;
+static int *cdbp_wake_pending;
 static gen_lock_t *cdbp_save_lock;
 
 int cdbp_sync_init(void)
 {
     cdbp_sync_req = shm_malloc(sizeof *cdbp_sync_req);
     cdbp_maint_proc_no = shm_malloc(sizeof *cdbp_maint_proc_no);
+    cdbp_wake_pending = shm_malloc(sizeof *cdbp_wake_pending);
     cdbp_save_lock = lock_alloc();
-    if (cdbp_sync_req == NULL || cdbp_maint_proc_no == NULL || cdbp_save_lock == NULL ||
-        lock_init(cdbp_save_lock) == NULL) {
+    if (cdbp_sync_req == NULL || cdbp_maint_proc_no == NULL || cdbp_wake_pending == NULL ||
+        cdbp_save_lock == NULL || lock_init(cdbp_save_lock) == NULL) {
         LM_ERR("no more shared memory\n");
         return -1;
     }
     *cdbp_sync_req = 0;
     *cdbp_maint_proc_no = -1;
+    *cdbp_wake_pending = 0;
     return 0;
 }
 
@@ -139,8 +143,8 @@ static int cdbp_sync_push(void *ctx, const char *coll, uint64_t gen, const char 
                 cdbp_sync_cluster_id);
         break;
     case CLUSTERER_DEST_DOWN:
-        LM_WARN("perf_sync %s: every node of cluster %d is down or probing: no notice sent\n",
-                coll, cdbp_sync_cluster_id);
+        LM_WARN("perf_sync %s: every node of cluster %d is down or probing: no notice sent\n", coll,
+                cdbp_sync_cluster_id);
         rc = 0;
         break;
     default:
@@ -159,6 +163,7 @@ static void cdbp_sync_wake(int sender, void *param)
 {
     (void)sender;
     (void)param;
+    __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
     cdbp_sync_tick();
 }
 
@@ -177,8 +182,8 @@ static void cdbp_sync_recv(bin_packet_t *pkt)
         return;
     }
     str coll, gtext, src;
-    if (bin_pop_str(pkt, &coll) < 0 || bin_pop_str(pkt, &gtext) < 0 ||
-        bin_pop_str(pkt, &src) < 0 || gtext.len <= 0 || gtext.len > 20) {
+    if (bin_pop_str(pkt, &coll) < 0 || bin_pop_str(pkt, &gtext) < 0 || bin_pop_str(pkt, &src) < 0 ||
+        gtext.len <= 0 || gtext.len > 20) {
         LM_WARN("cluster sync: malformed notice from node %d, ignored\n", pkt->src_id);
         return;
     }
@@ -188,8 +193,7 @@ static void cdbp_sync_recv(bin_packet_t *pkt)
     char *end;
     unsigned long long gen = strtoull(gbuf, &end, 10);
     if (*end != '\0' || gbuf[0] < '0' || gbuf[0] > '9') {
-        LM_WARN("cluster sync: notice from node %d with a bad generation, ignored\n",
-                pkt->src_id);
+        LM_WARN("cluster sync: notice from node %d with a bad generation, ignored\n", pkt->src_id);
         return;
     }
     int sl = src.len < 0 ? 0 : src.len > (int)PC_SYNC_NODE_MAX ? (int)PC_SYNC_NODE_MAX : src.len;
@@ -203,11 +207,15 @@ static void cdbp_sync_recv(bin_packet_t *pkt)
                 pkt->src_id, coll.len, coll.s, gen, pc_strerror(rc));
         return;
     }
-    LM_DBG("cluster sync: node %d says %.*s is at generation %llu\n", pkt->src_id, coll.len,
-           coll.s, gen);
+    LM_DBG("cluster sync: node %d says %.*s is at generation %llu\n", pkt->src_id, coll.len, coll.s,
+           gen);
     int dst = *cdbp_maint_proc_no;
-    if (dst >= 0 && dst != process_no && ipc_send_rpc(dst, cdbp_sync_wake, NULL) < 0)
-        LM_DBG("cluster sync: cannot wake the maintenance process (its poll tick will run)\n");
+    if (dst < 0 || dst == process_no || __atomic_exchange_n(cdbp_wake_pending, 1, __ATOMIC_SEQ_CST))
+        return; /* its 100 ms tick runs the check; or a wake-up is on its way */
+    if (ipc_send_rpc(dst, cdbp_sync_wake, NULL) < 0) {
+        __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
+        LM_DBG("cluster sync: cannot wake the maintenance process (its tick will run)\n");
+    }
 }
 
 static void cdbp_sync_cl_event(enum clusterer_event ev, int node_id)
@@ -239,8 +247,8 @@ int cdbp_sync_setup(pc_persist_config *pcfg)
     pcfg->node_id = cdbp_node_id;
     pcfg->sync_push = cdbp_sync_push;
     pcfg->sync_push_ctx = NULL;
-    LM_INFO("cluster sync: capability %s in cluster %d, node %s, poll every %d s\n",
-            CDBP_SYNC_CAP, cdbp_sync_cluster_id, cdbp_node_id, cdbp_sync_poll_period);
+    LM_INFO("cluster sync: capability %s in cluster %d, node %s, poll every %d s\n", CDBP_SYNC_CAP,
+            cdbp_sync_cluster_id, cdbp_node_id, cdbp_sync_poll_period);
     return 0;
 }
 

@@ -31,6 +31,7 @@
 #endif
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -296,15 +297,21 @@ static int cdbp_open_persistence(void)
     /* db_mode >= 1: the startup load, before the workers fork. A failed
      * load of one collection is logged by the store and does not stop
      * OpenSIPS: the others are loaded and the cache serves. */
+    /* the db_url as logged: an ODBC connection string may hold a password */
+    char shown[512];
+#ifdef CDBP_HAVE_ODBC
+    pc_odbc_redact(cdbp_db_url, shown, sizeof shown);
+#else
+    snprintf(shown, sizeof shown, "%s", cdbp_db_url);
+#endif
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = pc_persist_startup(cdbp_persist);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0)
-        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, cdbp_db_url,
-               pc_strerror(rc));
+        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown, pc_strerror(rc));
     else if (cdbp_db_mode >= 1)
-        LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, cdbp_db_url,
+        LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, shown,
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     return 0;
 }

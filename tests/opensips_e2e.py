@@ -792,10 +792,33 @@ def wait_for(cond, timeout, step=0.005):
     return None
 
 
+def start_pg(work):
+    """A private PostgreSQL on 127.0.0.1 (tests/odbc_servers.sh, the ODBC
+    tests' helper; a watcher stops it and removes its directory once this
+    test is gone, however it ends). Returns (connection string, password,
+    directory) or None with the reason printed."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "odbc_servers.sh")
+    d = tempfile.mkdtemp(prefix="pcache-e2e-pg-")
+    port = free_port(socket.SOCK_STREAM)
+    subprocess.Popen(["setsid", "sh", helper, "watch", d, str(os.getpid())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    r = subprocess.run(["sh", helper, "start", d, str(port)], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIPPED: cluster sync on PostgreSQL: %s"
+              % (r.stderr.strip() or "odbc_servers.sh exited %d" % r.returncode))
+        return None
+    pw = "s3cret-PW-odbc"
+    cs = ("DRIVER={PostgreSQL Unicode};Servername=127.0.0.1;Port=%d;Database=pcachetest;"
+          "UID=pcache;PWD=%s" % (port, pw))
+    return cs, pw, d
+
+
 def run_sync(args, work, cap, nodes):
     """perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
-    (proto_bin, db-less clusterer) sharing one SQLite database through ODBC;
-    a third node without clusterer converges by the poll."""
+    (proto_bin, db-less clusterer) sharing one SQL database through ODBC (an
+    SQLite file, then a private PostgreSQL); a third node without clusterer
+    converges by the poll."""
     missing = [m for m in ("clusterer", "proto_bin")
                if not os.path.exists(os.path.join(args.mpath, m + ".so"))]
     if missing:
@@ -803,7 +826,22 @@ def run_sync(args, work, cap, nodes):
               "under %s (build them in the OpenSIPS tree: make modules=modules/<name>)"
               % (", ".join(m + ".so" for m in missing), args.mpath))
         return
-    db_url = "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite")
+    run_sync_on(args, work, cap, nodes, "sqlite",
+                "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite"))
+    pg = start_pg(work)
+    if pg is not None:
+        cs, pw, d = pg
+        run_sync_on(args, work, Capture(""), nodes, "postgresql", cs)
+        for n in nodes:
+            check(pw not in n.logtext(), "%s: the database password is in the log" % n.name)
+        subprocess.run(["sh", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "odbc_servers.sh"), "stop", d],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_sync_on(args, work, cap, nodes, label, db_url):
+    print("--  cluster sync on %s" % label)
     poll = 1
     ports = {n: (free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)) for n in "ABC"}
     bins = {n: free_port(socket.SOCK_STREAM) for n in "AB"}
@@ -814,13 +852,13 @@ def run_sync(args, work, cap, nodes):
                 .replace("@PEER_BIN@", str(bins[peer])))
         params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
                   'modparam("cachedb_perf", "sync_poll_period", %d)' % poll)
-        return OpenSIPS(args, work, "sync" + name, db_url=db_url, journal=None,
+        return OpenSIPS(args, work, label + name, db_url=db_url, journal=None,
                         extra_mods=mods, extra_params=params, ports=ports[name])
 
     a, b = cluster_node("A", 1, "B"), cluster_node("B", 2, "A")
     # C: sync_cluster_id set but no clusterer loaded (the soft dependency
     # absent): it hears no notice and converges by its poll
-    c = OpenSIPS(args, work, "syncC", db_url=db_url, journal=None, ports=ports["C"],
+    c = OpenSIPS(args, work, label + "C", db_url=db_url, journal=None, ports=ports["C"],
                  extra_params='modparam("cachedb_perf", "sync_cluster_id", 1)\n'
                               'modparam("cachedb_perf", "sync_poll_period", %d)' % poll)
     for n in (a, b, c):

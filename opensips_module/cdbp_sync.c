@@ -261,7 +261,10 @@ void cdbp_sync_maint_start(void)
 
 int cdbp_sync_enabled(void)
 {
-    return cdbp_persist != NULL && (cdbp_cl_loaded || cdbp_sync_poll_period > 0);
+    /* only an SQL db_url can be shared (an LMDB store is local: no store
+     * handle means the backend serves it) */
+    return cdbp_persist != NULL && pc_persist_store(cdbp_persist) == NULL &&
+           (cdbp_cl_loaded || cdbp_sync_poll_period > 0);
 }
 
 void cdbp_sync_tick(void)

@@ -245,6 +245,11 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
             goto fail;
         }
         p->backend = cfg->sql_backend;
+        if ((p->db_url = strdup(cfg->db_url)) == NULL) { /* for pc_sync_reopen */
+            p->backend = NULL;
+            rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
+            goto fail;
+        }
         rc = p->backend->open(cfg->db_url, cfg->log, cfg->log_ctx, cfg->log_level, &p->bh, err,
                               errlen);
         if (rc != 0) {
@@ -359,12 +364,15 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
     memset(&r, 0, sizeof r);
     int rc;
     if (p->backend != NULL) {
+        pc_sync_reopen_if_lost(p);
         /* with sync support the generation row also names its maker */
         rc = p->backend->save_as != NULL
                  ? p->backend->save_as(p->bh, coll, p->node_id, &r)
                  : p->backend->save(p->bh, coll, &r);
         if (rc == 0)
             pc_sync_saved(p, coll, r.generation);
+        else
+            pc_sync_note_failure(p, rc);
     } else {
         pc_store *store = NULL;
         rc = pp_store(p, &store);
@@ -400,7 +408,9 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc;
     if (p->backend != NULL) {
+        pc_sync_reopen_if_lost(p);
         rc = p->backend->load(p->bh, coll, &r.load);
+        pc_sync_note_failure(p, rc);
         r.snapshot = rc == 0;
         if (rc == PC_ENOTFOUND) /* never saved: nothing to restore, as with LMDB */
             rc = 0;
@@ -500,7 +510,9 @@ int pc_persist_shutdown(pc_persist *p)
 pc_store *pc_persist_store(const pc_persist *p)
 {
     pc_store *s = NULL;
-    return p == NULL || pp_store((pc_persist *)p, &s) != 0 ? NULL : s;
+    if (p == NULL || p->backend != NULL) /* an SQL store has no pc_store */
+        return NULL;
+    return pp_store((pc_persist *)p, &s) != 0 ? NULL : s;
 }
 
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)

@@ -50,6 +50,7 @@ struct pc_persist {
     void *push_ctx;
     unsigned poll_ms, check_ms;
     int64_t next_poll_ms; /* monotonic; in the process that ticks */
+    bool reopen;          /* the backend's connection may be lost: reopen before its next use */
     struct pc_sync_coll_shm *sync; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
 };
 
@@ -62,6 +63,12 @@ void pc_sync_close(pc_persist *p);
 /* after a committed save to the SQL backend: this node made generation gen */
 void pc_sync_saved(pc_persist *p, pc_coll *coll, uint64_t gen);
 int pc_sync_register(pc_persist *p, pc_mgmt *m);
+/* A backend call failed with rc: PC_EIO / PC_ESTORE may mean a lost
+ * connection (the database restarted), so the handle is reopened before
+ * its next use - pc_sync_reopen_if_lost, called before every backend use
+ * by persist.c and sync.c. A handle never reconnects by itself. */
+void pc_sync_note_failure(pc_persist *p, int rc);
+void pc_sync_reopen_if_lost(pc_persist *p);
 int pc_sync_stats_emit(pc_persist *p, pc_coll *coll, const pc_result_ops *ops, void *rctx);
 /* sync_reload.c: when the database holds a generation above newer_than,
  * upserts its live rows into coll, then prunes the keys it lacks; *gen

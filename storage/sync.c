@@ -165,6 +165,29 @@ void pc_sync_saved(pc_persist *p, pc_coll *coll, uint64_t gen)
     sy_set_source(&p->sync[pp_index(p, coll)], p->node_id);
 }
 
+void pc_sync_note_failure(pc_persist *p, int rc)
+{
+    if (rc == PC_EIO || rc == PC_ESTORE)
+        p->reopen = true;
+}
+
+void pc_sync_reopen_if_lost(pc_persist *p)
+{
+    if (!p->reopen || p->backend == NULL || p->db_url == NULL)
+        return;
+    void *h = NULL;
+    char err[512];
+    int rc = p->backend->open(p->db_url, p->log, p->log_ctx, p->log_level, &h, err, sizeof err);
+    if (rc != 0) {
+        sy_log(p, PC_LOG_ERR, "pcache: reconnecting to the database failed: %s", err);
+        return; /* still lost: the next use tries again */
+    }
+    p->backend->close(p->bh); /* in a forked child it leaves the parent's connection alone */
+    p->bh = h;
+    p->reopen = false;
+    sy_log(p, PC_LOG_INFO, "pcache: reconnected to the database %s", p->backend->describe(h));
+}
+
 /* ---- the authority: perf_sync ------------------------------------------- */
 
 int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
@@ -319,6 +342,7 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
     uint64_t mine = atomic_load(&p->shm[i].generation), dbgen = 0;
     char src[PC_SYNC_NODE_MAX + 1] = "";
     atomic_fetch_add(by_notice ? &st->checks : &st->polls, 1);
+    pc_sync_reopen_if_lost(p);
     int rc = p->backend->generation(p->bh, name, &dbgen, src, sizeof src);
     if (rc == PC_ENOTFOUND) { /* never saved: nothing to reload */
         dbgen = 0;
@@ -353,6 +377,8 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
                name, pc_strerror(rc), p->backend->errmsg(p->bh));
     }
     atomic_store(&st->last_rc, rc);
+    if (rc != 0)
+        pc_sync_note_failure(p, rc);
     if (by_notice && rc == 0) {
         if (pending > dbgen) {
             atomic_fetch_add(&st->rejected, 1);

@@ -41,6 +41,16 @@ static int64_t m_mono_ms(void)
 
 static pc_json *m_json;
 
+/* Events raised in this process: a reload by perf_sync raises "synced"
+ * here (docs/sync.md); pcached has no script to hand it to, so it logs. */
+static void maint_event(void *ctx, const pc_event *ev)
+{
+    (void)ctx;
+    if (ev->type == PC_EV_SYNCED)
+        srv_log(PC_LOG_INFO, "event synced: collection %s from node %s", ev->collection,
+                ev->source_node[0] != '\0' ? ev->source_node : "unknown");
+}
+
 /* Runs one management command here, keeping LASTSAVE and the save counters
  * of the shared state. The result is in m_json on success. */
 static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
@@ -245,6 +255,8 @@ void srv_maint_main(srv *s)
         srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
         _exit(1);
     }
+    pc_event_handler(s->cache, maint_event, NULL);
+    pc_event_subscribe(s->cache, PC_EV_SYNCED, 1);
     atomic_store(&s->shm->maint_pid, (int64_t)getpid());
     sigset_t set;
     sigemptyset(&set);

@@ -10,8 +10,17 @@ checks the events (event_route counters), the statistics, the shutdown save
 URL or a bad db_url fails startup with a clear message. Every OpenSIPS it
 starts is stopped, also on failure.
 
+Then the same with db_url an ODBC target (an SQLite file through the SQLite3
+ODBC driver: DSN and connection-string forms, rows checked in the database),
+and perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
+(proto_bin, db-less clusterer) and a third without clusterer, sharing one SQL
+database (an SQLite file, then a private PostgreSQL): convergence by the push
+(timed, < 1 s) and by the poll, every key and TTL compared, forged and replayed
+notices sent as raw BIN packets change nothing.
+
 Needs: an OpenSIPS 4.x binary and its modules (sl, sipmsgops, httpd,
-mi_http), and the module built by this project (-DOPENSIPS_SRC=...).
+mi_http; clusterer and proto_bin for the cluster part, which reports SKIPPED
+without them), and the module built by this project (-DOPENSIPS_SRC=...).
 Exit status: 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 
 usage: opensips_e2e.py --opensips BIN --mpath DIR --module cachedb_perf.so

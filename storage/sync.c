@@ -21,6 +21,7 @@
  *     node's generation is checked at most once per sync_check_ms per
  *     collection, and a notice the database does not confirm is dropped
  *     after that one check (so a forged generation cannot keep costing).
+ *  4. A node never reloads a generation whose source is its own node_id.
  */
 #include "persist_int.h"
 
@@ -359,7 +360,17 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
         dbgen = 0;
         rc = 0;
     }
-    if (rc == 0 && dbgen > mine) {
+    /* Invariant 4: never reload a generation this node made. Its copy was
+     * that generation when it saved and may have moved on since; a restarted
+     * authority (db_mode 0) polling its own last save would otherwise prune
+     * what its clients wrote since the restart. */
+    bool own = p->node_id[0] != '\0' && strcmp(src, p->node_id) == 0;
+    if (rc == 0 && dbgen > mine && own) {
+        sy_log(p, PC_LOG_DEBUG,
+               "pcache: sync: %s generation %llu in the database is this node's own save: "
+               "not reloaded",
+               name, (unsigned long long)dbgen);
+    } else if (rc == 0 && dbgen > mine) {
         uint64_t gen = 0, loaded = 0, pruned = 0;
         rc = pc_sync_reload(p, coll, mine, &gen, src, sizeof src, &loaded, &pruned);
         if (rc == 0 && gen > mine) {

@@ -255,6 +255,17 @@ static void t_api(void **state)
     assert_true(sb.polls >= 1 && sb.reloads == 1 && sb.generation == gen1 + 1);
     assert_int_equal(ev.n, 2);
 
+    /* a node never reloads its own generation: a restarted authority
+     * (generation 0 here) polling keeps what was written since */
+    pc_persist_close(a);
+    a = mk_node(ca, t_pg, "node-1", NULL, 100);
+    assert_int_equal(pc_set(pa_, "fresh", 5, "f", 1, 0, 0), 0);
+    sleep_ms(120);
+    assert_int_equal(pc_persist_sync_tick(a), 0);
+    expect_val(pa_, "fresh", "f");
+    assert_int_equal(pc_persist_sync_stats(a, pa_, &sa), 0);
+    assert_true(sa.polls >= 1 && sa.reloads == 0);
+
     /* perf_sync through the command layer, no push: a save with a note */
     pc_persist_close(a);
     a = mk_node(ca, t_pg, "node-1", NULL, 0);

@@ -86,10 +86,20 @@ int srv_sync_setup(srv *s, char *err, size_t errlen)
     if (srv_sync_parse_peers(s->cfg.sync_peers, s->peers, SRV_MAX_PEERS, &s->npeers, err, errlen) !=
         0)
         return -1;
-    if (s->cfg.node_id[0] != '\0')
+    /* The default must differ between nodes - a node never reloads its own
+     * generations - so it is the host name and the RESP port, not the
+     * (usually loopback) bind address. */
+    if (s->cfg.node_id[0] != '\0') {
         snprintf(s->node_id, sizeof s->node_id, "%s", s->cfg.node_id);
-    else
-        snprintf(s->node_id, sizeof s->node_id, "%.40s:%u", s->cfg.bind, s->cfg.port);
+    } else {
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+            snprintf(host, sizeof host, "pcached");
+        for (char *c = host; *c != '\0'; c++)
+            if (*c <= ' ' || *c > '~')
+                *c = '_';
+        snprintf(s->node_id, sizeof s->node_id, "%.50s:%u", host, s->cfg.port);
+    }
     if (s->cfg.sync_port == 0 && s->npeers == 0)
         return 0;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -73,10 +73,10 @@ int pc_odbc_set_source(pc_odbc *o, const char *name, const char *source)
     int rc = stmt_new(o, &st);
     if (rc != 0)
         return rc;
-    if (!SQL_SUCCEEDED(bind_str(st, 1, source, &sl)) || !SQL_SUCCEEDED(bind_str(st, 2, name, &nl)) ||
+    if (!SQL_SUCCEEDED(bind_str(st, 1, source, &sl)) ||
+        !SQL_SUCCEEDED(bind_str(st, 2, name, &nl)) ||
         !SQL_SUCCEEDED(SQLExecDirect(
-            st,
-            (SQLCHAR *)"UPDATE " PC_ODBC_GENERATIONS " SET source = ? WHERE collection = ?",
+            st, (SQLCHAR *)"UPDATE " PC_ODBC_GENERATIONS " SET source = ? WHERE collection = ?",
             SQL_NTS)))
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
                           "%s: collection \"%s\": recording the source of the generation",
@@ -115,8 +115,7 @@ static int read_gen_src(pc_odbc *o, const char *name, uint64_t *gen, char *sourc
         *gen = 0;
         if (source != NULL && srclen > 0)
             source[0] = '\0';
-    } else if (!SQL_SUCCEEDED(r) ||
-               !SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &g, 0, &gi)) ||
+    } else if (!SQL_SUCCEEDED(r) || !SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &g, 0, &gi)) ||
                !SQL_SUCCEEDED(SQLGetData(st, 2, SQL_C_CHAR, src, sizeof src, &si)) ||
                gi == SQL_NULL_DATA || g < 0) {
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: reading the generation of \"%s\"",
@@ -134,8 +133,7 @@ static int read_gen_src(pc_odbc *o, const char *name, uint64_t *gen, char *sourc
     return rc;
 }
 
-int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *source,
-                           size_t srclen)
+int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *source, size_t srclen)
 {
     if (o == NULL || name == NULL || gen == NULL)
         return PC_EINVAL;
@@ -164,8 +162,7 @@ static int visit_row(void *ctx, const void *key, size_t klen, const void *val, s
 }
 
 int pc_odbc_visit(pc_odbc *o, const char *name, uint64_t newer_than, pc_persist_row_fn fn,
-                  void *ctx, uint64_t *gen, char *source, size_t srclen,
-                  uint64_t *skipped_expired)
+                  void *ctx, uint64_t *gen, char *source, size_t srclen, uint64_t *skipped_expired)
 {
     if (o == NULL || name == NULL || fn == NULL || gen == NULL)
         return PC_EINVAL;

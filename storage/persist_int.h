@@ -74,7 +74,7 @@ int pc_sync_stats_emit(pc_persist *p, pc_coll *coll, const pc_result_ops *ops, v
  * upserts its live rows into coll, then prunes the keys it lacks; *gen
  * and source receive the generation read (nothing changed when *gen <=
  * newer_than). On error the prune did not run. */
-int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *gen,
-                   char *source, size_t srclen, uint64_t *loaded, uint64_t *pruned);
+int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *gen, char *source,
+                   size_t srclen, uint64_t *loaded, uint64_t *pruned);
 
 #endif /* PC_PERSIST_INT_H */

@@ -21,6 +21,7 @@
  *     node's generation is checked at most once per sync_check_ms per
  *     collection, and a notice the database does not confirm is dropped
  *     after that one check (so a forged generation cannot keep costing).
+ *  4. A node never reloads a generation whose source is its own node_id.
  */
 #include "persist_int.h"
 
@@ -80,31 +81,42 @@ static bool sy_node_ok(const char *s, size_t len)
     return true;
 }
 
+/* Bounded: a writer killed between its two increments leaves the
+ * sequence odd forever, so after SY_SPINS tries a writer takes the
+ * sequence over and a reader returns what it copied (a name that may be
+ * torn - a report, never a decision - rather than hanging perf_stats). */
+#define SY_SPINS 100000
 static void sy_set_source(struct pc_sync_coll_shm *st, const char *src)
 {
-    uint32_t seq = atomic_load_explicit(&st->src_seq, memory_order_relaxed);
-    for (;;) {
-        if ((seq & 1u) == 0 && atomic_compare_exchange_weak_explicit(
-                                   &st->src_seq, &seq, seq + 1, memory_order_acq_rel,
-                                   memory_order_relaxed))
+    uint32_t seq = atomic_load_explicit(&st->src_seq, memory_order_relaxed), end;
+    for (int i = 0;; i++) {
+        if ((seq & 1u) == 0) {
+            if (atomic_compare_exchange_weak_explicit(&st->src_seq, &seq, seq + 1,
+                                                      memory_order_acq_rel, memory_order_relaxed)) {
+                end = seq + 2;
+                break;
+            }
+            continue; /* seq was reloaded by the failed CAS */
+        }
+        if (i >= SY_SPINS) { /* a dead writer's odd sequence: it stays odd while we write */
+            end = seq + 1;
             break;
+        }
         seq = atomic_load_explicit(&st->src_seq, memory_order_relaxed);
     }
     size_t n = strnlen(src, PC_SYNC_NODE_MAX);
     memcpy(st->source, src, n);
     memset(st->source + n, 0, sizeof st->source - n);
-    atomic_store_explicit(&st->src_seq, seq + 2, memory_order_release);
+    atomic_store_explicit(&st->src_seq, end, memory_order_release);
 }
 
 static void sy_get_source(const struct pc_sync_coll_shm *st, char *out)
 {
-    for (;;) {
+    for (int i = 0; i < SY_SPINS; i++) {
         uint32_t a = atomic_load_explicit(&st->src_seq, memory_order_acquire);
-        if (a & 1u)
-            continue;
         memcpy(out, st->source, PC_SYNC_NODE_MAX + 1);
         atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&st->src_seq, memory_order_relaxed) == a)
+        if ((a & 1u) == 0 && atomic_load_explicit(&st->src_seq, memory_order_relaxed) == a)
             break;
     }
     out[PC_SYNC_NODE_MAX] = '\0';
@@ -131,8 +143,8 @@ int pc_sync_open(pc_persist *p, const pc_persist_config *cfg, char *err, size_t 
     if (n > PC_SYNC_NODE_MAX || !sy_node_ok(id, n)) {
         if (err != NULL && errlen > 0)
             snprintf(err, errlen,
-                     "node_id '%.80s': expected at most %u printable characters without spaces",
-                     id, PC_SYNC_NODE_MAX);
+                     "node_id '%.80s': expected at most %u printable characters without spaces", id,
+                     PC_SYNC_NODE_MAX);
         return PC_ECONFIG;
     }
     memcpy(p->node_id, id, n + 1);
@@ -226,8 +238,8 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
     }
     sy_log(p, r.degraded ? PC_LOG_WARN : PC_LOG_INFO,
            "pcache: sync of %s: %llu entries, generation %llu, %d peer(s) notified%s%s", name,
-           (unsigned long long)r.saved, (unsigned long long)r.generation,
-           r.peers > 0 ? r.peers : 0, r.degraded ? ": " : "", r.note);
+           (unsigned long long)r.saved, (unsigned long long)r.generation, r.peers > 0 ? r.peers : 0,
+           r.degraded ? ": " : "", r.note);
     if (result != NULL)
         *result = r;
     return 0;
@@ -348,7 +360,17 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
         dbgen = 0;
         rc = 0;
     }
-    if (rc == 0 && dbgen > mine) {
+    /* Invariant 4: never reload a generation this node made. Its copy was
+     * that generation when it saved and may have moved on since; a restarted
+     * authority (db_mode 0) polling its own last save would otherwise prune
+     * what its clients wrote since the restart. */
+    bool own = p->node_id[0] != '\0' && strcmp(src, p->node_id) == 0;
+    if (rc == 0 && dbgen > mine && own) {
+        sy_log(p, PC_LOG_DEBUG,
+               "pcache: sync: %s generation %llu in the database is this node's own save: "
+               "not reloaded",
+               name, (unsigned long long)dbgen);
+    } else if (rc == 0 && dbgen > mine) {
         uint64_t gen = 0, loaded = 0, pruned = 0;
         rc = pc_sync_reload(p, coll, mine, &gen, src, sizeof src, &loaded, &pruned);
         if (rc == 0 && gen > mine) {
@@ -373,8 +395,8 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
                    p->backend->errmsg(p->bh), (unsigned long long)mine);
         }
     } else if (rc != 0) {
-        sy_log(p, PC_LOG_ERR, "pcache: sync: reading the generation of %s failed: %s: %.300s",
-               name, pc_strerror(rc), p->backend->errmsg(p->bh));
+        sy_log(p, PC_LOG_ERR, "pcache: sync: reading the generation of %s failed: %s: %.300s", name,
+               pc_strerror(rc), p->backend->errmsg(p->bh));
     }
     atomic_store(&st->last_rc, rc);
     if (rc != 0)

@@ -176,8 +176,8 @@ static int rl_prune(void *ctx, const pc_entry *e)
     return 0;
 }
 
-int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *gen,
-                   char *source, size_t srclen, uint64_t *loaded, uint64_t *pruned)
+int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *gen, char *source,
+                   size_t srclen, uint64_t *loaded, uint64_t *pruned)
 {
     struct reload_ctx r;
     memset(&r, 0, sizeof r);
@@ -188,8 +188,8 @@ int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *
     clock_gettime(CLOCK_MONOTONIC, &ts);
     r.ks.seed = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&r;
     uint64_t g = 0, skipped = 0;
-    int rc = p->backend->rows(p->bh, pc_coll_name(coll), newer_than, rl_row, &r, &g, source,
-                              srclen, &skipped);
+    int rc = p->backend->rows(p->bh, pc_coll_name(coll), newer_than, rl_row, &r, &g, source, srclen,
+                              &skipped);
     /* Prune only after a complete snapshot: after a failed read the set is
      * partial, and the keys it misses must stay. */
     if (rc == 0 && g > newer_than)

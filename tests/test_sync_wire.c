@@ -33,8 +33,8 @@ static int setup(void **state)
 {
     (void)state;
     long pg = sysconf(_SC_PAGESIZE);
-    unsigned char *p = mmap(NULL, AREA + (size_t)pg, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *p =
+        mmap(NULL, AREA + (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED || mprotect(p + AREA, (size_t)pg, PROT_NONE) != 0)
         return -1;
     area = p;
@@ -68,8 +68,8 @@ static void t_golden(void **state)
     (void)state;
     unsigned char buf[SYNC_WIRE_MAX];
     size_t len = make("th", "n1", 0x0102030405060708ull, buf);
-    static const unsigned char want[] = {'P', 'C', 'S', 'Y', 1,   0,   2,   2,   1,   2,
-                                         3,   4,   5,   6,   7,   8,   't', 'h', 'n', '1'};
+    static const unsigned char want[] = {'P', 'C', 'S', 'Y', 1, 0, 2,   2,   1,   2,
+                                         3,   4,   5,   6,   7, 8, 't', 'h', 'n', '1'};
     assert_int_equal(len, sizeof want);
     assert_memory_equal(buf, want, sizeof want);
     sync_notice n;
@@ -137,14 +137,14 @@ static void t_bad_fields(void **state)
         unsigned char val;
         int verdict;
     } cases[] = {
-        {0, 'X', SYNC_WIRE_MAGIC_BAD},      {3, 'Z', SYNC_WIRE_MAGIC_BAD},
-        {4, 0, SYNC_WIRE_VERSION_BAD},      {4, 2, SYNC_WIRE_VERSION_BAD},
-        {4, 255, SYNC_WIRE_VERSION_BAD},    {5, 1, SYNC_WIRE_FLAGS_BAD},
-        {5, 0x80, SYNC_WIRE_FLAGS_BAD},     {6, 0, SYNC_WIRE_LENGTH_BAD},
-        {6, 64, SYNC_WIRE_LENGTH_BAD},      {6, 255, SYNC_WIRE_LENGTH_BAD},
-        {7, 64, SYNC_WIRE_LENGTH_BAD},      {7, 255, SYNC_WIRE_LENGTH_BAD},
-        {16, ' ', SYNC_WIRE_NAME_BAD},      {16, 0, SYNC_WIRE_NAME_BAD},
-        {18, 0x7f, SYNC_WIRE_NAME_BAD},     {22, 0xc3, SYNC_WIRE_NAME_BAD},
+        {0, 'X', SYNC_WIRE_MAGIC_BAD},   {3, 'Z', SYNC_WIRE_MAGIC_BAD},
+        {4, 0, SYNC_WIRE_VERSION_BAD},   {4, 2, SYNC_WIRE_VERSION_BAD},
+        {4, 255, SYNC_WIRE_VERSION_BAD}, {5, 1, SYNC_WIRE_FLAGS_BAD},
+        {5, 0x80, SYNC_WIRE_FLAGS_BAD},  {6, 0, SYNC_WIRE_LENGTH_BAD},
+        {6, 64, SYNC_WIRE_LENGTH_BAD},   {6, 255, SYNC_WIRE_LENGTH_BAD},
+        {7, 64, SYNC_WIRE_LENGTH_BAD},   {7, 255, SYNC_WIRE_LENGTH_BAD},
+        {16, ' ', SYNC_WIRE_NAME_BAD},   {16, 0, SYNC_WIRE_NAME_BAD},
+        {18, 0x7f, SYNC_WIRE_NAME_BAD},  {22, 0xc3, SYNC_WIRE_NAME_BAD},
         {23, '\n', SYNC_WIRE_NAME_BAD},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -222,9 +222,12 @@ static void t_mutations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_golden),          cmocka_unit_test(t_roundtrip_lengths),
-        cmocka_unit_test(t_truncated_and_oversized), cmocka_unit_test(t_bad_fields),
-        cmocka_unit_test(t_encoder_refuses), cmocka_unit_test(t_mutations),
+        cmocka_unit_test(t_golden),
+        cmocka_unit_test(t_roundtrip_lengths),
+        cmocka_unit_test(t_truncated_and_oversized),
+        cmocka_unit_test(t_bad_fields),
+        cmocka_unit_test(t_encoder_refuses),
+        cmocka_unit_test(t_mutations),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

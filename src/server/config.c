@@ -73,7 +73,7 @@ static const srv_key srv_keys[] = {
     UINT(syslog, "0", 0, 1, "1 = log to syslog (daemon facility) instead"),
     STR(log_level, "info", "err, warn, info or debug"),
     STR(pidfile, "", "write the master's pid here; empty = none"),
-    STR(node_id, "", "perf_sync: this node's name (printable, no spaces); empty = bind:port"),
+    STR(node_id, "", "perf_sync: this node's name (printable, no spaces); empty = hostname:port"),
     STR(sync_peers, "", "perf_sync: peers' UDP notice addresses 'ip:port,ip:port'; empty = none"),
     STR(sync_bind, "127.0.0.1", "IPv4 address of the UDP notice socket"),
     UINT(sync_port, "0", 0, 65535, "UDP port receiving perf_sync notices; 0 = receive none"),

@@ -65,7 +65,7 @@ typedef struct srv_config {
     unsigned syslog;       /* 1 = log to syslog instead */
     char log_level[16];    /* err, warn, info, debug */
     char pidfile[1024];
-    char node_id[64];      /* sync: this node's name; "" = bind:port */
+    char node_id[64];      /* sync: this node's name; "" = hostname:port */
     char sync_peers[2048]; /* sync: peers' UDP addresses, "ip:port,ip:port" */
     char sync_bind[64];
     unsigned sync_port;     /* UDP port for notices; 0 = receive none */

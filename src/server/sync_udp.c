@@ -83,13 +83,23 @@ int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max
 int srv_sync_setup(srv *s, char *err, size_t errlen)
 {
     s->sync_fd = -1;
-    if (srv_sync_parse_peers(s->cfg.sync_peers, s->peers, SRV_MAX_PEERS, &s->npeers, err,
-                             errlen) != 0)
+    if (srv_sync_parse_peers(s->cfg.sync_peers, s->peers, SRV_MAX_PEERS, &s->npeers, err, errlen) !=
+        0)
         return -1;
-    if (s->cfg.node_id[0] != '\0')
+    /* The default must differ between nodes - a node never reloads its own
+     * generations - so it is the host name and the RESP port, not the
+     * (usually loopback) bind address. */
+    if (s->cfg.node_id[0] != '\0') {
         snprintf(s->node_id, sizeof s->node_id, "%s", s->cfg.node_id);
-    else
-        snprintf(s->node_id, sizeof s->node_id, "%.40s:%u", s->cfg.bind, s->cfg.port);
+    } else {
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+            snprintf(host, sizeof host, "pcached");
+        for (char *c = host; *c != '\0'; c++)
+            if (*c <= ' ' || *c > '~')
+                *c = '_';
+        snprintf(s->node_id, sizeof s->node_id, "%.50s:%u", host, s->cfg.port);
+    }
     if (s->cfg.sync_port == 0 && s->npeers == 0)
         return 0;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -169,16 +179,16 @@ void srv_sync_receive(srv *s)
             inet_ntop(AF_INET, &from.sin_addr, a, sizeof a);
         sync_notice n;
         /* MSG_TRUNC: r is the datagram's real size, possibly above the buffer */
-        int v = (size_t)r > SYNC_WIRE_MAX ? SYNC_WIRE_LENGTH_BAD
-                                           : sync_wire_decode(buf, (size_t)r, &n);
+        int v =
+            (size_t)r > SYNC_WIRE_MAX ? SYNC_WIRE_LENGTH_BAD : sync_wire_decode(buf, (size_t)r, &n);
         if (v != SYNC_WIRE_OK) {
             bad++;
             if ((bad & (bad - 1)) == 0)
                 srv_log(PC_LOG_WARN,
                         "sync: dropped a datagram of %zd bytes from %s:%u: %s (%llu dropped of "
                         "%llu received)",
-                        r, a, ntohs(from.sin_port), sync_wire_strerror(v),
-                        (unsigned long long)bad, (unsigned long long)rx);
+                        r, a, ntohs(from.sin_port), sync_wire_strerror(v), (unsigned long long)bad,
+                        (unsigned long long)rx);
             continue;
         }
         int rc = s->persist != NULL ? pc_persist_sync_notice(s->persist, n.coll, strlen(n.coll),

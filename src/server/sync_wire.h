@@ -26,10 +26,10 @@ typedef struct sync_notice {
 /* Verdicts of the decoder (0 = a well-formed notice). */
 enum {
     SYNC_WIRE_OK = 0,
-    SYNC_WIRE_SHORT = -1,    /* fewer bytes than the header */
+    SYNC_WIRE_SHORT = -1, /* fewer bytes than the header */
     SYNC_WIRE_MAGIC_BAD = -2,
     SYNC_WIRE_VERSION_BAD = -3,
-    SYNC_WIRE_FLAGS_BAD = -4, /* a reserved bit set */
+    SYNC_WIRE_FLAGS_BAD = -4,  /* a reserved bit set */
     SYNC_WIRE_LENGTH_BAD = -5, /* a name length out of range, or the sizes do not add up */
     SYNC_WIRE_NAME_BAD = -6,   /* a byte outside printable ASCII in a name */
     SYNC_WIRE_GEN_BAD = -7     /* generation 0 */

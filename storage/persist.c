@@ -302,6 +302,7 @@ void pc_persist_close(pc_persist *p)
         return;
     pc_journal_close(p->journal);
     pc_store_close(p->store);
+    pc_store_close(p->inherited); /* in a child: frees the handle, leaves the env */
     if (p->backend != NULL)
         p->backend->close(p->bh);
     if (p->shm != NULL && p->shm != MAP_FAILED)
@@ -319,7 +320,16 @@ static int pp_store(pc_persist *p, pc_store **out)
         *out = p->store;
         return 0;
     }
-    pc_store_close(p->store); /* in a child: drops the handle, leaves the env */
+    /* The parent's handle is set aside, never used, and kept referenced:
+     * its environment must not be closed here (that would drop the parent's
+     * locks on the store) and must stay reachable, or LeakSanitizer reports
+     * the copy this process inherited when it exits. A second reopen (a
+     * grandchild) drops the intermediate handle as pc_store_close does in a
+     * child. */
+    if (p->inherited == NULL)
+        p->inherited = p->store;
+    else
+        pc_store_close(p->store);
     p->store = NULL;
     pc_store_config sc;
     pc_store_config_init(&sc);

@@ -30,7 +30,9 @@ struct pc_sync_coll_shm; /* sync.c */
 
 struct pc_persist {
     pc_cache *cache;
-    pc_store *store; /* opened by store_pid; use it through pp_store */
+    pc_store *store;     /* opened by store_pid; use it through pp_store */
+    pc_store *inherited; /* in a forked process: the parent's handle, set aside by
+                          * pp_store, never used, closed (handle only) by close */
     pid_t store_pid;
     char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;

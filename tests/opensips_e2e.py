@@ -782,7 +782,9 @@ def entries(node, coll="sessions"):
     return {e["key"]: (e["value"], e["ttl"]) for e in d["entries"]}
 
 
-def same_entries(a, b, what, skip=()):
+def same_entries(a, b, what, skip=(), slack=2):
+    """a and b hold the same keys and values, and TTLs within slack seconds
+    (the two dumps are taken a moment apart)."""
     ea = {k: v for k, v in a.items() if k not in skip}
     eb = {k: v for k, v in b.items() if k not in skip}
     check(set(ea) == set(eb), "%s: keys differ: only on the authority %s, only on the replica %s"
@@ -790,7 +792,7 @@ def same_entries(a, b, what, skip=()):
     for k, (v, ttl) in ea.items():
         v2, ttl2 = eb[k]
         check(v == v2, "%s: %s = %r on the authority, %r on the replica" % (what, k, v, v2))
-        check((ttl == -1) == (ttl2 == -1) and abs(ttl - ttl2) <= 2,
+        check((ttl == -1) == (ttl2 == -1) and abs(ttl - ttl2) <= slack,
               "%s: %s TTL %s on the authority, %s on the replica" % (what, k, ttl, ttl2))
 
 
@@ -946,11 +948,16 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     t0 = time.time()
     check(a.sip("sync") == "sync-queued", "A: perf_sync() from the script")
     ta2 = wait_for(lambda: coll_stats(a, "sessions")["generation"] > gen, 5)
+    ta2 = ta2 if ta2 is None else time.time() - t0
     tb2 = wait_for(lambda: coll_stats(b, "sessions")["generation"] > gen, 5)
     tb2 = tb2 if tb2 is None else time.time() - t0
     check(ta2 is not None, "the script's perf_sync ran on node 1")
-    check(tb2 is not None and tb2 < 1.0,
-          "node B converged after the script's perf_sync in %s s (limit 1 s)" % tb2)
+    # from the SIP reply: the maintenance process's first save on this
+    # database may have to connect (psqlODBC with SCRAM takes a while);
+    # the push itself is timed from the commit on node 1
+    check(tb2 is not None and tb2 - ta2 < 1.0 and tb2 < 3.0,
+          "node B converged %s s after the commit of the script's perf_sync (limit 1 s), %s s "
+          "after the SIP request" % (tb2 - ta2 if tb2 else None, tb2))
     gen2 = coll_stats(b, "sessions")["generation"]
     check("generation %d (from node 1, pushed)" % gen2 in b.logtext(),
           "the script's perf_sync reached node 2 by the push:\n" + b.tail(5))
@@ -958,12 +965,13 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     check(eb.get("sub-0", ("",))[0] == "moved" and "sub-1" not in eb,
           "B has the update and the removal: %s" % {k: eb.get(k) for k in ("sub-0", "sub-1")})
     same_entries(entries(a), eb, "node B after the script's perf_sync")
-    print("ok  perf_sync() from the script on node 1 (run by its maintenance process "
-          "%.0f ms after the SIP reply): node 2 converged in %.0f ms (update and removal)"
-          % (ta2 * 1000, tb2 * 1000))
+    print("ok  perf_sync() from the script on node 1 (committed by its maintenance process "
+          "%.0f ms after the SIP request): node 2 converged %.0f ms after the commit was seen, %.0f ms "
+          "after the request (update and removal)" % (ta2 * 1000, (tb2 - ta2) * 1000, tb2 * 1000))
 
     # ---- a replayed and a forged notice change nothing
     result(b.mi("perf_set", ["local-only", "kept"]), "B perf_set local-only")
+    t_before = time.time()
     before = entries(b)
     st0 = coll_stats(b, "sessions")
     send_bin(bins["B"], bin_notice("sessions", gen2, "1", 1, 1, 2))       # replay
@@ -972,7 +980,8 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     time.sleep(1.5)
     st1 = coll_stats(b, "sessions")
     after = entries(b)
-    same_entries(before, after, "node 2 after forged/replayed notices")
+    same_entries(before, after, "node 2 after forged/replayed notices",
+                 slack=int(time.time() - t_before) + 2)
     check(st1["generation"] == gen2 and st1["sync_reloads"] == st0["sync_reloads"],
           "forged notice: generation %s -> %s, reloads %s -> %s"
           % (st0["generation"], st1["generation"], st0["sync_reloads"], st1["sync_reloads"]))

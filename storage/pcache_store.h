@@ -538,7 +538,9 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result);
  * PC_ENOCOLL for an unknown collection, PC_EINVAL for gen 0. */
 int pc_persist_sync_notice(pc_persist *p, const char *coll, size_t len, uint64_t gen,
                            const char *source);
-/* In the maintenance process (the one that saves), often - every 100 ms or
+/* In the maintenance process (the one that saves; one process per node -
+ * a second one calling it concurrently skips the collections the first is
+ * checking), often - every 100 ms or
  * when pc_persist_sync_due_ms says: for each collection with a pending
  * notice (at most one database read per sync_check_ms) and, every
  * sync_poll_ms, for every collection: reads the generation in the

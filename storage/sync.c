@@ -25,11 +25,14 @@
  */
 #include "persist_int.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One collection's sync facts, in shared memory. Counters and times are
  * atomics written by the ticking process (last_out_ms by the process that
@@ -41,6 +44,7 @@ struct pc_sync_coll_shm {
     _Atomic int64_t next_check_ms;           /* monotonic: the rate limit of notice checks */
     _Atomic uint64_t notices, checks, polls, rejected, reloads, pruned;
     _Atomic int32_t last_rc;
+    _Atomic int32_t checker; /* pid checking / reloading the collection, 0 = none */
     _Atomic uint32_t src_seq;
     char source[PC_SYNC_NODE_MAX + 1];
 };
@@ -343,6 +347,20 @@ int pc_persist_sync_notice(pc_persist *p, const char *coll, size_t len, uint64_t
     return 0;
 }
 
+/* Two processes must never reload one collection at once (the prune of
+ * an older snapshot would remove keys a newer one just stored), whatever a
+ * host does: the check runs under a per-collection claim in shared memory.
+ * A claim whose holder died is taken over. */
+static bool sy_claim(struct pc_sync_coll_shm *st)
+{
+    int32_t me = (int32_t)getpid(), cur = 0;
+    if (atomic_compare_exchange_strong(&st->checker, &cur, me) || cur == me)
+        return true;
+    if (kill((pid_t)cur, 0) != 0 && errno == ESRCH)
+        return atomic_compare_exchange_strong(&st->checker, &cur, me);
+    return false;
+}
+
 /* One check of collection i: read the database's generation; reload when it
  * is above ours. by_notice: the check answers a notice of generation
  * pending (dropped afterwards unless a newer one arrived meanwhile). */
@@ -445,7 +463,10 @@ int pc_persist_sync_tick(pc_persist *p)
         }
         if (!notice && !poll)
             continue;
+        if (!sy_claim(st))
+            continue; /* another process checks it now; a notice stays pending */
         int rc = sy_check(p, i, notice, notice ? pending : 0);
+        atomic_store(&st->checker, 0);
         if (rc != 0 && first == 0)
             first = rc;
     }

@@ -15,7 +15,8 @@
  * says when); the poll finds a generation no notice announced; degraded
  * syncs (no push, a push that fails, an LMDB store) succeed with a note;
  * bad arguments (unknown collection, generation 0, a bad node_id) are
- * refused.
+ * refused; a node never reloads its own generation; two processes ticking
+ * at once reload a collection exactly once (the claim).
  */
 #include "odbc_testenv.h"
 #include "pcache.h"
@@ -296,6 +297,53 @@ static void t_api(void **state)
     pc_cache_destroy(cb);
 }
 
+/* Two processes ticking at once (a host that gets it wrong): the claim lets
+ * exactly one of them reload the collection. */
+static void t_two_tickers(void **state)
+{
+    (void)state;
+    pc_cache *ca = mk_cache(), *cb = mk_cache();
+    pc_persist *a = mk_node(ca, t_pg, "node-1", NULL, 0);
+    pc_persist *b = mk_node(cb, t_pg, "node-2", NULL, 20); /* both processes poll */
+    pc_coll *oa = coll(ca, "other"), *ob = coll(cb, "other");
+    char k[32], v[100];
+    memset(v, 'v', sizeof v);
+    for (unsigned i = 0; i < 60000; i++) {
+        int n = snprintf(k, sizeof k, "key:%u", i);
+        assert_int_equal(pc_set(oa, k, (size_t)n, v, sizeof v, 0, 0), 0);
+    }
+    pc_sync_result r;
+    assert_int_equal(pc_persist_sync(a, oa, &r), 0);
+    sleep_ms(25);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int bad = 0;
+        for (int i = 0; i < 200; i++) {
+            bad |= pc_persist_sync_tick(b);
+            sleep_ms(2);
+        }
+        _exit(bad == 0 ? 0 : 1);
+    }
+    for (int i = 0; i < 200; i++) { /* polls while the child may be reloading */
+        assert_int_equal(pc_persist_sync_tick(b), 0);
+        sleep_ms(2);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    pc_sync_stats sb;
+    assert_int_equal(pc_persist_sync_stats(b, ob, &sb), 0);
+    assert_true(sb.reloads == 1);
+    assert_true(sb.generation == r.generation);
+    pc_coll_stats cs;
+    assert_int_equal(pc_coll_stats_get(ob, &cs), 0);
+    assert_true(cs.entries == 60000);
+    pc_persist_close(a);
+    pc_persist_close(b);
+    pc_cache_destroy(ca);
+    pc_cache_destroy(cb);
+}
+
 static void t_lmdb_and_config(void **state)
 {
     (void)state;
@@ -336,6 +384,7 @@ int main(void)
     snprintf(t_pg, sizeof t_pg, "%s", odbc_env_pg());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_api),
+        cmocka_unit_test(t_two_tickers),
         cmocka_unit_test(t_lmdb_and_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,9 @@ What it asserts, in order (one cluster, the phases build on each other):
   degrade      PERF.SYNC with no peers (D), and with an LMDB store, is a
                save whose result says why nobody was notified
   db down      with PostgreSQL stopped, PERF.SYNC fails cleanly and every
-               replica keeps serving its previous data
+               replica keeps serving its previous data; once it is back,
+               the next sync goes through and the replicas reload
+  config       pcached --check refuses bad sync_peers / node_id / ports
 The database and every server are stopped even when the test fails (and by
 odbc_servers.sh's watcher if the test itself is killed).
 """
@@ -490,6 +492,30 @@ class Sync(unittest.TestCase):
             self.assertIsNotNone(wait_gen(n, "default", gen + 1, 5.0), name)
             self.assertEqual(r(n).get("k:1"), b"changed while the database is down")
             self.assertIn("reconnected to the database", n.log_text())
+
+
+class SyncConfig(unittest.TestCase):
+    """pcached --check refuses bad sync settings with the key named."""
+
+    def check(self, *args):
+        return subprocess.run([os.environ.get("PCACHED", "pcached"), "--check"] + list(args),
+                              capture_output=True, text=True)
+
+    def test_bad_values(self):
+        for arg, msg in (("--sync_peers=127.0.0.1", "sync_peers: '127.0.0.1'"),
+                         ("--sync_peers=127.0.0.1:0", "port 1..65535"),
+                         ("--sync_peers=127.0.0.1:70000", "port 1..65535"),
+                         ("--sync_peers=host.example:7000", "expected IPv4:port"),
+                         ("--sync_peers=1.2.3.4:7x", "expected IPv4:port"),
+                         ("--node_id=a b", "node_id: 'a b'"),
+                         ("--sync_port=65536", "sync_port"),
+                         ("--sync_check_ms=1", "sync_check_ms")):
+            p = self.check(arg)
+            self.assertNotEqual(p.returncode, 0, arg)
+            self.assertIn(msg, p.stderr, arg)
+        p = self.check("--sync_peers= 127.0.0.1:7000 , 10.0.0.2:7400", "--node_id=n-1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("sync_poll_ms = 5000", p.stdout)
 
 
 if __name__ == "__main__":

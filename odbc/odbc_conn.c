@@ -349,7 +349,8 @@ static int create_tables(pc_odbc *o)
              "CREATE INDEX %s" PC_ODBC_ENTRIES "_coll ON " PC_ODBC_ENTRIES " (collection)", ine);
     snprintf(sql[2], sizeof sql[2],
              "CREATE TABLE %s" PC_ODBC_GENERATIONS " (collection %s NOT NULL PRIMARY KEY, "
-             "generation BIGINT NOT NULL, entries BIGINT NOT NULL, saved_at BIGINT NOT NULL)%s",
+             "generation BIGINT NOT NULL, entries BIGINT NOT NULL, saved_at BIGINT NOT NULL, "
+             "source VARCHAR(63) NOT NULL DEFAULT '')%s",
              ine, name, eng);
     int rc = pc_odbc_begin(o, false);
     for (int i = 0; rc == 0 && i < 3; i++)
@@ -556,6 +557,8 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
         if ((rc = create_tables(o)) != 0)
             goto out;
     }
+    if ((rc = pc_odbc_sync_schema(o)) != 0)
+        goto out;
     pc_odbc_log(o, PC_LOG_DEBUG, "pcache: %s: connected to %s (dialect %s)", o->target, o->server,
                 pc_odbc_dialect_name(o->dialect));
 out:

@@ -9,6 +9,8 @@
  *   odbc_save.c    pc_odbc_save / pc_odbc_load / pc_odbc_generation
  *   odbc_move.c    pc_odbc_export / pc_odbc_import (LMDB <-> SQL)
  *   odbc_persist.c the pc_persist_backend for db_url "odbc:..."
+ *   odbc_sync.c    the source column, the generation query and the row
+ *                  visit of the shared-database sync (docs/sync.md)
  */
 #ifndef PC_ODBC_INT_H
 #define PC_ODBC_INT_H
@@ -30,6 +32,7 @@ struct pc_odbc {
     SQLHDBC dbc;
     int dialect;             /* enum pc_odbc_dialect */
     bool in_txn;             /* autocommit is off: a transaction may be open */
+    bool has_source;         /* the generation table has the source column (odbc_sync.c) */
     pid_t pid;               /* the process whose connection env/dbc is */
     pc_odbc_config cfg;
     char *connstr;           /* what SQLDriverConnect got (holds the password) */
@@ -97,6 +100,13 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
 /* Row count and the longest key and value of a collection (live rows). */
 int pc_odbc_coll_sizes(pc_odbc *o, const char *name, int64_t now_ms, uint64_t *rows,
                        uint64_t *max_k, uint64_t *max_v, uint64_t *bytes);
+
+/* ---- sync (odbc_sync.c) --------------------------------------------------
+ * After the tables exist: notes whether the generation table has the
+ * source column, adding it (PC_ODBC_CREATE) when it does not. */
+int pc_odbc_sync_schema(pc_odbc *o);
+/* Inside the save's transaction: the generation row names source. */
+int pc_odbc_set_source(pc_odbc *o, const char *name, const char *source);
 
 int64_t pc_odbc_wall_ms(void);
 double pc_odbc_mono_s(void);

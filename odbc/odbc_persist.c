@@ -78,8 +78,45 @@ static const char *be_errmsg(void *h)
     return pc_odbc_errmsg(h);
 }
 
+static int be_save_as(void *h, pc_coll *coll, const char *source, pc_store_save_result *out)
+{
+    pc_odbc_result r;
+    int rc = pc_odbc_save_as(h, coll, source, &r);
+    if (rc == 0 && out != NULL) {
+        memset(out, 0, sizeof *out);
+        out->saved = r.rows;
+        out->skipped_expired = r.skipped_expired;
+        out->generation = r.generation;
+        out->seconds = r.seconds;
+        out->rate = r.rate;
+    }
+    return rc;
+}
+
+static int be_generation(void *h, const char *coll, uint64_t *gen, char *source, size_t srclen)
+{
+    return pc_odbc_generation_src(h, coll, gen, source, srclen);
+}
+
+static int be_rows(void *h, const char *coll, uint64_t newer_than, pc_persist_row_fn fn,
+                   void *ctx, uint64_t *gen, char *source, size_t srclen,
+                   uint64_t *skipped_expired)
+{
+    return pc_odbc_visit(h, coll, newer_than, fn, ctx, gen, source, srclen, skipped_expired);
+}
+
 static const pc_persist_backend odbc_backend = {
-    "odbc", pc_odbc_is_url, be_open, be_close, be_save, be_load, be_describe, be_errmsg,
+    .name = "odbc",
+    .accepts = pc_odbc_is_url,
+    .open = be_open,
+    .close = be_close,
+    .save = be_save,
+    .load = be_load,
+    .describe = be_describe,
+    .errmsg = be_errmsg,
+    .save_as = be_save_as,
+    .generation = be_generation,
+    .rows = be_rows,
 };
 
 const pc_persist_backend *pc_odbc_persist_backend(void)

@@ -34,6 +34,11 @@ static int save_entry(void *ctx, const pc_entry *e)
 
 int pc_odbc_save(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 {
+    return pc_odbc_save_as(o, coll, NULL, result);
+}
+
+int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_result *result)
+{
     if (o == NULL || coll == NULL)
         return PC_EINVAL;
     int erc = pc_odbc_enter(o);
@@ -53,6 +58,8 @@ int pc_odbc_save(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
         rc = pc_walk_ordered(coll, PC_WALK_VALUES, save_entry, &s);
     if (rc == 0)
         rc = pc_odbc_writer_finish(s.w, &gen);
+    if (rc == 0 && source != NULL)
+        rc = pc_odbc_set_source(o, name, source);
     if (rc == 0)
         rc = pc_odbc_end(o, true);
     else

@@ -8,9 +8,11 @@
  *                      one row per live entry; pkey/pvalue binary; expires
  *                      absolute unix MILLISECONDS, 0 = never; counters are
  *                      stored as their decimal text with is_counter = 1
- *   pcache_generations (collection PRIMARY KEY, generation, entries, saved_at)
+ *   pcache_generations (collection PRIMARY KEY, generation, entries, saved_at,
+ *                      source)
  *                      one row per saved collection; generation 1 for the
- *                      first save, + 1 per committed save
+ *                      first save, + 1 per committed save; source the node
+ *                      that committed it (perf_sync), "" when unknown
  *
  * A save is ONE transaction (autocommit off): bump the collection's
  * generation row (first, so two concurrent savers of one collection queue on
@@ -172,6 +174,28 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result);
 /* The committed generation of collection name (NUL-terminated): one
  * primary-key lookup, cheap enough to poll. PC_ENOTFOUND when never saved. */
 int pc_odbc_generation(pc_odbc *o, const char *name, uint64_t *gen);
+
+/* ---- shared-database sync (docs/sync.md) ---------------------------------
+ * The generation table's `source` column names the node that committed a
+ * generation (VARCHAR(63), "" when unknown); pc_odbc_open adds it to a
+ * table that predates it when opened with PC_ODBC_CREATE. */
+/* pc_odbc_save that also records source (NUL-terminated, at most
+ * PC_SYNC_NODE_MAX bytes; NULL = leave the column as it is) in the
+ * generation row, in the same transaction. */
+int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_result *result);
+/* pc_odbc_generation with the source of that generation written into
+ * source (srclen bytes, NUL-terminated; may be NULL). */
+int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *source,
+                           size_t srclen);
+/* In one REPEATABLE READ transaction: reads the generation row of name and,
+ * when its generation is above newer_than, calls fn for every live row
+ * (expired rows skipped and counted in *skipped_expired, may be NULL).
+ * *gen and source (may be NULL) receive the generation read. A non-zero
+ * return of fn stops the visit and is returned. PC_ENOTFOUND when never
+ * saved. */
+int pc_odbc_visit(pc_odbc *o, const char *name, uint64_t newer_than, pc_persist_row_fn fn,
+                  void *ctx, uint64_t *gen, char *source, size_t srclen,
+                  uint64_t *skipped_expired);
 
 /* ---- moving snapshots between the LMDB store and SQL -------------------- */
 /* Export: copies the snapshot of collection name (NULL = every collection

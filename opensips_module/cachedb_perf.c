@@ -26,8 +26,12 @@
 #include <statistics.h>
 
 #include "cdbp.h"
+#ifdef CDBP_HAVE_ODBC
+#include "pcache_odbc.h"
+#endif
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -49,6 +53,7 @@ char *cdbp_persist_colls = NULL;
 char *cdbp_journal = NULL;
 int cdbp_snapshot_period = 0;
 int cdbp_sync_cluster_id = 0;
+int cdbp_sync_poll_period = 5;
 
 pc_cache *cdbp_cache = NULL;
 pc_mgmt *cdbp_mgmt = NULL;
@@ -80,10 +85,11 @@ static const param_export_t cdbp_params[] = {
     {"journal", STR_PARAM, &cdbp_journal},
     {"snapshot_period", INT_PARAM, &cdbp_snapshot_period},
     {"sync_cluster_id", INT_PARAM, &cdbp_sync_cluster_id},
+    {"sync_poll_period", INT_PARAM, &cdbp_sync_poll_period},
     {0, 0, 0}};
 
 /* clusterer is a soft dependency: when loaded it initialises first (the
- * perf_sync push will ride it). */
+ * perf_sync push rides it: cdbp_sync.c). */
 static const dep_export_t cdbp_deps = {{
                                            {MOD_TYPE_DEFAULT, "clusterer", DEP_SILENT},
                                            {MOD_TYPE_NULL, NULL, 0},
@@ -172,20 +178,50 @@ static int cdbp_maint_cb(int fd, void *param, int was_timeout)
     return 0;
 }
 
+/* Every 100 ms when perf_sync is configured: the library's sync tick (the
+ * rate-limited check of a peer's notice, the poll, the reload). A notice
+ * also wakes this process at once by IPC (cdbp_sync.c); this tick is what
+ * runs a check the rate limit deferred. */
+static int cdbp_sync_cb(int fd, void *param, int was_timeout)
+{
+    (void)param;
+    (void)was_timeout;
+    uint64_t expirations;
+    if (read(fd, &expirations, sizeof expirations) != (ssize_t)sizeof expirations)
+        return 0;
+    cdbp_sync_tick();
+    return 0;
+}
+
+static int cdbp_timerfd(long first_ns, long period_ns)
+{
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct itimerspec its = {{period_ns / 1000000000L, period_ns % 1000000000L},
+                             {first_ns / 1000000000L, first_ns % 1000000000L}};
+    if (fd >= 0 && timerfd_settime(fd, 0, &its, NULL) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 static void cdbp_maint_proc(int rank)
 {
     (void)rank;
-    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    struct itimerspec its = {{1, 0}, {0, 1000000}}; /* first tick at once, then 1 s */
-    if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) != 0) {
+    /* first tick at once, then 1 s */
+    int tfd = cdbp_timerfd(1000000L, 1000000000L);
+    int sfd = cdbp_sync_enabled() ? cdbp_timerfd(100000000L, 100000000L) : -2;
+    if (tfd < 0 || sfd == -1) {
         LM_CRIT("maintenance: cannot arm a timerfd: %s\n", strerror(errno));
         return;
     }
     if (reactor_proc_init("cachedb_perf maintenance") < 0 ||
-        reactor_proc_add_fd(tfd, cdbp_maint_cb, NULL) < 0) {
+        reactor_proc_add_fd(tfd, cdbp_maint_cb, NULL) < 0 ||
+        (sfd >= 0 && reactor_proc_add_fd(sfd, cdbp_sync_cb, NULL) < 0)) {
         LM_CRIT("maintenance: cannot set up the process reactor\n");
         return;
     }
+    cdbp_sync_maint_start();
     reactor_proc_loop();
 }
 
@@ -210,15 +246,16 @@ static int cdbp_check_params(void)
         LM_ERR("growth_budget must be > 0 (got %d)\n", cdbp_growth_budget);
         return -1;
     }
-    if (cdbp_snapshot_period < 0 || cdbp_sync_cluster_id < 0) {
-        LM_ERR("snapshot_period and sync_cluster_id must be >= 0\n");
+    if (cdbp_snapshot_period < 0 || cdbp_sync_cluster_id < 0 || cdbp_sync_poll_period < 0 ||
+        cdbp_sync_poll_period > 86400) {
+        LM_ERR("snapshot_period and sync_cluster_id must be >= 0, sync_poll_period in 0..86400\n");
         return -1;
     }
     if (cdbp_db_url == NULL || cdbp_db_url[0] == '\0') {
         if (cdbp_db_mode != 0 || cdbp_persist_colls != NULL || cdbp_journal != NULL ||
             cdbp_snapshot_period != 0) {
             LM_ERR("db_mode, persist_collections, journal and snapshot_period need a db_url "
-                   "(lmdb:///path)\n");
+                   "(lmdb:///path, odbc://DSN or an ODBC connection string)\n");
             return -1;
         }
     }
@@ -238,6 +275,15 @@ static int cdbp_open_persistence(void)
     pcfg.snapshot_period_s = (unsigned)cdbp_snapshot_period;
     pcfg.log = cdbp_log;
     pcfg.log_level = cdbp_lib_log_level();
+#ifdef CDBP_HAVE_ODBC
+    /* db_url "odbc://DSN", "odbc:CONNSTR" or a bare "DSN=..." / "DRIVER=..."
+     * connection string: the ODBC exporter. It connects here, in the main
+     * process (the startup load); a process forked later that saves or
+     * loads (MI, maintenance) connects again on its first use. */
+    pcfg.sql_backend = pc_odbc_persist_backend();
+#endif
+    if (cdbp_sync_setup(&pcfg) != 0)
+        return -1;
     char err[PC_MGMT_MSG_MAX];
     int rc = pc_persist_open(cdbp_cache, &pcfg, &cdbp_persist, err, sizeof err);
     if (rc != 0) {
@@ -251,15 +297,21 @@ static int cdbp_open_persistence(void)
     /* db_mode >= 1: the startup load, before the workers fork. A failed
      * load of one collection is logged by the store and does not stop
      * OpenSIPS: the others are loaded and the cache serves. */
+    /* the db_url as logged: an ODBC connection string may hold a password */
+    char shown[512];
+#ifdef CDBP_HAVE_ODBC
+    pc_odbc_redact(cdbp_db_url, shown, sizeof shown);
+#else
+    snprintf(shown, sizeof shown, "%s", cdbp_db_url);
+#endif
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = pc_persist_startup(cdbp_persist);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0)
-        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, cdbp_db_url,
-               pc_strerror(rc));
+        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown, pc_strerror(rc));
     else if (cdbp_db_mode >= 1)
-        LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, cdbp_db_url,
+        LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, shown,
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     return 0;
 }

@@ -44,6 +44,7 @@ extern char *cdbp_persist_colls; /* persist_collections */
 extern char *cdbp_journal;       /* journal: "coll=always;coll=everysec" */
 extern int cdbp_snapshot_period; /* snapshot_period, seconds; 0 = off */
 extern int cdbp_sync_cluster_id;
+extern int cdbp_sync_poll_period; /* sync_poll_period, seconds; 0 = no poll */
 
 /* ---- live state (created in mod_init, inherited by every process) -------- */
 extern pc_cache *cdbp_cache;
@@ -64,15 +65,28 @@ int cdbp_cdb_init(struct cachedb_url *urls);
 /* ---- MI (cdbp_mi.c) ------------------------------------------------------ */
 extern const mi_export_t cdbp_mi_cmds[];
 
-/* ---- perf_sync, perf_save / perf_load without a store (cdbp_sync.c) ----- */
-/* Registers perf_sync (unless the library already registered one) and,
- * without db_url, perf_save / perf_load answering with a clear error. */
+/* ---- perf_sync over clusterer, and the commands without a store
+ * (cdbp_sync.c) ---------------------------------------------------------- */
+/* In mod_init, before pc_persist_open: binds the clusterer API when
+ * sync_cluster_id is set and clusterer is loaded (a soft dependency),
+ * registers the capability and fills the sync fields of pcfg (node id,
+ * push callback, poll period). 0 or -1 (logged). */
+int cdbp_sync_setup(pc_persist_config *pcfg);
+/* Without db_url, registers perf_save / perf_load / perf_sync answering
+ * with a clear error (with one, the library registered them). */
 int cdbp_sync_register(pc_mgmt *m);
 /* Script side: asks the maintenance process to run perf_sync of coll (NULL =
  * every persisted collection). 0 or a negative PC_E* code. */
 int cdbp_sync_request(pc_coll *coll);
 /* In the maintenance process: runs the queued requests. */
 void cdbp_sync_run_queued(void);
+/* In the maintenance process: notes its process number (the receive
+ * handler wakes it by IPC), then, when cdbp_sync_enabled(), runs
+ * cdbp_sync_tick every 100 ms (the library's rate-limited notice check,
+ * the poll and the reloads). */
+void cdbp_sync_maint_start(void);
+int cdbp_sync_enabled(void);
+void cdbp_sync_tick(void);
 /* Shared request flags and the save lock; created in mod_init. 0 or -1. */
 int cdbp_sync_init(void);
 /* The store's protocol allows one save of a collection at a time

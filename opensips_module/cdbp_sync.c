@@ -1,43 +1,92 @@
 /*
- * cdbp_sync.c - perf_sync: save a collection to the store, then ask the
- * cluster's other nodes to reload it (SPEC section 6).
+ * cdbp_sync.c - perf_sync over the clusterer module: the OpenSIPS host of
+ * the library's shared-database read-replica refresh (SPEC section 6,
+ * docs/sync.md "Host contract").
  *
- * This build has the save half only: the push to the peers over the
- * clusterer module is the job of cdbp_sync_push below, which today reports
- * why no peer was notified (no sync_cluster_id, or no push in this build),
- * so perf_sync degrades to a save and says so in its result, as seed 000
- * describes for a node without clusterer. When the push lands it fills
- * cdbp_sync_push; the command, the script function and the queue stay.
+ * The library does the database work: pc_persist_sync saves a collection to
+ * the shared SQL database and bumps its generation in one transaction, then
+ * calls the push callback; pc_persist_sync_notice records a peer's notice
+ * in shared memory; pc_persist_sync_tick checks the database (rate-limited
+ * per notice, and every sync_poll_period as a backstop) and reloads. What
+ * lives here is the transport and the process placement:
  *
- * The script function does not save in the SIP worker that calls it: it
- * sets a request bit in shared memory and the module's maintenance process
- * runs the sync, so no SIP worker ever blocks on a save.
+ *   - the push rides the clusterer module: one BIN packet of capability
+ *     "cachedb-perf-sync" (below: CDBP_SYNC_NOTICE) to every node of
+ *     sync_cluster_id, carrying the collection, the generation and the
+ *     source node only - never data. A notice only makes a node look;
+ *     a forged or replayed one costs at most one database read.
+ *   - the receive handler runs in whichever process clusterer delivers in
+ *     (a BIN reader): it records the notice (pc_persist_sync_notice: shared
+ *     memory, no database, no allocation) and wakes the maintenance
+ *     process by IPC;
+ *   - the maintenance process runs pc_persist_sync_tick: right after a
+ *     wake-up and every CDBP_SYNC_TICK_MS; the reload and the synced event
+ *     (E_CACHEDB_PERF_SYNCED) happen there, never in a SIP worker;
+ *   - perf_sync itself runs where saves run: the MI process (the library's
+ *     perf_sync command) or, for the script function, the maintenance
+ *     process (the SIP worker only sets a request bit).
+ *
+ * clusterer is a soft dependency: without it, or with sync_cluster_id 0,
+ * there is no push callback and perf_sync degrades to a save, saying so in
+ * its result; replicas still converge by the poll when sync_poll_period is
+ * set.
  *
  * Without db_url, perf_save, perf_load and perf_sync are still commands
  * (the MI table is static): they answer with an error naming the missing
  * parameter.
  */
 #include <dprint.h>
+#include <ipc.h>
 #include <locking.h>
+#include <pt.h>
 #include <mem/shm_mem.h>
+#include <modules/clusterer/api.h>
 
 #include "cdbp.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Request bits, shared by every process: bit i = collection i. */
+/* The notice, a BIN packet of capability CDBP_SYNC_CAP, type
+ * CDBP_SYNC_NOTICE, BIN version CDBP_SYNC_BIN_VERSION (the README's
+ * "Cluster sync" has the table):
+ *   str collection   the collection's name
+ *   str generation   the committed generation, decimal text (BIN integers
+ *                    are 32-bit; generations are 64-bit)
+ *   str source       the node that committed it (its clusterer node id)
+ * followed by the clusterer's own trailer. */
+#define CDBP_SYNC_CAP "cachedb-perf-sync"
+#define CDBP_SYNC_NOTICE 1
+#define CDBP_SYNC_BIN_VERSION 1
+
+static str cdbp_sync_cap = str_init(CDBP_SYNC_CAP);
+static struct clusterer_binds cdbp_cl;
+static int cdbp_cl_loaded; /* the clusterer API is bound */
+static char cdbp_node_id[PC_SYNC_NODE_MAX + 1];
+
+/* Shared: request bits (bit i = collection i), the maintenance process's
+ * number, for the IPC wake-ups, and whether a notice wake-up is already on
+ * its way (a flood of notices sends one IPC job, not one per notice). */
 static uint64_t *cdbp_sync_req;
+static int *cdbp_maint_proc_no;
+static int *cdbp_wake_pending;
 static gen_lock_t *cdbp_save_lock;
 
 int cdbp_sync_init(void)
 {
     cdbp_sync_req = shm_malloc(sizeof *cdbp_sync_req);
+    cdbp_maint_proc_no = shm_malloc(sizeof *cdbp_maint_proc_no);
+    cdbp_wake_pending = shm_malloc(sizeof *cdbp_wake_pending);
     cdbp_save_lock = lock_alloc();
-    if (cdbp_sync_req == NULL || cdbp_save_lock == NULL || lock_init(cdbp_save_lock) == NULL) {
+    if (cdbp_sync_req == NULL || cdbp_maint_proc_no == NULL || cdbp_wake_pending == NULL ||
+        cdbp_save_lock == NULL || lock_init(cdbp_save_lock) == NULL) {
         LM_ERR("no more shared memory\n");
         return -1;
     }
     *cdbp_sync_req = 0;
+    *cdbp_maint_proc_no = -1;
+    *cdbp_wake_pending = 0;
     return 0;
 }
 
@@ -53,70 +102,185 @@ void cdbp_persist_unlock(void)
         lock_release(cdbp_save_lock);
 }
 
-/* Asks the cluster to reload coll at generation gen. Returns the number of
- * peers notified, or 0 with *note saying why none was. */
-static unsigned cdbp_sync_push(pc_coll *coll, uint64_t gen, const char **note)
-{
-    (void)coll;
-    (void)gen;
-    if (cdbp_sync_cluster_id == 0)
-        *note = "saved only: sync_cluster_id is 0, no peer notified";
-    else
-        *note = "saved only: the clusterer push of perf_sync is not in this build, no peer "
-                "notified";
-    return 0;
-}
-
-typedef struct cdbp_sync_res {
-    unsigned collections;
-    uint64_t saved, generation;
-    unsigned peers;
-    const char *note;
-} cdbp_sync_res;
-
-/* Syncs coll, or every collection when coll is NULL. 0 or the first
- * failing save's code (err names it). */
-static int cdbp_sync_do(pc_coll *only, cdbp_sync_res *res, pc_mgmt_err *err)
-{
-    memset(res, 0, sizeof *res);
-    res->note = "";
-    for (unsigned i = 0; i < pc_coll_count(cdbp_cache); i++) {
-        pc_coll *coll = pc_coll_at(cdbp_cache, i);
-        if (only != NULL && coll != only)
-            continue;
-        pc_store_save_result r;
-        int rc = pc_persist_save_coll(cdbp_persist, coll, &r);
-        if (rc != 0)
-            return pc_mgmt_errorf(err, rc,
-                                  "perf_sync: saving collection \"%s\" failed: %s (its previous "
-                                  "snapshot stands; nothing was pushed)",
-                                  pc_coll_name(coll), pc_strerror(rc));
-        res->collections++;
-        res->saved += r.saved;
-        res->generation = r.generation;
-        res->peers += cdbp_sync_push(coll, r.generation, &res->note);
-    }
-    return 0;
-}
-
-static int cdbp_cmd_sync(void *ctx, const pc_mgmt_call *call, const pc_result_ops *o, void *r,
-                         pc_mgmt_err *err)
+/* ---- the push (pc_sync_push_fn) ------------------------------------------ */
+/* In the process running perf_sync (MI or maintenance), after the commit.
+ * Returns the number of peers the notice went to, 0 when the cluster has
+ * no other node up, or PC_EIO when clusterer could not send (the library
+ * notes it in perf_sync's result; the peers' poll is the backstop). */
+static int cdbp_sync_push(void *ctx, const char *coll, uint64_t gen, const char *source)
 {
     (void)ctx;
-    cdbp_sync_res res;
-    int rc = cdbp_sync_do(pc_mgmt_call_coll(call, 0), &res, err);
-    if (rc != 0)
-        return rc;
-    if ((rc = o->obj_begin(r, NULL)) == 0 &&
-        (rc = o->u64(r, "collections", res.collections)) == 0 &&
-        (rc = o->u64(r, "saved", res.saved)) == 0 &&
-        (rc = o->u64(r, "generation", res.generation)) == 0 &&
-        (rc = o->u64(r, "peers_notified", res.peers)) == 0 &&
-        (rc = o->str(r, "note", res.note, strlen(res.note))) == 0)
-        rc = o->obj_end(r);
+    char gtext[24];
+    int glen = snprintf(gtext, sizeof gtext, "%llu", (unsigned long long)gen);
+    str s_coll = {(char *)coll, (int)strlen(coll)};
+    str s_gen = {gtext, glen};
+    str s_src = {(char *)source, (int)strlen(source)};
+    int peers = 0;
+    clusterer_node_t *nodes = cdbp_cl.get_nodes(cdbp_sync_cluster_id);
+    for (clusterer_node_t *n = nodes; n != NULL; n = n->next)
+        peers++;
+    if (nodes != NULL)
+        cdbp_cl.free_nodes(nodes);
+    if (peers == 0)
+        return 0; /* nobody reachable: nothing sent (the poll covers them) */
+    bin_packet_t pkt;
+    if (bin_init(&pkt, &cdbp_sync_cap, CDBP_SYNC_NOTICE, CDBP_SYNC_BIN_VERSION, 0) != 0) {
+        LM_ERR("perf_sync %s: cannot build the notice (no pkg memory)\n", coll);
+        return PC_ESYS;
+    }
+    int rc = PC_EIO;
+    if (bin_push_str(&pkt, &s_coll) < 0 || bin_push_str(&pkt, &s_gen) < 0 ||
+        bin_push_str(&pkt, &s_src) < 0) {
+        LM_ERR("perf_sync %s: cannot build the notice\n", coll);
+        goto out;
+    }
+    switch (cdbp_cl.send_all(&pkt, cdbp_sync_cluster_id)) {
+    case CLUSTERER_SEND_SUCCESS:
+        rc = peers;
+        break;
+    case CLUSTERER_CURR_DISABLED:
+        LM_WARN("perf_sync %s: this node is disabled in cluster %d: no notice sent\n", coll,
+                cdbp_sync_cluster_id);
+        break;
+    case CLUSTERER_DEST_DOWN:
+        LM_WARN("perf_sync %s: every node of cluster %d is down or probing: no notice sent\n", coll,
+                cdbp_sync_cluster_id);
+        rc = 0;
+        break;
+    default:
+        LM_ERR("perf_sync %s: sending the notice to cluster %d failed\n", coll,
+               cdbp_sync_cluster_id);
+        break;
+    }
+out:
+    bin_free_packet(&pkt);
     return rc;
 }
 
+/* ---- the receive side ---------------------------------------------------- */
+/* In the maintenance process, by IPC from the receive handler. */
+static void cdbp_sync_wake(int sender, void *param)
+{
+    (void)sender;
+    (void)param;
+    __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
+    cdbp_sync_tick();
+}
+
+/* In a BIN reader process: records the notice and wakes the maintenance
+ * process. Nothing here reads the database or changes data: whatever the
+ * packet says, the maintenance process only reloads what the database
+ * itself holds above this node's generation. */
+static void cdbp_sync_recv(bin_packet_t *pkt)
+{
+    if (cdbp_persist == NULL)
+        return;
+    ensure_bin_version(pkt, CDBP_SYNC_BIN_VERSION);
+    if (pkt->type != CDBP_SYNC_NOTICE) {
+        LM_WARN("cluster sync: unknown packet type %d from node %d, ignored\n", pkt->type,
+                pkt->src_id);
+        return;
+    }
+    str coll, gtext, src;
+    if (bin_pop_str(pkt, &coll) < 0 || bin_pop_str(pkt, &gtext) < 0 || bin_pop_str(pkt, &src) < 0 ||
+        gtext.len <= 0 || gtext.len > 20) {
+        LM_WARN("cluster sync: malformed notice from node %d, ignored\n", pkt->src_id);
+        return;
+    }
+    char gbuf[24], sbuf[PC_SYNC_NODE_MAX + 1];
+    memcpy(gbuf, gtext.s, (size_t)gtext.len);
+    gbuf[gtext.len] = '\0';
+    char *end;
+    unsigned long long gen = strtoull(gbuf, &end, 10);
+    if (*end != '\0' || gbuf[0] < '0' || gbuf[0] > '9') {
+        LM_WARN("cluster sync: notice from node %d with a bad generation, ignored\n", pkt->src_id);
+        return;
+    }
+    int sl = src.len < 0 ? 0 : src.len > (int)PC_SYNC_NODE_MAX ? (int)PC_SYNC_NODE_MAX : src.len;
+    memcpy(sbuf, src.s, (size_t)sl);
+    sbuf[sl] = '\0';
+    int rc = pc_persist_sync_notice(cdbp_persist, coll.s, (size_t)(coll.len < 0 ? 0 : coll.len),
+                                    (uint64_t)gen, sbuf);
+    if (rc != 0) {
+        LM_WARN("cluster sync: notice from node %d for collection \"%.*s\" generation %llu: "
+                "%s, ignored\n",
+                pkt->src_id, coll.len, coll.s, gen, pc_strerror(rc));
+        return;
+    }
+    LM_DBG("cluster sync: node %d says %.*s is at generation %llu\n", pkt->src_id, coll.len, coll.s,
+           gen);
+    int dst = *cdbp_maint_proc_no;
+    if (dst < 0 || dst == process_no || __atomic_exchange_n(cdbp_wake_pending, 1, __ATOMIC_SEQ_CST))
+        return; /* its 100 ms tick runs the check; or a wake-up is on its way */
+    if (ipc_send_rpc(dst, cdbp_sync_wake, NULL) < 0) {
+        __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
+        LM_DBG("cluster sync: cannot wake the maintenance process (its tick will run)\n");
+    }
+}
+
+static void cdbp_sync_cl_event(enum clusterer_event ev, int node_id)
+{
+    if (ev == CLUSTER_NODE_UP || ev == CLUSTER_NODE_DOWN)
+        LM_DBG("cluster sync: node %d is %s\n", node_id, ev == CLUSTER_NODE_UP ? "up" : "down");
+}
+
+/* ---- setup (mod_init, before pc_persist_open) ---------------------------- */
+int cdbp_sync_setup(pc_persist_config *pcfg)
+{
+    pcfg->sync_poll_ms = (unsigned)cdbp_sync_poll_period * 1000u;
+    if (cdbp_sync_cluster_id == 0)
+        return 0;
+    if (load_clusterer_api(&cdbp_cl) < 0) {
+        LM_WARN("sync_cluster_id is %d but the clusterer module is not loaded: perf_sync "
+                "degrades to a save and peers learn of it by their poll only\n",
+                cdbp_sync_cluster_id);
+        return 0;
+    }
+    if (cdbp_cl.register_capability(&cdbp_sync_cap, cdbp_sync_recv, cdbp_sync_cl_event,
+                                    cdbp_sync_cluster_id, 0, NODE_CMP_ANY) < 0) {
+        LM_ERR("cannot register the clusterer capability %s in cluster %d\n", CDBP_SYNC_CAP,
+               cdbp_sync_cluster_id);
+        return -1;
+    }
+    cdbp_cl_loaded = 1;
+    snprintf(cdbp_node_id, sizeof cdbp_node_id, "%d", cdbp_cl.get_my_id());
+    pcfg->node_id = cdbp_node_id;
+    pcfg->sync_push = cdbp_sync_push;
+    pcfg->sync_push_ctx = NULL;
+    LM_INFO("cluster sync: capability %s in cluster %d, node %s, poll every %d s\n", CDBP_SYNC_CAP,
+            cdbp_sync_cluster_id, cdbp_node_id, cdbp_sync_poll_period);
+    return 0;
+}
+
+/* ---- the maintenance process --------------------------------------------- */
+void cdbp_sync_maint_start(void)
+{
+    if (cdbp_maint_proc_no != NULL)
+        *cdbp_maint_proc_no = process_no;
+}
+
+int cdbp_sync_enabled(void)
+{
+    /* only an SQL db_url can be shared (an LMDB store is local: no store
+     * handle means the backend serves it) */
+    return cdbp_persist != NULL && pc_persist_store(cdbp_persist) == NULL &&
+           (cdbp_cl_loaded || cdbp_sync_poll_period > 0);
+}
+
+void cdbp_sync_tick(void)
+{
+    if (cdbp_persist == NULL)
+        return;
+    cdbp_persist_lock();
+    int rc = pc_persist_sync_tick(cdbp_persist);
+    cdbp_persist_unlock();
+    if (rc != 0)
+        LM_ERR("cluster sync: checking or reloading failed: %s (the collection keeps its "
+               "data; the next poll retries)\n",
+               pc_strerror(rc));
+}
+
+/* ---- commands without a store -------------------------------------------- */
 static int cdbp_cmd_nostore(void *ctx, const pc_mgmt_call *call, const pc_result_ops *o, void *r,
                             pc_mgmt_err *err)
 {
@@ -125,7 +289,7 @@ static int cdbp_cmd_nostore(void *ctx, const pc_mgmt_call *call, const pc_result
     (void)r;
     return pc_mgmt_errorf(err, PC_ECONFIG,
                           "%s: no db_url is configured (modparam db_url, e.g. "
-                          "\"lmdb:///var/lib/opensips/pcache\")",
+                          "\"lmdb:///var/lib/opensips/pcache\" or \"odbc://DSN\")",
                           (const char *)ctx);
 }
 
@@ -145,15 +309,20 @@ int cdbp_sync_register(pc_mgmt *m)
                 rc = pc_mgmt_register(m, &c);
         }
     } else if (pc_mgmt_cmd_find(m, "perf_sync") == NULL) {
-        pc_mgmt_cmd c = {
-            "perf_sync",      "save, then ask the cluster to reload (degrades to a save)",
-            cdbp_sync_params, 1,
-            cdbp_cmd_sync,    NULL};
-        rc = pc_mgmt_register(m, &c);
+        LM_ERR("the library did not register perf_sync\n");
+        rc = PC_ECONFIG;
     }
     if (rc != 0)
         LM_ERR("cannot register the persistence commands: %s\n", pc_strerror(rc));
     return rc;
+}
+
+/* ---- the script function's queue ----------------------------------------- */
+static void cdbp_sync_run_rpc(int sender, void *param)
+{
+    (void)sender;
+    (void)param;
+    cdbp_sync_run_queued();
 }
 
 int cdbp_sync_request(pc_coll *coll)
@@ -165,6 +334,10 @@ int cdbp_sync_request(pc_coll *coll)
         if (coll == NULL || pc_coll_at(cdbp_cache, i) == coll)
             bits |= 1ull << i;
     __atomic_fetch_or(cdbp_sync_req, bits, __ATOMIC_SEQ_CST);
+    /* the maintenance process runs it now rather than at its next 1 s tick */
+    int dst = *cdbp_maint_proc_no;
+    if (dst >= 0 && dst != process_no && ipc_send_rpc(dst, cdbp_sync_run_rpc, NULL) < 0)
+        LM_DBG("perf_sync: cannot wake the maintenance process (its next tick runs it)\n");
     return 0;
 }
 
@@ -180,14 +353,17 @@ void cdbp_sync_run_queued(void)
         if (!(bits & (1ull << i)))
             continue;
         pc_coll *coll = pc_coll_at(cdbp_cache, i);
-        cdbp_sync_res res;
-        pc_mgmt_err err;
-        if (cdbp_sync_do(coll, &res, &err) != 0)
-            LM_ERR("%s\n", err.msg);
+        pc_sync_result res;
+        int rc = pc_persist_sync(cdbp_persist, coll, &res);
+        if (rc != 0)
+            LM_ERR("perf_sync %s: saving failed: %s (its previous snapshot stands; nothing "
+                   "was pushed)\n",
+                   pc_coll_name(coll), pc_strerror(rc));
         else
-            LM_INFO("perf_sync %s: %llu saved, generation %llu, %u peer(s) notified (%s)\n",
+            LM_INFO("perf_sync %s: %llu saved, generation %llu, %d peer(s) notified%s%s\n",
                     pc_coll_name(coll), (unsigned long long)res.saved,
-                    (unsigned long long)res.generation, res.peers, res.note);
+                    (unsigned long long)res.generation, res.peers, res.note[0] ? ": " : "",
+                    res.note);
     }
     cdbp_persist_unlock();
 }

@@ -416,6 +416,21 @@ struct pc_mgmt;
  * password masked (valid until close); errmsg the message of the last
  * error, with the SQLSTATE where there is one and no password (valid until
  * the next call). A backend store has no journal. */
+/* One row of a collection as a backend stores it: key and value borrowed
+ * for the call; expires_ms absolute wall-clock milliseconds, 0 = never; a
+ * counter (is_counter 1) arrives as its decimal text. Return 0 to go on. */
+typedef int (*pc_persist_row_fn)(void *ctx, const void *key, size_t klen, const void *val,
+                                 size_t vlen, int64_t expires_ms, int is_counter);
+/* The host's push of perf_sync (docs/sync.md "Host contract"): tells every
+ * peer that collection coll now has generation gen in the shared database,
+ * made by node source (both NUL-terminated, borrowed for the call). It
+ * carries no data. Called in the process that runs perf_sync, after the
+ * commit; it must not block for long nor call into this pc_persist.
+ * Returns the number of peers notified (0 = none configured), or a
+ * negative PC_E* when it could not send (perf_sync still succeeds: the
+ * peers' poll is the backstop). */
+typedef int (*pc_sync_push_fn)(void *ctx, const char *coll, uint64_t gen, const char *source);
+#define PC_SYNC_NODE_MAX 63u /* bytes in a node id (pc_persist_config.node_id) */
 typedef struct pc_persist_backend {
     const char *name; /* "odbc" */
     int (*accepts)(const char *db_url);
@@ -426,6 +441,22 @@ typedef struct pc_persist_backend {
     int (*load)(void *h, pc_coll *coll, pc_store_load_result *result);
     const char *(*describe)(void *h);
     const char *(*errmsg)(void *h); /* the last error's message, password masked */
+    /* ---- shared-database sync (docs/sync.md); NULL = the backend cannot
+     * serve perf_sync / reloads (perf_sync then degrades to a save) ---- */
+    /* save, and record source (NUL-terminated, may be "") as the maker of
+     * the new generation in the same transaction */
+    int (*save_as)(void *h, pc_coll *coll, const char *source, pc_store_save_result *result);
+    /* the committed generation of collection coll and its source (written
+     * NUL-terminated into source, srclen bytes): one cheap read, polled.
+     * PC_ENOTFOUND when the collection was never saved. */
+    int (*generation)(void *h, const char *coll, uint64_t *gen, char *source, size_t srclen);
+    /* One read transaction: reads the generation row; when its generation
+     * is above newer_than, visits every live (unexpired) row through fn;
+     * *gen and source receive the generation read (no row was visited when
+     * *gen <= newer_than). A non-zero return of fn stops the visit and is
+     * returned. PC_ENOTFOUND when never saved. */
+    int (*rows)(void *h, const char *coll, uint64_t newer_than, pc_persist_row_fn fn, void *ctx,
+                uint64_t *gen, char *source, size_t srclen, uint64_t *skipped_expired);
 } pc_persist_backend;
 typedef struct pc_persist_config {
     const char *db_url;              /* required */
@@ -437,6 +468,13 @@ typedef struct pc_persist_config {
     void *log_ctx;
     int log_level;
     const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
+    /* shared-database sync (docs/sync.md); all optional */
+    const char *node_id;       /* this node's name, <= PC_SYNC_NODE_MAX bytes; NULL = "" */
+    pc_sync_push_fn sync_push; /* NULL = no peers: perf_sync degrades to a save */
+    void *sync_push_ctx;
+    unsigned sync_poll_ms;     /* backstop poll of the generations; 0 = off */
+    unsigned sync_check_ms;    /* at most one notice-driven database read per collection
+                                * per this interval; 0 = 1000 */
 } pc_persist_config;
 void pc_persist_config_init(pc_persist_config *cfg);
 /* Checks the policy against the cache's collections, opens (creates) the
@@ -465,10 +503,74 @@ int pc_persist_shutdown(pc_persist *p);
 int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen);
 /* One collection, as perf_save / perf_load do (result may be NULL). */
 int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *result);
-/* Registers perf_save and perf_load and adds the last save / load, the
- * generation and the journal mode to perf_stats. */
+/* Registers perf_save, perf_load and perf_sync and adds the last save /
+ * load, the generation, the journal mode and the sync facts
+ * (last_sync_out, last_sync_in, source, counters) to perf_stats. */
 int pc_persist_register(pc_persist *p, struct pc_mgmt *m);
 pc_store *pc_persist_store(const pc_persist *p);
+
+/* ---- shared-database read-replica refresh (sync.c, docs/sync.md) ---------
+ * One authority runs perf_sync; every node's maintenance process reloads a
+ * collection when the shared SQL database holds a newer generation of it
+ * than the node has. A notice (the push) only asks a node to look: nothing
+ * changes unless the database itself holds a newer generation. */
+typedef struct pc_sync_result {
+    uint64_t saved;      /* entries saved */
+    uint64_t generation; /* the generation committed (0 with no SQL database) */
+    int peers;           /* peers notified; 0 when none; < 0: the push's error */
+    int degraded;        /* 1: saved only (no SQL database, no push, or the push failed) */
+    char note[160];      /* why it degraded, "" otherwise */
+} pc_sync_result;
+/* perf_sync of one collection: saves it (to the SQL database, recording
+ * this node as the source of the new generation in the same transaction),
+ * records last_sync_out, then calls the host's push. With no SQL database
+ * it saves to the local store; with no push or no peers it saves; both say
+ * so in result->note, never failing for cluster reasons. Errors: those of
+ * the save (nothing committed, the previous generation stands; peers are
+ * not notified). Call it where saves run (a process that serves no
+ * traffic). result may be NULL. */
+int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result);
+/* A notice from a peer: collection coll (len bytes, need not be
+ * NUL-terminated), generation gen, made by source (NUL-terminated, may be
+ * NULL). Any process may call it: it only records, in shared memory, that
+ * the collection should be checked (no database access, no allocation).
+ * A generation not above the node's is ignored (a replay costs nothing).
+ * PC_ENOCOLL for an unknown collection, PC_EINVAL for gen 0. */
+int pc_persist_sync_notice(pc_persist *p, const char *coll, size_t len, uint64_t gen,
+                           const char *source);
+/* In the maintenance process (the one that saves; one process per node -
+ * a second one calling it concurrently skips the collections the first is
+ * checking), often - every 100 ms or
+ * when pc_persist_sync_due_ms says: for each collection with a pending
+ * notice (at most one database read per sync_check_ms) and, every
+ * sync_poll_ms, for every collection: reads the generation in the
+ * database, and when it is above the node's, reloads the collection
+ * (upsert every live row, then prune the keys the snapshot lacks), records
+ * last_sync_in, generation and source in shared memory and raises the
+ * synced event (PC_EV_SYNCED). Returns the first error (the collection
+ * keeps its previous data; the next poll retries). pc_persist_tick calls it
+ * too. Without an SQL backend with sync support it does nothing. */
+int pc_persist_sync_tick(pc_persist *p);
+/* Milliseconds until pc_persist_sync_tick has work (a poll or a rate-limited
+ * notice falls due), for the host's poll timeout; -1 when nothing is
+ * scheduled. */
+int pc_persist_sync_due_ms(pc_persist *p);
+/* Counters and facts of one collection, also in perf_stats: all read from
+ * shared memory, valid in any process. */
+typedef struct pc_sync_stats {
+    int64_t last_sync_out_ms; /* wall clock of this node's last perf_sync, 0 = never */
+    int64_t last_sync_in_ms;  /* wall clock of the last reload by sync, 0 = never */
+    uint64_t generation;      /* the generation this node's copy is */
+    char source[PC_SYNC_NODE_MAX + 1]; /* the node that made it ("" = unknown) */
+    uint64_t notices;         /* notices accepted (above the generation) */
+    uint64_t checks;          /* database reads of the generation for a notice */
+    uint64_t polls;           /* database reads of the generation by the poll */
+    uint64_t rejected;        /* notices the database did not confirm */
+    uint64_t reloads;         /* reloads done */
+    uint64_t pruned;          /* keys pruned by the reloads */
+    int32_t last_rc;          /* the last check or reload: 0 or PC_E* */
+} pc_sync_stats;
+int pc_persist_sync_stats(const pc_persist *p, const pc_coll *coll, pc_sync_stats *out);
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll);
 
 #ifdef __cplusplus

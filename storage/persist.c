@@ -33,9 +33,6 @@
  * exporter, odbc/): storage/ does not depend on it. Such a store has no
  * journal; saves and loads go to the backend, everything else is the same.
  */
-#include "pc_journal.h"
-#include "pcache_mgmt.h"
-#include "pcache_store.h"
 #include "persist_int.h"
 
 #include <stdarg.h>
@@ -48,32 +45,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-struct pc_persist_coll_shm {                    /* written by the saving/loading process only */
-    _Atomic int64_t last_save_ms, last_load_ms; /* wall clock, 0 = never */
-    _Atomic uint64_t last_save_count, last_load_count, generation;
-    _Atomic uint64_t last_save_us, last_load_us;
-    _Atomic int32_t last_save_rc, last_load_rc;
-};
-
-struct pc_persist {
-    pc_cache *cache;
-    pc_store *store; /* opened by store_pid; use it through pp_store */
-    pid_t store_pid;
-    char *db_url; /* for the reopen in a forked process */
-    pc_journal *journal;
-    const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
-    const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
-    void *bh;                          /* the backend's handle */
-    int db_mode;
-    unsigned period_s;
-    int64_t next_periodic_ms;
-    bool persist[PC_MAX_COLLECTIONS];
-    struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
-};
 
 __attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, int level,
                                                          const char *fmt, ...)
@@ -120,7 +91,7 @@ void pc_persist_config_init(pc_persist_config *cfg)
     cfg->log_level = PC_LOG_INFO;
 }
 
-static unsigned pp_index(const pc_persist *p, const pc_coll *coll)
+unsigned pp_index(const pc_persist *p, const pc_coll *coll)
 {
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
         if (pc_coll_at(p->cache, i) == coll)
@@ -261,6 +232,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         free(p);
         return pp_fail(err, errlen, PC_ESYS, "cannot map the persistence state");
     }
+    if ((rc = pc_sync_open(p, cfg, err, errlen)) != 0)
+        goto fail;
     if ((rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen)) != 0 ||
         (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
         goto fail;
@@ -274,6 +247,11 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
             goto fail;
         }
         p->backend = cfg->sql_backend;
+        if ((p->db_url = strdup(cfg->db_url)) == NULL) { /* for pc_sync_reopen */
+            p->backend = NULL;
+            rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
+            goto fail;
+        }
         rc = p->backend->open(cfg->db_url, cfg->log, cfg->log_ctx, cfg->log_level, &p->bh, err,
                               errlen);
         if (rc != 0) {
@@ -326,10 +304,12 @@ void pc_persist_close(pc_persist *p)
         return;
     pc_journal_close(p->journal);
     pc_store_close(p->store);
+    pc_store_close(p->inherited); /* in a child: frees the handle, leaves the env */
     if (p->backend != NULL)
         p->backend->close(p->bh);
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
+    pc_sync_close(p);
     free(p->db_url);
     free(p);
 }
@@ -342,7 +322,16 @@ static int pp_store(pc_persist *p, pc_store **out)
         *out = p->store;
         return 0;
     }
-    pc_store_close(p->store); /* in a child: drops the handle, leaves the env */
+    /* The parent's handle is set aside, never used, and kept referenced:
+     * its environment must not be closed here (that would drop the parent's
+     * locks on the store) and must stay reachable, or LeakSanitizer reports
+     * the copy this process inherited when it exits. A second reopen (a
+     * grandchild) drops the intermediate handle as pc_store_close does in a
+     * child. */
+    if (p->inherited == NULL)
+        p->inherited = p->store;
+    else
+        pc_store_close(p->store);
     p->store = NULL;
     pc_store_config sc;
     pc_store_config_init(&sc);
@@ -387,7 +376,15 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
     memset(&r, 0, sizeof r);
     int rc;
     if (p->backend != NULL) {
-        rc = p->backend->save(p->bh, coll, &r);
+        pc_sync_reopen_if_lost(p);
+        /* with sync support the generation row also names its maker */
+        rc = p->backend->save_as != NULL
+                 ? p->backend->save_as(p->bh, coll, p->node_id, &r)
+                 : p->backend->save(p->bh, coll, &r);
+        if (rc == 0)
+            pc_sync_saved(p, coll, r.generation);
+        else
+            pc_sync_note_failure(p, rc);
     } else {
         pc_store *store = NULL;
         rc = pp_store(p, &store);
@@ -423,7 +420,9 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc;
     if (p->backend != NULL) {
+        pc_sync_reopen_if_lost(p);
         rc = p->backend->load(p->bh, coll, &r.load);
+        pc_sync_note_failure(p, rc);
         r.snapshot = rc == 0;
         if (rc == PC_ENOTFOUND) /* never saved: nothing to restore, as with LMDB */
             rc = 0;
@@ -481,6 +480,9 @@ int pc_persist_tick(pc_persist *p)
     if (p == NULL)
         return PC_EINVAL;
     int rc = p->journal != NULL ? pc_journal_sync_all(p->journal) : 0;
+    int src = pc_persist_sync_tick(p);
+    if (rc == 0)
+        rc = src;
     if (p->period_s > 0 && pp_mono_ms() >= p->next_periodic_ms) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
             if (p->persist[i]) {
@@ -520,7 +522,9 @@ int pc_persist_shutdown(pc_persist *p)
 pc_store *pc_persist_store(const pc_persist *p)
 {
     pc_store *s = NULL;
-    return p == NULL || pp_store((pc_persist *)p, &s) != 0 ? NULL : s;
+    if (p == NULL || p->backend != NULL) /* an SQL store has no pc_store */
+        return NULL;
+    return pp_store((pc_persist *)p, &s) != 0 ? NULL : s;
 }
 
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)
@@ -707,6 +711,7 @@ static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rc
     rc = rc ? rc : ops->u64(rctx, "generation", atomic_load(&st->generation));
     const char *jm = pc_journal_mode_name(pc_coll_journal(coll));
     rc = rc ? rc : ops->str(rctx, "journal", jm, strlen(jm));
+    rc = rc ? rc : pc_sync_stats_emit(p, coll, ops, rctx);
     return rc;
 }
 
@@ -723,6 +728,8 @@ int pc_persist_register(pc_persist *p, pc_mgmt *m)
     int rc = pc_mgmt_register(m, &save);
     if (rc == 0)
         rc = pc_mgmt_register(m, &load);
+    if (rc == 0)
+        rc = pc_sync_register(p, m);
     if (rc == 0)
         rc = pc_mgmt_stats_hook(m, pp_stats, p);
     return rc;

@@ -1,11 +1,85 @@
 /*
- * persist_int.h - internals of the persistence policies (persist.c) shared
- * with persist_target.c: a store named by a command's [store] parameter.
+ * persist_int.h - internals shared by persist.c (the persistence policies),
+ * sync.c (the shared-database read-replica refresh) and persist_target.c (a
+ * store named by a command's [store] parameter). Not installed, not for
+ * other components.
+ *
+ * A pc_persist is process-local (each process has its copy after fork);
+ * what every process must see - the facts of the last save, load and sync
+ * of each collection - lives in MAP_SHARED arrays made before the fork.
  */
 #ifndef PC_PERSIST_INT_H
 #define PC_PERSIST_INT_H
 
+#include "pc_journal.h"
+#include "pcache_mgmt.h"
 #include "pcache_store.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct pc_persist_coll_shm {                    /* written by the saving/loading process only */
+    _Atomic int64_t last_save_ms, last_load_ms; /* wall clock, 0 = never */
+    _Atomic uint64_t last_save_count, last_load_count, generation;
+    _Atomic uint64_t last_save_us, last_load_us;
+    _Atomic int32_t last_save_rc, last_load_rc;
+};
+
+struct pc_sync_coll_shm; /* sync.c */
+
+struct pc_persist {
+    pc_cache *cache;
+    pc_store *store;     /* opened by store_pid; use it through pp_store */
+    pc_store *inherited; /* in a forked process: the parent's handle, set aside by
+                          * pp_store, never used, closed (handle only) by close */
+    pid_t store_pid;
+    char *db_url; /* for the reopen in a forked process */
+    pc_journal *journal;
+    const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
+    const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
+    void *bh;                          /* the backend's handle */
+    int db_mode;
+    unsigned period_s;
+    int64_t next_periodic_ms;
+    bool persist[PC_MAX_COLLECTIONS];
+    struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+    /* sync (sync.c) */
+    char node_id[PC_SYNC_NODE_MAX + 1];
+    pc_sync_push_fn push;
+    void *push_ctx;
+    unsigned poll_ms, check_ms;
+    int64_t next_poll_ms; /* monotonic; in the process that ticks */
+    bool reopen;          /* the backend's connection may be lost: reopen before its next use */
+    struct pc_sync_coll_shm *sync; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
+};
+
+/* The index of coll among the cache's collections (persist.c). */
+unsigned pp_index(const pc_persist *p, const pc_coll *coll);
+
+/* sync.c: called by persist.c */
+int pc_sync_open(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen);
+void pc_sync_close(pc_persist *p);
+/* after a committed save to the SQL backend: this node made generation gen */
+void pc_sync_saved(pc_persist *p, pc_coll *coll, uint64_t gen);
+int pc_sync_register(pc_persist *p, pc_mgmt *m);
+/* A backend call failed with rc: PC_EIO / PC_ESTORE may mean a lost
+ * connection (the database restarted), so the handle is reopened before
+ * its next use - pc_sync_reopen_if_lost, called before every backend use
+ * by persist.c and sync.c. A handle never reconnects by itself. */
+void pc_sync_note_failure(pc_persist *p, int rc);
+void pc_sync_reopen_if_lost(pc_persist *p);
+int pc_sync_stats_emit(pc_persist *p, pc_coll *coll, const pc_result_ops *ops, void *rctx);
+/* sync_reload.c: when the database holds a generation above newer_than,
+ * upserts its live rows into coll, then prunes the keys it lacks; *gen
+ * and source receive the generation read (nothing changed when *gen <=
+ * newer_than). On error the prune did not run. */
+int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *gen, char *source,
+                   size_t srclen, uint64_t *loaded, uint64_t *pruned);
 
 /* A store opened for one perf_save / perf_load call ("perf_save th
  * lmdb:///backup"): an LMDB store or an SQL target through the host's
@@ -32,4 +106,4 @@ const char *pp_target_describe(const pp_target *t);
 const char *pp_target_errmsg(const pp_target *t);
 void pp_target_close(pp_target *t);
 
-#endif
+#endif /* PC_PERSIST_INT_H */

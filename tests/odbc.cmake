@@ -3,7 +3,7 @@
 # own PostgreSQL and MariaDB servers (odbc_servers.sh) and exit 77 - ctest
 # SKIPPED, with a loud message - when the servers or drivers are missing.
 # RUN_SERIAL: they start servers and measure; 2 shared cores.
-foreach(name test_odbc test_odbc_fail)
+foreach(name test_odbc test_odbc_fail test_sync_api)
   if(NOT TARGET ${name})
     continue()
   endif()

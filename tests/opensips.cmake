@@ -3,7 +3,12 @@
 # OpenSIPS binary: PCACHE_OPENSIPS_PREFIX (an installed OpenSIPS: sbin/opensips
 # and lib*/opensips/modules) or, by default, the OPENSIPS_SRC tree's own
 # ./opensips and modules/. Otherwise it reports SKIPPED with the reason
-# (exit 77), which is what a CI machine without OpenSIPS sees.
+# (exit 77), which is what a CI machine without OpenSIPS sees. Its parts: the
+# module on an LMDB store, on an SQLite file through ODBC, and perf_sync over
+# clusterer (two clustered nodes + one without clusterer on a shared SQLite
+# file, then on a private PostgreSQL started by tests/odbc_servers.sh); the
+# cluster part prints SKIPPED with the reason when clusterer.so / proto_bin.so
+# are not installed, the PostgreSQL run when its binaries are missing.
 set(PCACHE_OPENSIPS_PREFIX "$ENV{PCACHE_OPENSIPS_PREFIX}" CACHE PATH
     "an installed OpenSIPS 4.x for the cachedb_perf end-to-end test")
 set(_osips_bin "")

@@ -10,8 +10,17 @@ checks the events (event_route counters), the statistics, the shutdown save
 URL or a bad db_url fails startup with a clear message. Every OpenSIPS it
 starts is stopped, also on failure.
 
+Then the same with db_url an ODBC target (an SQLite file through the SQLite3
+ODBC driver: DSN and connection-string forms, rows checked in the database),
+and perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
+(proto_bin, db-less clusterer) and a third without clusterer, sharing one SQL
+database (an SQLite file, then a private PostgreSQL): convergence by the push
+(timed, < 1 s) and by the poll, every key and TTL compared, forged and replayed
+notices sent as raw BIN packets change nothing.
+
 Needs: an OpenSIPS 4.x binary and its modules (sl, sipmsgops, httpd,
-mi_http), and the module built by this project (-DOPENSIPS_SRC=...).
+mi_http; clusterer and proto_bin for the cluster part, which reports SKIPPED
+without them), and the module built by this project (-DOPENSIPS_SRC=...).
 Exit status: 0 pass, 1 fail, 77 skipped (with the reason on stdout).
 
 usage: opensips_e2e.py --opensips BIN --mpath DIR --module cachedb_perf.so
@@ -20,10 +29,12 @@ usage: opensips_e2e.py --opensips BIN --mpath DIR --module cachedb_perf.so
 import argparse
 import json
 import os
+import sqlite3
 import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -31,6 +42,7 @@ import time
 import urllib.request
 
 SKIP = 77
+ALL_PARTS = "lmdb,odbc,sync"
 CHECKS = 0
 
 
@@ -64,7 +76,7 @@ loadmodule "httpd.so"
 modparam("httpd", "ip", "127.0.0.1")
 modparam("httpd", "port", @MI_PORT@)
 loadmodule "mi_http.so"
-
+@EXTRA_MODS@
 loadmodule "@MODULE@"
 modparam("cachedb_perf", "cache_collections", "default; sessions=10; th=4")
 modparam("cachedb_perf", "cachedb_url", "@URL@")
@@ -78,9 +90,10 @@ modparam("cachedb_perf", "arena_selftest", 1)
 modparam("cachedb_perf", "htable_selftest", 1)
 modparam("cachedb_perf", "event_expired_collections", "sessions")
 modparam("cachedb_perf", "db_url", "@DB_URL@")
-modparam("cachedb_perf", "db_mode", 2)
+modparam("cachedb_perf", "db_mode", @DB_MODE@)
 modparam("cachedb_perf", "persist_collections", "sessions,th")
-modparam("cachedb_perf", "journal", "th=everysec")
+@JOURNAL@
+@EXTRA_PARAMS@
 
 route {
     $var(op) = $hdr(X-Op);
@@ -179,6 +192,11 @@ event_route[E_CACHEDB_PERF_MEM_DEGRADED] {
     xlog("L_NOTICE", "cachedb_perf test: huge pages degraded: asked $param(requested_mb) MB, got tier $param(tier) ($param(backing))\n");
 }
 
+event_route[E_CACHEDB_PERF_SYNCED] {
+    cache_add("perf:th", "ev-synced", 1, 0);
+    xlog("L_NOTICE", "cachedb_perf test: synced $param(collection) from node $param(source_node)\n");
+}
+
 event_route[E_CACHEDB_PERF_GROWN] {
     cache_add("perf", "ev-grown", 1, 0);
     xlog("L_NOTICE", "cachedb_perf test: $param(collection) grew $param(prev_buckets) -> $param(buckets)\n");
@@ -187,19 +205,26 @@ event_route[E_CACHEDB_PERF_GROWN] {
 
 
 class OpenSIPS:
-    def __init__(self, args, work, name, url="perf:///sessions", db_url=None):
+    def __init__(self, args, work, name, url="perf:///sessions", db_url=None,
+                 journal="th=everysec", extra_mods="", extra_params="", ports=None,
+                 db_mode=2):
         self.args, self.work, self.name = args, work, name
-        self.sip_port = free_port(socket.SOCK_DGRAM)
-        self.mi_port = free_port(socket.SOCK_STREAM)
+        self.sip_port, self.mi_port = ports or (free_port(socket.SOCK_DGRAM),
+                                                free_port(socket.SOCK_STREAM))
         self.cfg = os.path.join(work, name + ".cfg")
         self.log = os.path.join(work, name + ".log")
         db_url = db_url or "lmdb://" + os.path.join(work, "store")
+        jline = ('modparam("cachedb_perf", "journal", "%s")' % journal) if journal else ""
         text = (CFG.replace("@SIP_PORT@", str(self.sip_port))
                 .replace("@MI_PORT@", str(self.mi_port))
                 .replace("@MPATH@", args.mpath)
                 .replace("@MODULE@", args.module)
                 .replace("@URL@", url)
-                .replace("@DB_URL@", db_url))
+                .replace("@DB_URL@", db_url)
+                .replace("@JOURNAL@", jline)
+                .replace("@DB_MODE@", str(db_mode))
+                .replace("@EXTRA_MODS@", extra_mods)
+                .replace("@EXTRA_PARAMS@", extra_params))
         with open(self.cfg, "w") as f:
             f.write(text)
         self.proc = None
@@ -210,7 +235,8 @@ class OpenSIPS:
         self.proc = subprocess.Popen(
             [self.args.opensips, "-F", "-f", self.cfg, "-w", self.work,
              "-P", os.path.join(self.work, self.name + ".pid"), "-m", "64", "-M", "8"],
-            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, ODBCINI=os.path.join(self.work, "odbc.ini")))
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -358,6 +384,33 @@ def run(args):
     cap = Capture(args.capture)
     nodes = []
     try:
+        with open(os.path.join(work, "odbc.ini"), "w") as f:
+            f.write("[pcache_e2e]\nDriver = SQLite3\nDatabase = %s\n"
+                    % os.path.join(work, "shared.sqlite"))
+        if "lmdb" in args.only:
+            run_lmdb(args, work, cap, nodes)
+        if "odbc" in args.only:
+            run_odbc(args, work, cap, nodes)
+        if "sync" in args.only:
+            run_sync(args, work, cap, nodes)
+        if args.guide and args.only == ALL_PARTS:
+            check_guide(args.guide, cap.items)
+            print("ok  the admin guide's MI replies have the shapes of this run's")
+    finally:
+        for n in nodes:
+            try:
+                n.stop()
+            except Exception as ex:  # keep stopping the others
+                print("warning: stopping %s: %s" % (n.name, ex))
+        cap.save()
+        if args.keep:
+            print("kept", work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_lmdb(args, work, cap, nodes):
+    if True:
         # ---- 1. a bad collection URL and a bad db_url fail startup, clearly
         bad = OpenSIPS(args, work, "badurl", url="perf:///nope")
         nodes.append(bad)
@@ -498,7 +551,7 @@ def run(args):
               "perf_load: %s" % ld)
         check(a.sip("fetch", "greeting") == "hit:hello", "perf_load restored greeting")
         sy = result(cap.mi(a, "cachedb_perf:perf_sync", ["sessions"]), "perf_sync")
-        check(sy["saved"] >= 7 and sy["peers_notified"] == 0 and "saved only" in sy["note"],
+        check(sy["saved"] >= 7 and sy["peers"] == 0 and "no peer notified" in sy["note"],
               "perf_sync degrades to a save and says so: %s" % sy)
         check(a.sip("sync") == "sync-queued", "perf_sync() from the script")
         # errors: clear code + message, nothing changed
@@ -517,9 +570,6 @@ def run(args):
         check(stats.get("cachedb_perf:stores", 0) >= 200 and
               stats.get("cachedb_perf:entries", 0) >= 200 and
               "cachedb_perf:splits" in stats, "statistics: %s" % stats)
-        if args.guide:
-            check_guide(args.guide, cap.items)
-            print("ok  the admin guide's MI replies have the shapes of this run's")
         print("ok  every MI command (perf_stats, perf_stats_reset, perf_keys, perf_scan, "
               "perf_dump, perf_get, perf_set, perf_ttl, perf_del, perf_mget, perf_mget_json, "
               "perf_save, perf_load, perf_sync), errors, statistics")
@@ -604,17 +654,374 @@ def run(args):
         check(d.sip("group_fetch", "g-7") == "hit:x7", "the snapshot under the journal loaded")
         d.stop()
         print("ok  journal: th (everysec) write survived kill -9; sessions (no journal) did not")
+
+
+def sql_rows(db, query, params=()):
+    """Reads the SQLite database the module writes through ODBC, directly."""
+    con = sqlite3.connect(db, timeout=10)
+    try:
+        return con.execute(query, params).fetchall()
     finally:
+        con.close()
+
+
+def run_odbc(args, work, cap, nodes):
+    """db_url odbc://DSN and a bare ODBC connection string, on an SQLite file
+    through the SQLite3 ODBC driver: perf_save / perf_load through MI, the
+    rows checked in the database itself, db_mode 2 across a restart."""
+    db = os.path.join(work, "odbc.sqlite")
+    with open(os.path.join(work, "odbc.ini"), "a") as f:
+        f.write("[pcache_odbc]\nDriver = SQLite3\nDatabase = %s\n" % db)
+    bad = OpenSIPS(args, work, "odbcbad", db_url="odbc://no_such_dsn", journal=None)
+    nodes.append(bad)
+    rc = bad.start(expect_fail=True)
+    line = [l for l in bad.logtext().splitlines() if "no_such_dsn" in l]
+    check(rc != 0 and line and "IM002" in bad.logtext(),
+          "odbc://no_such_dsn: startup did not fail naming the DSN and SQLSTATE:\n" + bad.tail())
+    print("ok  startup refused for db_url odbc://no_such_dsn:", line[0].strip())
+
+    o = OpenSIPS(args, work, "odbc1", db_url="odbc://pcache_odbc", journal=None)
+    nodes.append(o)
+    o.start()
+    check(o.sip("store", "user-alice", "a1", ttl=0) == "stored", "odbc: store")
+    check(o.sip("store", "user-carol", "c1", ttl=3600) == "stored", "odbc: store ttl")
+    check(o.sip("add", "hits", "7") == "n:7", "odbc: counter")
+    r = result(o.mi("perf_set", ["bin", "caf\u00e9\u00ff\u0001"]), "odbc: perf_set utf8")
+    sv = result(cap.mi(o, "cachedb_perf:perf_save", {"collection": "sessions"}), "odbc perf_save")
+    # (plus the event routes' counters: ev-degraded when huge pages fell back)
+    rows = dict(sql_rows(db, "SELECT pkey, pvalue FROM pcache_entries WHERE collection = ?",
+                         ("sessions",)))
+    rows = {bytes(k): bytes(v) for k, v in rows.items()}
+    check(sv["collections"] == 1 and sv["saved"] == len(rows), "odbc perf_save: %s" % sv)
+    nev = len([k for k in rows if k.startswith(b"ev-")])
+    rows = {k: v for k, v in rows.items() if not k.startswith(b"ev-")}
+    check(rows ==
+          {b"user-alice": b"a1", b"user-carol": b"c1", b"hits": b"7",
+           b"bin": "caf\u00e9\u00ff\u0001".encode()}, "odbc: the SQL rows: %s" % rows)
+    exp = sql_rows(db, "SELECT expires FROM pcache_entries WHERE pkey = ?", (b"user-carol",))
+    check(len(exp) == 1 and abs(exp[0][0] / 1000.0 - (time.time() + 3600)) < 30,
+          "odbc: user-carol's absolute expiry: %s" % exp)
+    gen1 = sql_rows(db, "SELECT generation FROM pcache_generations WHERE collection = ?",
+                    ("sessions",))
+    check(gen1 == [(1,)], "odbc: generation 1 after the first save: %s" % gen1)
+    print("ok  odbc perf_save (SQLite through ODBC, DSN form):", json.dumps(sv))
+    # perf_load brings back what was deleted after the save
+    dl = result(o.mi("perf_del", ["user-*"]), "odbc perf_del")
+    check(dl["deleted"] == 2 and o.sip("fetch", "user-alice") == "miss", "odbc: deleted")
+    ld = result(cap.mi(o, "cachedb_perf:perf_load", {"collection": "sessions"}), "odbc perf_load")
+    check(ld["loaded"] == 4 + nev and ld["collections"] == 1, "odbc perf_load: %s" % ld)
+    check(o.sip("fetch", "user-alice") == "hit:a1", "odbc: perf_load restored user-alice")
+    g = result(o.mi("perf_get", ["user-carol"]), "odbc perf_get")
+    check(3500 < g["ttl"] <= 3600, "odbc: TTL after perf_load: %s" % g)
+    print("ok  odbc perf_load:", json.dumps(ld))
+    o.mi("perf_set", ["late", "after-the-last-save"])
+    o.stop()
+    check("shutdown save (db_mode 2) done" in o.logtext(), "odbc: shutdown save:\n" + o.tail())
+    gen = sql_rows(db, "SELECT generation FROM pcache_generations WHERE collection = ?",
+                   ("sessions",))
+    check(gen == [(2,)], "odbc: the shutdown save is generation 2: %s" % gen)
+    # the same database through a bare connection string
+    o2 = OpenSIPS(args, work, "odbc2", db_url="DRIVER=SQLite3;Database=" + db, journal=None)
+    nodes.append(o2)
+    o2.start()
+    check("startup load (db_mode 2)" in o2.logtext(), "odbc: startup load:\n" + o2.tail())
+    check(o2.sip("fetch", "late") == "hit:after-the-last-save", "odbc: the shutdown save")
+    check(o2.sip("fetch", "user-alice") == "hit:a1", "odbc: user-alice after restart")
+    check(o2.sip("counter", "hits") == "n:7", "odbc: a counter comes back as a counter")
+    g = result(o2.mi("perf_get", ["bin"]), "odbc perf_get bin")
+    check(g["value"] == "caf\u00e9\u00ff\u0001", "odbc: binary-safe round trip: %r" % g)
+    g = result(o2.mi("perf_get", ["user-carol"]), "odbc perf_get ttl")
+    check(3400 < g["ttl"] <= 3600, "odbc: TTL across the restart: %s" % g)
+    st = result(o2.mi("perf_stats", ["sessions"]), "odbc perf_stats")
+    check(st["collections"][0]["last_load_entries"] == 5 + nev,
+          "odbc perf_stats last load: %s" % st)
+    o2.stop()
+    print("ok  odbc db_mode 2 (connection-string form): shutdown save, startup load, TTL, "
+          "counter, binary value")
+
+
+CLUSTER_MODS = r'''
+socket = bin:127.0.0.1:@BIN_PORT@
+loadmodule "proto_bin.so"
+loadmodule "clusterer.so"
+modparam("clusterer", "db_mode", 0)
+modparam("clusterer", "my_node_id", @NODE_ID@)
+modparam("clusterer", "my_node_info", "cluster_id=1, url=bin:127.0.0.1:@BIN_PORT@")
+modparam("clusterer", "neighbor_node_info", "cluster_id=1, node_id=@PEER_ID@, url=bin:127.0.0.1:@PEER_BIN@")
+modparam("clusterer", "ping_interval", 1)
+'''
+
+
+def bin_notice(coll, gen, source, cluster_id, src_id, dst_id):
+    """A cachedb-perf-sync notice as the module's push builds it (README,
+    "Cluster sync"), with the clusterer's trailer: what a forger on the
+    cluster's network could send."""
+    def s(b):
+        return struct.pack("<H", len(b)) + b
+    cap = b"cachedb-perf-sync"
+    body = (struct.pack("<h", 1) + s(cap) + struct.pack("<i", 1) +
+            s(coll.encode()) + s(str(gen).encode()) + s(source.encode()) +
+            struct.pack("<iii", cluster_id, src_id, dst_id))
+    return b"P4CK" + struct.pack("<I", 8 + len(body)) + body
+
+
+def send_bin(port, data):
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    c.sendall(data)
+    time.sleep(0.3)
+    c.close()
+
+
+def coll_stats(node, coll):
+    return result(node.mi("perf_stats", [coll]), "perf_stats " + coll)["collections"][0]
+
+
+def entries(node, coll="sessions"):
+    """Every key of a collection with its value and TTL, over MI."""
+    d = result(node.mi("perf_dump", ["*", coll, 100000]), "perf_dump " + coll)
+    return {e["key"]: (e["value"], e["ttl"]) for e in d["entries"]}
+
+
+def same_entries(a, b, what, skip=(), slack=2):
+    """a and b hold the same keys and values, and TTLs within slack seconds
+    (the two dumps are taken a moment apart)."""
+    ea = {k: v for k, v in a.items() if k not in skip}
+    eb = {k: v for k, v in b.items() if k not in skip}
+    check(set(ea) == set(eb), "%s: keys differ: only on the authority %s, only on the replica %s"
+          % (what, sorted(set(ea) - set(eb))[:10], sorted(set(eb) - set(ea))[:10]))
+    for k, (v, ttl) in ea.items():
+        v2, ttl2 = eb[k]
+        check(v == v2, "%s: %s = %r on the authority, %r on the replica" % (what, k, v, v2))
+        check((ttl == -1) == (ttl2 == -1) and abs(ttl - ttl2) <= slack,
+              "%s: %s TTL %s on the authority, %s on the replica" % (what, k, ttl, ttl2))
+
+
+def wait_for(cond, timeout, step=0.005):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return time.time() - t0
+        time.sleep(step)
+    return None
+
+
+def start_pg(work):
+    """A private PostgreSQL on 127.0.0.1 (tests/odbc_servers.sh, the ODBC
+    tests' helper; a watcher stops it and removes its directory once this
+    test is gone, however it ends). Returns (connection string, password,
+    directory) or None with the reason printed."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "odbc_servers.sh")
+    d = tempfile.mkdtemp(prefix="pcache-e2e-pg-")
+    port = free_port(socket.SOCK_STREAM)
+    subprocess.Popen(["setsid", "sh", helper, "watch", d, str(os.getpid())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    r = subprocess.run(["sh", helper, "start", d, str(port)], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIPPED: cluster sync on PostgreSQL: %s"
+              % (r.stderr.strip() or "odbc_servers.sh exited %d" % r.returncode))
+        return None
+    pw = "s3cret-PW-odbc"
+    cs = ("DRIVER={PostgreSQL Unicode};Servername=127.0.0.1;Port=%d;Database=pcachetest;"
+          "UID=pcache;PWD=%s" % (port, pw))
+    return cs, pw, d
+
+
+def run_sync(args, work, cap, nodes):
+    """perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
+    (proto_bin, db-less clusterer) sharing one SQL database through ODBC (an
+    SQLite file, then a private PostgreSQL); a third node without clusterer
+    converges by the poll."""
+    missing = [m for m in ("clusterer", "proto_bin")
+               if not os.path.exists(os.path.join(args.mpath, m + ".so"))]
+    if missing:
+        print("SKIPPED: cluster sync part: the OpenSIPS module(s) %s are not built/installed "
+              "under %s (build them in the OpenSIPS tree: make modules=modules/<name>)"
+              % (", ".join(m + ".so" for m in missing), args.mpath))
+        return
+    run_sync_on(args, work, cap, nodes, "sqlite",
+                "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite"))
+    pg = start_pg(work)
+    if pg is not None:
+        cs, pw, d = pg
+        run_sync_on(args, work, Capture(""), nodes, "postgresql", cs)
         for n in nodes:
-            try:
-                n.stop()
-            except Exception as ex:  # keep stopping the others
-                print("warning: stopping %s: %s" % (n.name, ex))
-        cap.save()
-        if args.keep:
-            print("kept", work)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+            check(pw not in n.logtext(), "%s: the database password is in the log" % n.name)
+        subprocess.run(["sh", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "odbc_servers.sh"), "stop", d],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_sync_on(args, work, cap, nodes, label, db_url):
+    print("--  cluster sync on %s" % label)
+    poll = 1
+    ports = {n: (free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)) for n in "ABC"}
+    bins = {n: free_port(socket.SOCK_STREAM) for n in "AB"}
+
+    # replicas load at startup (db_mode 1) and never save at shutdown: only
+    # the authority writes the shared database
+    def cluster_node(name, nid, peer, node_poll, suffix=""):
+        mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
+                .replace("@NODE_ID@", str(nid)).replace("@PEER_ID@", str(3 - nid))
+                .replace("@PEER_BIN@", str(bins[peer])))
+        params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                  'modparam("cachedb_perf", "sync_poll_period", %d)' % node_poll)
+        return OpenSIPS(args, work, label + name + suffix, db_url=db_url, journal=None,
+                        extra_mods=mods, extra_params=params, ports=ports[name], db_mode=1)
+
+    # the clustered nodes do not poll: what reaches node 2 came by the push
+    a, b = cluster_node("A", 1, "B", 0), cluster_node("B", 2, "A", 0)
+    # C: sync_cluster_id set but no clusterer loaded (the soft dependency
+    # absent): it hears no notice and converges by its poll
+    c = OpenSIPS(args, work, label + "C", db_url=db_url, journal=None, ports=ports["C"], db_mode=1,
+                 extra_params='modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                              'modparam("cachedb_perf", "sync_poll_period", %d)' % poll)
+    for n in (a, b, c):
+        nodes.append(n)
+        n.start()
+    check("clusterer module is not loaded" in c.logtext(),
+          "node C warns that clusterer is absent:\n" + c.tail())
+
+    def link_up(n):
+        return '"Up"' in json.dumps(n.mi("clusterer_list"))
+    t = wait_for(lambda: link_up(a) and link_up(b), 20, 0.2)
+    check(t is not None, "clusterer link A<->B did not come up:\n%s\n%s"
+          % (json.dumps(a.mi("clusterer_list")), b.tail()))
+    caps = result(cap.mi(a, "clusterer_list_cap"), "clusterer_list_cap")
+    check("cachedb-perf-sync" in json.dumps(caps), "capability listed: %s" % caps)
+
+    # the authority writes: SIP-driven cache_store and MI perf_set, TTLs
+    for i in range(40):
+        check(a.sip("store", "sub-%d" % i, "contact-%d" % i, ttl=(0 if i % 2 else 600 + i))
+              == "stored", "A: store")
+    result(a.mi("perf_set", ["profile", "gold", 3600]), "A perf_set")
+    check(a.sip("add", "calls", "42") == "n:42", "A: counter")
+    # the replicas hold a key the snapshot lacks: the reload prunes it
+    result(b.mi("perf_set", ["stale-on-b", "x"]), "B perf_set")
+    result(c.mi("perf_set", ["stale-on-c", "x"]), "C perf_set")
+
+    # ---- perf_sync over MI: B by the push, C by the poll
+    t0 = time.time()
+    sy = result(cap.mi(a, "cachedb_perf:perf_sync", {"collection": "sessions"}), "perf_sync")
+    t_cmd = time.time() - t0
+    gen = sy["generation"]
+    check(gen >= 1 and sy["peers"] == 1 and sy["saved"] >= 42 and "note" not in sy,
+          "perf_sync pushed to node 2: %s" % sy)
+    tb = wait_for(lambda: coll_stats(b, "sessions")["generation"] == gen, 5)
+    tb = tb if tb is None else time.time() - t0
+    check(tb is not None and tb < 1.0,
+          "node B converged by the clusterer push in %s s (limit 1 s)" % tb)
+    check("generation %d (from node 1, pushed)" % gen in b.logtext(),
+          "node 2 reloaded on the push:\n" + b.tail(5))
+    ea = entries(a)
+    same_entries(ea, entries(b), "node B after the push")
+    sb = coll_stats(b, "sessions")
+    check(sb["source"] == "1" and sb["last_sync_in"] != 0, "B perf_stats sync facts: %s" % sb)
+    check("stale-on-b" not in entries(b), "the reload pruned B's key the snapshot lacks")
+    print("ok  perf_sync (MI) on node 1: %s; node 2 converged by the push in %.0f ms "
+          "(perf_sync took %.0f ms), every key and TTL equal, stale key pruned"
+          % (json.dumps(sy), tb * 1000, t_cmd * 1000))
+    tc = wait_for(lambda: coll_stats(c, "sessions")["generation"] == gen, poll + 3)
+    tc = tc if tc is None else time.time() - t0
+    check(tc is not None and tc <= poll + 1.5,
+          "node C (no clusterer) converged by the %d s poll in %s s" % (poll, tc))
+    same_entries(ea, entries(c), "node C after the poll")
+    check("generation %d (from node 1, polled)" % gen in c.logtext(),
+          "node C reloaded by its poll:\n" + c.tail(5))
+    print("ok  node 3 (no clusterer link) converged by the %d s poll in %.0f ms"
+          % (poll, tc * 1000))
+    # the synced event, on the replicas only
+    t = wait_for(lambda: b.sip("group_fetch", "ev-synced") != "miss", 3, 0.1)
+    check(t is not None and "synced sessions from node 1" in b.logtext(),
+          "E_CACHEDB_PERF_SYNCED on node 2:\n" + b.tail())
+    check(a.sip("group_fetch", "ev-synced") == "miss", "no synced event on the authority")
+    stb = cap.mi(b, "cachedb_perf:perf_stats", {"collection": "sessions"})
+    result(stb, "perf_stats B")
+
+    # ---- perf_sync from the script (a SIP request on node 1)
+    check(a.sip("store", "sub-0", "moved", ttl=0) == "stored", "A: update")
+    check(a.sip("remove", "sub-1") == "removed", "A: remove")
+    # a replica reads the database for notices at most once a second per
+    # collection (the library's rate limit): stay clear of it to time the push
+    time.sleep(1.1)
+    t0 = time.time()
+    check(a.sip("sync") == "sync-queued", "A: perf_sync() from the script")
+    ta2 = wait_for(lambda: coll_stats(a, "sessions")["generation"] > gen, 5)
+    ta2 = ta2 if ta2 is None else time.time() - t0
+    tb2 = wait_for(lambda: coll_stats(b, "sessions")["generation"] > gen, 5)
+    tb2 = tb2 if tb2 is None else time.time() - t0
+    check(ta2 is not None, "the script's perf_sync ran on node 1")
+    # from the SIP reply: the maintenance process's first save on this
+    # database may have to connect (psqlODBC with SCRAM takes a while);
+    # the push itself is timed from the commit on node 1
+    check(tb2 is not None and tb2 - ta2 < 1.0 and tb2 < 3.0,
+          "node B converged %s s after the commit of the script's perf_sync (limit 1 s), %s s "
+          "after the SIP request" % (tb2 - ta2 if tb2 else None, tb2))
+    gen2 = coll_stats(b, "sessions")["generation"]
+    check("generation %d (from node 1, pushed)" % gen2 in b.logtext(),
+          "the script's perf_sync reached node 2 by the push:\n" + b.tail(5))
+    eb = entries(b)
+    check(eb.get("sub-0", ("",))[0] == "moved" and "sub-1" not in eb,
+          "B has the update and the removal: %s" % {k: eb.get(k) for k in ("sub-0", "sub-1")})
+    same_entries(entries(a), eb, "node B after the script's perf_sync")
+    print("ok  perf_sync() from the script on node 1 (committed by its maintenance process "
+          "%.0f ms after the SIP request): node 2 converged %.0f ms after the commit was seen, %.0f ms "
+          "after the request (update and removal)" % (ta2 * 1000, (tb2 - ta2) * 1000, tb2 * 1000))
+
+    # ---- a replayed and a forged notice change nothing
+    result(b.mi("perf_set", ["local-only", "kept"]), "B perf_set local-only")
+    t_before = time.time()
+    before = entries(b)
+    st0 = coll_stats(b, "sessions")
+    send_bin(bins["B"], bin_notice("sessions", gen2, "1", 1, 1, 2))       # replay
+    send_bin(bins["B"], bin_notice("sessions", 10 ** 15, "1", 1, 1, 2))   # forged, huge
+    send_bin(bins["B"], bin_notice("nosuch", 10 ** 15, "1", 1, 1, 2))     # unknown collection
+    time.sleep(1.5)
+    st1 = coll_stats(b, "sessions")
+    after = entries(b)
+    same_entries(before, after, "node 2 after forged/replayed notices",
+                 slack=int(time.time() - t_before) + 2)
+    check(st1["generation"] == gen2 and st1["sync_reloads"] == st0["sync_reloads"],
+          "forged notice: generation %s -> %s, reloads %s -> %s"
+          % (st0["generation"], st1["generation"], st0["sync_reloads"], st1["sync_reloads"]))
+    keys = ("sync_notices", "sync_checks", "sync_polls", "sync_rejected")
+    check(st1["sync_notices"] == st0["sync_notices"] + 1 and
+          st1["sync_rejected"] == st0["sync_rejected"] + 1,
+          "the forged notice was heard once and rejected by the database: %s -> %s"
+          % ({k: st0[k] for k in keys}, {k: st1[k] for k in keys}))
+    check(st1["sync_checks"] - st0["sync_checks"] <=
+          1 + (st1["sync_polls"] - st0["sync_polls"]),
+          "a forged notice costs at most one database read beyond the polls: %s -> %s"
+          % ({k: st0[k] for k in keys}, {k: st1[k] for k in keys}))
+    check("nosuch" in b.logtext(), "the unknown collection's notice was logged")
+    print("ok  a replayed and a forged notice (generation 10^15) changed nothing on node 2: "
+          "generation %d, notices +1, rejected +1" % gen2)
+
+    # ---- node 2, restarted with a 1 s poll, drops the cluster's packets
+    # (clusterer_set_status disabled): the push is lost, the poll converges it
+    b.stop()
+    b = cluster_node("B", 2, "A", poll, suffix="2")
+    nodes.append(b)
+    b.start()
+    check(coll_stats(b, "sessions")["generation"] == gen2 and
+          "local-only" not in entries(b), "node 2 restarted with the database's generation %d "
+          "(db_mode 1 startup load)" % gen2)
+    result(b.mi("clusterer_set_status", [1, 0]), "B clusterer_set_status")
+    check(a.sip("store", "after-link-down", "polled-in", ttl=0) == "stored", "A: store")
+    t0 = time.time()
+    sy = result(a.mi("perf_sync", ["sessions"]), "perf_sync, B's link down")
+    tb3 = wait_for(lambda: coll_stats(b, "sessions")["generation"] == sy["generation"], poll + 3)
+    tb3 = tb3 if tb3 is None else time.time() - t0
+    check(tb3 is not None and tb3 <= poll + 1.5,
+          "node 2 with its link down converged by the %d s poll in %s s" % (poll, tb3))
+    check("generation %d (from node 1, polled)" % sy["generation"] in b.logtext(),
+          "node 2 reloaded by its poll, not the push:\n" + b.tail(5))
+    same_entries(entries(a), entries(b), "node 2 after the poll")
+    print("ok  node 2 with its clusterer link disabled (perf_sync said peers=%d): converged by "
+          "the %d s poll in %.0f ms" % (sy["peers"], poll, tb3 * 1000))
+    for n in (a, b, c):
+        n.stop()
 
 
 def sv_all_saved(sv_all, sv):
@@ -630,6 +1037,8 @@ def main():
     ap.add_argument("--capture", default="")
     ap.add_argument("--skip-reason", default="")
     ap.add_argument("--guide", default="", help="admin guide whose MI replies to check")
+    ap.add_argument("--only", default=ALL_PARTS,
+                    help="comma-separated parts to run (a debugging aid): lmdb,odbc,sync")
     args = ap.parse_args()
     why = None
     if args.skip_reason:

@@ -73,6 +73,14 @@ static const srv_key srv_keys[] = {
     UINT(syslog, "0", 0, 1, "1 = log to syslog (daemon facility) instead"),
     STR(log_level, "info", "err, warn, info or debug"),
     STR(pidfile, "", "write the master's pid here; empty = none"),
+    STR(node_id, "", "perf_sync: this node's name (printable, no spaces); empty = hostname:port"),
+    STR(sync_peers, "", "perf_sync: peers' UDP notice addresses 'ip:port,ip:port'; empty = none"),
+    STR(sync_bind, "127.0.0.1", "IPv4 address of the UDP notice socket"),
+    UINT(sync_port, "0", 0, 65535, "UDP port receiving perf_sync notices; 0 = receive none"),
+    UINT(sync_poll_ms, "5000", 0, 86400000,
+         "backstop poll of the shared database's generations (odbc db_url); 0 = off"),
+    UINT(sync_check_ms, "1000", 10, 3600000,
+         "at most one notice-driven database read per collection per this interval"),
 };
 #define SRV_NKEYS (sizeof srv_keys / sizeof srv_keys[0])
 
@@ -236,6 +244,13 @@ int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
     if (strcmp(cfg->bind, cfg->http_bind) == 0 && cfg->http_port != 0 &&
         cfg->http_port == cfg->port)
         return cfg_err(err, errlen, "http_port: %u is also the RESP port", cfg->http_port);
+    for (const char *c = cfg->node_id; *c != '\0'; c++)
+        if (*c <= ' ' || *c > '~')
+            return cfg_err(err, errlen, "node_id: '%s': printable characters without spaces only",
+                           cfg->node_id);
+    unsigned npeers;
+    if (srv_sync_parse_peers(cfg->sync_peers, NULL, SRV_MAX_PEERS, &npeers, err, errlen) != 0)
+        return -1;
     return 0;
 }
 

@@ -5,11 +5,13 @@
  * the journal, and answers JSON-RPC. It serves no RESP traffic, so a save's
  * walk and commit cost the workers nothing but the walk's cache traffic.
  *
- * Work arrives three ways: the timer (maint_interval_ms: pc_maintain;
+ * Work arrives four ways: the timer (maint_interval_ms: pc_maintain;
  * every second: pc_persist_tick, which also runs the periodic snapshots),
  * the workers' slots (an eventfd wakes us; the slots are also scanned on
- * every timer turn, so a lost wake-up costs one interval), and the JSON-RPC
- * listeners. One thing at a time: a long save delays the next sweep and
+ * every timer turn, so a lost wake-up costs one interval), the JSON-RPC
+ * listeners, and the UDP socket of perf_sync notices (sync_udp.c; after
+ * each turn pc_persist_sync_tick runs the checks and reloads that are due,
+ * and the poll's timeout honours pc_persist_sync_due_ms). One thing at a time: a long save delays the next sweep and
  * the next JSON-RPC answer, never a worker.
  */
 #include "pcached.h"
@@ -39,12 +41,23 @@ static int64_t m_mono_ms(void)
 
 static pc_json *m_json;
 
+/* Events raised in this process: a reload by perf_sync raises "synced"
+ * here (docs/sync.md); pcached has no script to hand it to, so it logs. */
+static void maint_event(void *ctx, const pc_event *ev)
+{
+    (void)ctx;
+    if (ev->type == PC_EV_SYNCED)
+        srv_log(PC_LOG_INFO, "event synced: collection %s from node %s", ev->collection,
+                ev->source_node[0] != '\0' ? ev->source_node : "unknown");
+}
+
 /* Runs one management command here, keeping LASTSAVE and the save counters
  * of the shared state. The result is in m_json on success. */
 static int maint_run(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
                      pc_mgmt_err *err)
 {
-    int is_save = strcmp(cmd, "perf_save") == 0;
+    /* perf_sync is a save too (to the shared database) */
+    int is_save = strcmp(cmd, "perf_save") == 0 || strcmp(cmd, "perf_sync") == 0;
     if (is_save)
         atomic_store(&s->shm->saving, 1);
     pc_json_reset(m_json);
@@ -242,6 +255,8 @@ void srv_maint_main(srv *s)
         srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
         _exit(1);
     }
+    pc_event_handler(s->cache, maint_event, NULL);
+    pc_event_subscribe(s->cache, PC_EV_SYNCED, 1);
     atomic_store(&s->shm->maint_pid, (int64_t)getpid());
     sigset_t set;
     sigemptyset(&set);
@@ -258,13 +273,17 @@ void srv_maint_main(srv *s)
                                 ? m_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
                                 : INT64_MAX;
     for (;;) {
-        struct pollfd pf[4] = {{sfd, POLLIN, 0},
+        struct pollfd pf[5] = {{sfd, POLLIN, 0},
                                {s->maint_efd, POLLIN, 0},
                                {s->http_fd, POLLIN, 0},
-                               {s->unix_fd, POLLIN, 0}};
+                               {s->unix_fd, POLLIN, 0},
+                               {s->sync_fd, POLLIN, 0}};
         int64_t now = m_mono_ms();
         int timeout = next_maint > now ? (int)(next_maint - now) : 0;
-        int n = poll(pf, 4, timeout);
+        int sync_due = s->persist != NULL ? pc_persist_sync_due_ms(s->persist) : -1;
+        if (sync_due >= 0 && sync_due < timeout)
+            timeout = sync_due;
+        int n = poll(pf, 5, timeout);
         if (n < 0 && errno != EINTR)
             srv_log(PC_LOG_ERR, "poll: %m");
         if (n > 0 && (pf[0].revents & POLLIN)) {
@@ -303,6 +322,10 @@ void srv_maint_main(srv *s)
                 close(fd);
             }
         }
+        if (n > 0 && s->sync_fd >= 0 && (pf[4].revents & POLLIN))
+            srv_sync_receive(s);
+        if (s->persist != NULL)
+            (void)pc_persist_sync_tick(s->persist); /* logs its own errors */
         now = m_mono_ms();
         if (now >= next_maint) {
             pc_maint_report rep;

@@ -79,6 +79,8 @@ static pid_t spawn(srv *s, int role)
             close(s->http_fd);
         if (s->unix_fd >= 0)
             close(s->unix_fd);
+        if (s->sync_fd >= 0)
+            close(s->sync_fd);
         srv_worker_main(s, (unsigned)role);
     }
     return pid;
@@ -200,6 +202,10 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "%s", err);
         return -1;
     }
+    if (srv_sync_setup(s, err, sizeof err) != 0) {
+        srv_log(PC_LOG_ERR, "%s", err);
+        return -1;
+    }
     if (s->cfg.db_url[0] != '\0') {
         pc_persist_config pc;
         pc_persist_config_init(&pc);
@@ -210,6 +216,12 @@ static int setup(srv *s)
         pc.snapshot_period_s = s->cfg.snapshot_period_s;
         pc.log = srv_log_cb;
         pc.log_level = srv_log_level();
+        pc.sql_backend = srv_sql_backend();
+        pc.node_id = s->node_id;
+        pc.sync_push = srv_sync_push;
+        pc.sync_push_ctx = s;
+        pc.sync_poll_ms = s->cfg.sync_poll_ms;
+        pc.sync_check_ms = s->cfg.sync_check_ms;
         int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
         if (rc != 0) {
             srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_strerror(rc));
@@ -388,6 +400,9 @@ int srv_master_run(srv *s)
         srv_log(PC_LOG_INFO, "JSON-RPC on http://%s:%u/", s->cfg.http_bind, s->cfg.http_port);
     if (s->unix_fd >= 0)
         srv_log(PC_LOG_INFO, "JSON-RPC on unix socket %s", s->cfg.unix_socket);
+    if (s->sync_fd >= 0 || s->npeers > 0)
+        srv_log(PC_LOG_INFO, "sync: node %s, notices on UDP %s:%u, %u peer(s), poll every %u ms",
+                s->node_id, s->cfg.sync_bind, s->cfg.sync_port, s->npeers, s->cfg.sync_poll_ms);
 
     struct sup sp;
     memset(&sp, 0, sizeof sp);

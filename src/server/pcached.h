@@ -22,6 +22,7 @@
 #include "pcache_mgmt.h"
 #include "pcache_store.h"
 
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -30,6 +31,7 @@
 #define SRV_VERSION "0.1.0"
 #define SRV_MAX_WORKERS 64u
 #define SRV_MAX_DBS 64u
+#define SRV_MAX_PEERS 64u
 
 /* ---- configuration (config.c) ---------------------------------------------- */
 typedef struct srv_config {
@@ -63,6 +65,12 @@ typedef struct srv_config {
     unsigned syslog;       /* 1 = log to syslog instead */
     char log_level[16];    /* err, warn, info, debug */
     char pidfile[1024];
+    char node_id[64];      /* sync: this node's name; "" = hostname:port */
+    char sync_peers[2048]; /* sync: peers' UDP addresses, "ip:port,ip:port" */
+    char sync_bind[64];
+    unsigned sync_port;     /* UDP port for notices; 0 = receive none */
+    unsigned sync_poll_ms;  /* backstop poll; 0 = off */
+    unsigned sync_check_ms; /* rate limit of notice-driven database reads */
 } srv_config;
 
 void srv_config_defaults(srv_config *cfg);
@@ -145,7 +153,20 @@ typedef struct srv {
     int maint_efd;                   /* worker -> maintenance: a slot is pending */
     int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
     unsigned bound_port;
+    int sync_fd; /* UDP notices (maintenance only), -1 = none */
+    unsigned npeers;
+    struct sockaddr_in peers[SRV_MAX_PEERS];
+    char node_id[64];
 } srv;
+
+/* sync_udp.c: perf_sync notices over UDP (docs/sync.md) */
+int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max, unsigned *n,
+                         char *err, size_t errlen);
+int srv_sync_setup(srv *s, char *err, size_t errlen); /* master, before fork */
+int srv_sync_push(void *ctx, const char *coll, uint64_t gen, const char *source);
+void srv_sync_receive(srv *s); /* maintenance: drains the socket */
+/* sql_odbc.c / sql_none.c: the SQL backend of db_url odbc://, or NULL */
+const pc_persist_backend *srv_sql_backend(void);
 
 /* master.c */
 int srv_master_run(srv *s);

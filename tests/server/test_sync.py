@@ -258,19 +258,22 @@ class Sync(unittest.TestCase):
         # measured from the moment PERF.SYNC was sent: save + push + check + reload
         times = wait_all(((self.B, "B"), (self.Cn, "C"), (self.D, "D")), "default", gen,
                          D_POLL_MS / 1000.0 + 5.0, t0)
+        # the bounds count from the commit (PERF.SYNC's reply): the save's
+        # own duration depends on the collection and the build, not on sync
         for name in "BC":
             t = times[name]
             self.assertIsNotNone(t, "%s did not converge in 5 s" % name)
-            print("convergence by push, node %s: %.1f ms from PERF.SYNC sent (the sync "
-                  "returned after %.1f ms), 3001 keys" % (name, t * 1000, sync_s * 1000),
-                  flush=True)
-            self.assertLess(t, 1.0, "node %s converged by push in %.3f s" % (name, t))
+            print("convergence by push, node %s: %.1f ms from PERF.SYNC sent, %.1f ms after "
+                  "its reply (the save took %.1f ms), 3001 keys"
+                  % (name, t * 1000, (t - sync_s) * 1000, sync_s * 1000), flush=True)
+            self.assertLess(t - sync_s, 1.0, "node %s converged by push in %.3f s" % (name, t))
         td = times["D"]
         self.assertIsNotNone(td, "D did not converge by its poll")
-        print("convergence by poll (datagrams lost), node D: %.1f ms from PERF.SYNC sent "
-              "(poll period %d ms)" % (td * 1000, D_POLL_MS), flush=True)
+        print("convergence by poll (datagrams lost), node D: %.1f ms from PERF.SYNC sent, "
+              "%.1f ms after its reply (poll period %d ms)"
+              % (td * 1000, (td - sync_s) * 1000, D_POLL_MS), flush=True)
         self.assertGreater(td, times["B"])  # not by a push: D's datagram went astray
-        self.assertLess(td, D_POLL_MS / 1000.0 + 0.5)
+        self.assertLess(td - sync_s, D_POLL_MS / 1000.0 + 0.5)
         for n, name in ((self.B, "B"), (self.Cn, "C"), (self.D, "D")):
             self.assert_same(self.A, n, 0, "node " + name)
             self.assertIsNone(r(n).get("stale:only-here"))

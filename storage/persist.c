@@ -190,11 +190,15 @@ static int pp_store_path(const char *url, const pc_persist_backend *be, char *er
                        "db_url odbc:...: the odbc:// store is not "
                        "available in this build (the host did not link the ODBC exporter)");
     const char *colon = strstr(url, "://");
-    if (colon != NULL && strncmp(url, "lmdb://", 7) != 0)
+    if (colon != NULL && strncmp(url, "lmdb://", 7) != 0) {
+        /* only the scheme is shown: the rest may carry user:password@ */
+        int slen = (int)(colon - url) < 32 ? (int)(colon - url) : 32;
         return pp_fail(err, errlen, PC_EURL,
-                       "db_url '%.200s': unknown scheme (expected "
-                       "lmdb:///path)",
-                       url);
+                       "db_url with scheme '%.*s': unknown scheme (expected lmdb:///path%s)",
+                       slen, url,
+                       be != NULL ? ", odbc://DSN or an ODBC connection string DSN=... / DRIVER=..."
+                                  : "; odbc:// needs a host that links the ODBC exporter");
+    }
     return 0;
 }
 

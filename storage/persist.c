@@ -589,6 +589,23 @@ static double pp_secs(const struct timespec *a, const struct timespec *b)
     return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
 }
 
+/* The store a perf_save / perf_load result names: the call's [store] when
+ * t is non-NULL, else the configured one (an SQL target with its password
+ * masked). */
+static const char *pp_describe(const pc_persist *p, const pp_target *t)
+{
+    return t != NULL             ? pp_target_describe(t)
+           : p->backend != NULL ? p->backend->describe(p->bh)
+           : p->store != NULL   ? pc_store_path(p->store)
+                                : p->db_url;
+}
+
+/* The backend's message for the last failure ("" for LMDB). */
+static const char *pp_errmsg(const pc_persist *p, const pp_target *t)
+{
+    return t != NULL ? pp_target_errmsg(t) : p->backend != NULL ? p->backend->errmsg(p->bh) : "";
+}
+
 static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
                        pc_mgmt_err *err)
 {
@@ -609,9 +626,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         pc_store_save_result r;
         rc = use ? pp_target_save(&t, coll, &r) : pc_persist_save_coll(p, coll, &r);
         if (rc != 0) {
-            const char *why = use ? pp_target_errmsg(&t)
-                              : p->backend != NULL ? p->backend->errmsg(p->bh)
-                                                   : "";
+            const char *why = pp_errmsg(p, use ? &t : NULL);
             rc = pc_mgmt_errorf(err, rc,
                                 "perf_save: saving collection \"%s\" failed: %s "
                                 "(its previous snapshot stands; %u collection(s) saved "
@@ -631,10 +646,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
     rc = rc ? rc : ops->dbl(rctx, "duration", secs);
     rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
-    const char *path = use                  ? pp_target_describe(&t)
-                       : p->backend != NULL ? p->backend->describe(p->bh)
-                       : p->store != NULL   ? pc_store_path(p->store)
-                                            : p->db_url;
+    const char *path = pp_describe(p, use ? &t : NULL);
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
     if (use)
@@ -669,9 +681,7 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
             rc = pc_persist_load_coll(p, coll, &r);
         }
         if (rc != 0) {
-            const char *why = use ? pp_target_errmsg(&t)
-                              : p->backend != NULL ? p->backend->errmsg(p->bh)
-                                                   : "";
+            const char *why = pp_errmsg(p, use ? &t : NULL);
             rc = pc_mgmt_errorf(err, rc,
                                 "perf_load: loading collection \"%s\" failed: %s "
                                 "(%u collection(s) loaded before it)%s%.300s",
@@ -690,10 +700,7 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     rc = rc ? rc : ops->u64(rctx, "loaded", loaded);
     rc = rc ? rc : ops->u64(rctx, "skipped_expired", expired);
     rc = rc ? rc : ops->dbl(rctx, "duration", pp_secs(&t0, &t1));
-    const char *path = use                  ? pp_target_describe(&t)
-                       : p->backend != NULL ? p->backend->describe(p->bh)
-                       : p->store != NULL   ? pc_store_path(p->store)
-                                            : p->db_url;
+    const char *path = pp_describe(p, use ? &t : NULL);
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
     if (use)

@@ -195,8 +195,7 @@ static int run_size(struct drv *d, size_t n, int json)
         printf("%-8s %8zu rows: save %9.0f rows/s, load %9.0f rows/s, row-by-row autocommit "
                "%7.0f rows/s (x%.0f)%s",
                d->name, n, d->save_rps, d->load_rps, d->rowwise_rps,
-               d->rowwise_rps > 0 ? d->save_rps / d->rowwise_rps : 0,
-               d->copy_rps > 0 ? "" : "\n");
+               d->rowwise_rps > 0 ? d->save_rps / d->rowwise_rps : 0, d->copy_rps > 0 ? "" : "\n");
     if (!json && d->copy_rps > 0)
         printf(", psql \\copy %.0f rows/s (save/copy %.2f)\n", d->copy_rps,
                d->save_rps / d->copy_rps);
@@ -227,8 +226,11 @@ int bench_cmd_odbc(int argc, char **argv)
     struct drv drivers[3] = {
         {"sqlite", ov_s != NULL ? ov_s : odbc_env_sqlite(), 0, 0, 0, 0, 0},
         {"pg", ov_p != NULL ? ov_p : odbc_env_pg(), 0, 0, 0, 0, 0},
-        {"mariadb", ov_m != NULL ? ov_m : odbc_env_have_mariadb() ? odbc_env_mariadb() : NULL, 0,
-         0, 0, 0, 0},
+        {"mariadb",
+         ov_m != NULL              ? ov_m
+         : odbc_env_have_mariadb() ? odbc_env_mariadb()
+                                   : NULL,
+         0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < 3; i++) /* an empty override leaves the driver out */
         if (drivers[i].target != NULL && drivers[i].target[0] == '\0')

@@ -54,7 +54,7 @@ int bs_data_make(bs_data *d, size_t n)
     for (size_t i = 0; i < n; i++) {
         pc_sipgen_entry e;
         /* the counters of the SIP mix become the next string entry */
-        for (uint64_t j = i; ; j += n + 1) {
+        for (uint64_t j = i;; j += n + 1) {
             pc_sipgen_entry_make(7, j, &e);
             if (e.kind != PC_SIPGEN_COUNTER)
                 break;
@@ -125,7 +125,8 @@ pc_cache *bs_cache_new(size_t n, pc_coll **coll, int *tier)
 int bs_fill(const bs_data *d, pc_coll *coll)
 {
     for (size_t i = 0; i < d->n; i++) {
-        int rc = pc_set(coll, bs_key(d, i), d->keys.klen, bs_val(d, i), d->vlen[i], d->ttl_ms[i], 0);
+        int rc =
+            pc_set(coll, bs_key(d, i), d->keys.klen, bs_val(d, i), d->vlen[i], d->ttl_ms[i], 0);
         if (rc != 0)
             return rc;
     }
@@ -197,9 +198,8 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
         int rc = pc_store_load(s, lc, &lo, &lr);
         pc_cache_destroy(lcache);
         if (rc != 0 || lr.loaded != res.saved) {
-            fprintf(stderr, "pcache-bench store: load: %s, %llu of %llu entries\n",
-                    pc_strerror(rc), (unsigned long long)lr.loaded,
-                    (unsigned long long)res.saved);
+            fprintf(stderr, "pcache-bench store: load: %s, %llu of %llu entries\n", pc_strerror(rc),
+                    (unsigned long long)lr.loaded, (unsigned long long)res.saved);
             pc_store_close(s);
             return -1;
         }
@@ -315,9 +315,8 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
             an->lmdb_append_wm_save, ratio(p->save_rate, an->lmdb_append_wm_save));
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "SQLite, one transaction", an->sqlite_txn_save,
             ratio(p->save_rate, an->sqlite_txn_save));
-    fprintf(out, "  %-40s %12.1f  %7.0fx  (%llu rows sampled)\n",
-            "SQLite, row by row, autocommit", an->sqlite_rowwise_save,
-            ratio(p->save_rate, an->sqlite_rowwise_save),
+    fprintf(out, "  %-40s %12.1f  %7.0fx  (%llu rows sampled)\n", "SQLite, row by row, autocommit",
+            an->sqlite_rowwise_save, ratio(p->save_rate, an->sqlite_rowwise_save),
             (unsigned long long)an->sqlite_rowwise_rows);
     if (an->redis_ran)
         fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server SAVE", an->redis_save,
@@ -331,8 +330,8 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "SQLite SELECT + pc_set", an->sqlite_load,
             ratio(p->load_rate, an->sqlite_load));
     if (an->redis_ran)
-        fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server restart (RDB load)",
-                an->redis_load, ratio(p->load_rate, an->redis_load));
+        fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server restart (RDB load)", an->redis_load,
+                ratio(p->load_rate, an->redis_load));
     fprintf(out, "  (pc_set of the same entries from memory: %.0f/s)\n", a->fill_rate);
     fprintf(out, "\nsize / raw value bytes\n");
     fprintf(out, "  pcache: blocks %.3f, LMDB pages %.3f, data.mdb after one save %.3f\n",
@@ -386,8 +385,7 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
         char key[96];
         bench_json_num(&j, t[i].key, t[i].value);
         snprintf(key, sizeof key, "pass_%s", t[i].key);
-        bench_json_bool(&j, key, t[i].at_least ? t[i].value >= t[i].goal
-                                                 : t[i].value <= t[i].goal);
+        bench_json_bool(&j, key, t[i].at_least ? t[i].value >= t[i].goal : t[i].value <= t[i].goal);
     }
     bench_json_num(&j, "ratio_vs_sqlite_rowwise", ratio(p->save_rate, an->sqlite_rowwise_save));
     bench_json_num(&j, "ratio_vs_sqlite_txn", ratio(p->save_rate, an->sqlite_txn_save));

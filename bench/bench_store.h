@@ -22,9 +22,9 @@
 
 typedef struct bs_data {
     size_t n;
-    bench_keys keys;      /* n x 16 bytes */
-    char *vals;           /* the values back to back */
-    uint64_t *voff;       /* value i = vals[voff[i] .. voff[i] + vlen[i]) */
+    bench_keys keys; /* n x 16 bytes */
+    char *vals;      /* the values back to back */
+    uint64_t *voff;  /* value i = vals[voff[i] .. voff[i] + vlen[i]) */
     uint16_t *vlen;
     int64_t *ttl_ms;      /* relative TTL at fill time; 0 = never expires */
     uint64_t value_bytes; /* sum of vlen */
@@ -79,15 +79,15 @@ int bs_anchors_run(const bs_data *d, const char *dir, unsigned rounds, double ro
 typedef struct bs_pause_result {
     double p999_quiet_ns, p999_save_ns; /* medians over rounds */
     double p99_quiet_ns, p99_save_ns;
-    double ratio_p999;                  /* median of the per-round ratios */
+    double ratio_p999; /* median of the per-round ratios */
     double ops_quiet_per_s, ops_save_per_s;
-    double save_s;                      /* median save duration under the load */
+    double save_s; /* median save duration under the load */
     unsigned rounds;
-    int pinned;                         /* 1 when both CPU pins took */
+    int pinned; /* 1 when both CPU pins took */
 } bs_pause_result;
 
-int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *store_dir, unsigned rounds,
-                 bs_pause_result *out);
+int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *store_dir,
+                 unsigned rounds, bs_pause_result *out);
 
 /* ---- journal cost on a 100%-set loop (bench_store_journal.c) ----------- */
 typedef struct bs_journal_result {

@@ -56,7 +56,7 @@ static uint64_t bs_file_bytes(const char *path)
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_ != 0) {                                                                            \
-            fprintf(stderr, "pcache-bench store: %s: %s\n", #call, mdb_strerror(rc_));            \
+            fprintf(stderr, "pcache-bench store: %s: %s\n", #call, mdb_strerror(rc_));             \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)

@@ -115,8 +115,8 @@ static void bs_worker(const bs_data *d, pc_coll *coll, struct bs_shared *sh)
                 if ((r & 0xffff) < 3277) /* 5% sets */
                     (void)pc_set(coll, bs_key(d, i), d->keys.klen, bs_val(d, i), d->vlen[i],
                                  d->ttl_ms[i], 0);
-                else if (pc_get_buf(coll, bs_key(d, i), d->keys.klen, buf, sizeof buf, &vlen, &need, NULL) ==
-                         0)
+                else if (pc_get_buf(coll, bs_key(d, i), d->keys.klen, buf, sizeof buf, &vlen, &need,
+                                    NULL) == 0)
                     sink += (unsigned char)buf[0];
                 uint64_t t1 = bench_now_ns();
                 h->count[bs_bucket(t1 - t0)]++;

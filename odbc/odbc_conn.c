@@ -282,8 +282,8 @@ int pc_odbc_begin(pc_odbc *o, bool repeatable_read)
             return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc,
                                 "%s: cannot set the isolation level", o->target);
     }
-    if (!SQL_SUCCEEDED(SQLSetConnectAttr(o->dbc, SQL_ATTR_AUTOCOMMIT,
-                                         (SQLPOINTER)SQL_AUTOCOMMIT_OFF, 0)))
+    if (!SQL_SUCCEEDED(
+            SQLSetConnectAttr(o->dbc, SQL_ATTR_AUTOCOMMIT, (SQLPOINTER)SQL_AUTOCOMMIT_OFF, 0)))
         return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot turn autocommit off",
                             o->target);
     o->in_txn = true;
@@ -360,8 +360,9 @@ static int create_tables(pc_odbc *o)
     else
         pc_odbc_end(o, false);
     if (rc == 0)
-        pc_odbc_log(o, PC_LOG_INFO, "pcache: %s: created the tables " PC_ODBC_ENTRIES
-                    " and " PC_ODBC_GENERATIONS, o->target);
+        pc_odbc_log(o, PC_LOG_INFO,
+                    "pcache: %s: created the tables " PC_ODBC_ENTRIES " and " PC_ODBC_GENERATIONS,
+                    o->target);
     return rc;
 }
 
@@ -413,8 +414,8 @@ static int do_connect(pc_odbc *o)
     SQLRETURN r = SQLDriverConnect(o->dbc, NULL, (SQLCHAR *)o->connstr, SQL_NTS, out, sizeof out,
                                    &outl, SQL_DRIVER_NOPROMPT);
     if (!SQL_SUCCEEDED(r)) {
-        int rc = pc_odbc_fail(o, PC_ESTORE, SQL_HANDLE_DBC, o->dbc, "%s: cannot connect",
-                              o->target);
+        int rc =
+            pc_odbc_fail(o, PC_ESTORE, SQL_HANDLE_DBC, o->dbc, "%s: cannot connect", o->target);
         SQLFreeHandle(SQL_HANDLE_DBC, o->dbc);
         o->dbc = SQL_NULL_HDBC;
         return rc;
@@ -437,8 +438,7 @@ int pc_odbc_enter(pc_odbc *o)
     o->in_txn = false;
     int rc = 0;
     if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &o->env)) ||
-        !SQL_SUCCEEDED(
-            SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0)))
+        !SQL_SUCCEEDED(SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0)))
         rc = pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                           "%s: cannot allocate an ODBC environment after fork", o->target);
     if (rc == 0)
@@ -508,8 +508,7 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
     if (rc != 0)
         goto out;
     if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &o->env)) ||
-        !SQL_SUCCEEDED(
-            SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0))) {
+        !SQL_SUCCEEDED(SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0))) {
         rc = pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                           "%s: cannot allocate an ODBC environment", o->target);
         goto out;
@@ -547,11 +546,11 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
     bool have_e = table_exists(o, PC_ODBC_ENTRIES), have_g = table_exists(o, PC_ODBC_GENERATIONS);
     if (!have_e || !have_g) {
         if (!(o->cfg.flags & PC_ODBC_CREATE)) {
-            rc = pc_odbc_fail(o, PC_ESTORE, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
-                              "%s (%s): table %s does not exist (create the tables of "
-                              "docs/odbc.md, or open with the create option)",
-                              o->target, o->server,
-                              !have_e ? PC_ODBC_ENTRIES : PC_ODBC_GENERATIONS);
+            rc =
+                pc_odbc_fail(o, PC_ESTORE, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
+                             "%s (%s): table %s does not exist (create the tables of "
+                             "docs/odbc.md, or open with the create option)",
+                             o->target, o->server, !have_e ? PC_ODBC_ENTRIES : PC_ODBC_GENERATIONS);
             goto out;
         }
         if ((rc = create_tables(o)) != 0)

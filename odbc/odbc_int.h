@@ -30,15 +30,15 @@
 struct pc_odbc {
     SQLHENV env;
     SQLHDBC dbc;
-    int dialect;             /* enum pc_odbc_dialect */
-    bool in_txn;             /* autocommit is off: a transaction may be open */
-    bool has_source;         /* the generation table has the source column (odbc_sync.c) */
-    pid_t pid;               /* the process whose connection env/dbc is */
+    int dialect;     /* enum pc_odbc_dialect */
+    bool in_txn;     /* autocommit is off: a transaction may be open */
+    bool has_source; /* the generation table has the source column (odbc_sync.c) */
+    pid_t pid;       /* the process whose connection env/dbc is */
     pc_odbc_config cfg;
-    char *connstr;           /* what SQLDriverConnect got (holds the password) */
-    char *password;          /* the PWD value, to mask where a driver echoes it */
-    char target[512];        /* the URL with the password masked */
-    char server[128];        /* DBMS name and version */
+    char *connstr;             /* what SQLDriverConnect got (holds the password) */
+    char *password;            /* the PWD value, to mask where a driver echoes it */
+    char target[512];          /* the URL with the password masked */
+    char server[128];          /* DBMS name and version */
     char msg[PC_ODBC_MSG_MAX]; /* last error, masked */
 };
 
@@ -93,8 +93,8 @@ uint64_t pc_odbc_writer_batches(const pc_odbc_writer *w);
  * Visits the live rows of one collection through a block cursor inside the
  * caller's transaction; fn returns 0 to go on. Counters arrive as decimal
  * text with is_counter set. */
-typedef int (*pc_odbc_row_fn)(void *ctx, const void *key, size_t klen, const void *val,
-                              size_t vlen, int64_t expires_ms, bool is_counter);
+typedef int (*pc_odbc_row_fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                              int64_t expires_ms, bool is_counter);
 int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_fn fn, void *ctx,
                       uint64_t *skipped_expired);
 /* Row count and the longest key and value of a collection (live rows). */

@@ -63,8 +63,8 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     if (name != NULL) {
         rc = pc_store_coll_meta_get(s, name, &one);
         if (rc == PC_ENOTFOUND)
-            snprintf(o->msg, sizeof o->msg, "export: collection \"%s\" has no snapshot in %s",
-                     name, pc_store_path(s));
+            snprintf(o->msg, sizeof o->msg, "export: collection \"%s\" has no snapshot in %s", name,
+                     pc_store_path(s));
         if (rc != 0)
             return rc;
         n = 1;
@@ -85,8 +85,8 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
         if (rc == 0)
             rc = pc_odbc_writer_finish(x.w, &gen);
         if (rc != 0 && o->msg[0] == '\0')
-            snprintf(o->msg, sizeof o->msg, "export of \"%s\" to %s failed: %s", m->name,
-                     o->target, pc_strerror(rc));
+            snprintf(o->msg, sizeof o->msg, "export of \"%s\" to %s failed: %s", m->name, o->target,
+                     pc_strerror(rc));
         rows += pc_odbc_writer_rows(x.w);
         batches += pc_odbc_writer_batches(x.w);
     }
@@ -97,8 +97,8 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
 out:
     if (rc == 0 && result != NULL) {
         double secs = pc_odbc_mono_s() - t0;
-        pc_odbc_result r = {rows, x.expired, 0, batches, gen, secs,
-                            secs > 0 ? (double)rows / secs : 0};
+        pc_odbc_result r = {
+            rows, x.expired, 0, batches, gen, secs, secs > 0 ? (double)rows / secs : 0};
         *result = r;
     }
     pc_odbc_writer_free(x.w);
@@ -202,7 +202,7 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     } else {
         /* the names first (a handful), then one collection at a time */
         SQLHSTMT st;
-        char (*names)[PC_COLL_NAME_MAX + 1] = NULL;
+        char(*names)[PC_COLL_NAME_MAX + 1] = NULL;
         size_t n = 0, cap = 0;
         if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, &st)))
             return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "import: no statement");
@@ -227,8 +227,8 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
             memcpy(names[n++], nm, (size_t)ind + 1);
         }
         if (rc == 0 && r != SQL_NO_DATA)
-            rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
-                              "%s: listing the saved collections", o->target);
+            rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: listing the saved collections",
+                              o->target);
         SQLFreeHandle(SQL_HANDLE_STMT, st);
         for (size_t i = 0; rc == 0 && i < n; i++)
             rc = import_one(o, s, names[i], &sum);

@@ -98,9 +98,8 @@ static int be_generation(void *h, const char *coll, uint64_t *gen, char *source,
     return pc_odbc_generation_src(h, coll, gen, source, srclen);
 }
 
-static int be_rows(void *h, const char *coll, uint64_t newer_than, pc_persist_row_fn fn,
-                   void *ctx, uint64_t *gen, char *source, size_t srclen,
-                   uint64_t *skipped_expired)
+static int be_rows(void *h, const char *coll, uint64_t newer_than, pc_persist_row_fn fn, void *ctx,
+                   uint64_t *gen, char *source, size_t srclen, uint64_t *skipped_expired)
 {
     return pc_odbc_visit(h, coll, newer_than, fn, ctx, gen, source, srclen, skipped_expired);
 }

@@ -29,7 +29,7 @@ static SQLRETURN bind_name(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN
 {
     *len = (SQLLEN)strlen(name);
     return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
-                     (SQLPOINTER)name, *len + 1, len);
+                            (SQLPOINTER)name, *len + 1, len);
 }
 
 int pc_odbc_read_generation(pc_odbc *o, const char *name, uint64_t *gen, bool *found)
@@ -45,19 +45,18 @@ int pc_odbc_read_generation(pc_odbc *o, const char *name, uint64_t *gen, bool *f
         st, (SQLCHAR *)"SELECT generation FROM " PC_ODBC_GENERATIONS " WHERE collection = ?",
         SQL_NTS);
     if (!SQL_SUCCEEDED(r)) {
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
-                          "%s: reading the generation of \"%s\"", o->target, name);
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: reading the generation of \"%s\"",
+                          o->target, name);
         goto out;
     }
     r = SQLFetch(st);
     if (r == SQL_NO_DATA) {
         *found = false;
         *gen = 0;
-    } else if (!SQL_SUCCEEDED(r) ||
-               !SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &g, 0, &ind)) ||
+    } else if (!SQL_SUCCEEDED(r) || !SQL_SUCCEEDED(SQLGetData(st, 1, SQL_C_SBIGINT, &g, 0, &ind)) ||
                ind == SQL_NULL_DATA || g < 0) {
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
-                          "%s: reading the generation of \"%s\"", o->target, name);
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: reading the generation of \"%s\"",
+                          o->target, name);
     } else {
         *found = true;
         *gen = (uint64_t)g;
@@ -94,8 +93,8 @@ int pc_odbc_coll_sizes(pc_odbc *o, const char *name, int64_t now_ms, uint64_t *r
             r = SQL_ERROR;
     }
     if (!SQL_SUCCEEDED(r))
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: sizing collection \"%s\"",
-                          o->target, name);
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: sizing collection \"%s\"", o->target,
+                          name);
     else {
         *rows = (uint64_t)v[0];
         *max_k = (uint64_t)v[1];
@@ -159,10 +158,11 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
                           o->target, name);
         goto out;
     }
-    if (!SQL_SUCCEEDED(SQLExecDirect(st,
-                                     (SQLCHAR *)"SELECT pkey, pvalue, expires, is_counter FROM " PC_ODBC_ENTRIES
-                                                " WHERE collection = ?",
-                                     SQL_NTS))) {
+    if (!SQL_SUCCEEDED(SQLExecDirect(
+            st,
+            (SQLCHAR *)"SELECT pkey, pvalue, expires, is_counter FROM " PC_ODBC_ENTRIES
+                       " WHERE collection = ?",
+            SQL_NTS))) {
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: reading collection \"%s\"",
                           o->target, name);
         goto out;
@@ -189,8 +189,8 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
                 rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                                   "%s: collection \"%s\": row %llu is NULL or longer than its "
                                   "size query said (key %lld, value %lld bytes): not loaded",
-                                  o->target, name, (unsigned long long)(done + i),
-                                  (long long)ki[i], (long long)vi[i]);
+                                  o->target, name, (unsigned long long)(done + i), (long long)ki[i],
+                                  (long long)vi[i]);
                 break;
             }
             if (ex[i] != 0 && ex[i] <= now_ms) {

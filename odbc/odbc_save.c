@@ -67,12 +67,16 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
 out:
     if (rc == 0) {
         double secs = pc_odbc_mono_s() - t0;
-        pc_odbc_result r = {pc_odbc_writer_rows(s.w), s.expired, 0, pc_odbc_writer_batches(s.w),
-                            gen, secs, secs > 0 ? (double)pc_odbc_writer_rows(s.w) / secs : 0};
-        pc_odbc_log(o, PC_LOG_INFO,
-                    "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
-                    o->target, name, (unsigned long long)r.rows, secs, r.rate,
-                    (unsigned long long)gen);
+        pc_odbc_result r = {pc_odbc_writer_rows(s.w),
+                            s.expired,
+                            0,
+                            pc_odbc_writer_batches(s.w),
+                            gen,
+                            secs,
+                            secs > 0 ? (double)pc_odbc_writer_rows(s.w) / secs : 0};
+        pc_odbc_log(
+            o, PC_LOG_INFO, "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
+            o->target, name, (unsigned long long)r.rows, secs, r.rate, (unsigned long long)gen);
         if (result != NULL)
             *result = r;
     } else {
@@ -133,8 +137,10 @@ static int load_row(void *ctx, const void *key, size_t klen, const void *val, si
     }
     if (rc != 0) { /* like the LMDB load: log, count, go on */
         l->failed++;
-        pc_odbc_log(l->o, PC_LOG_ERR, "pcache: %s: loading %s: a row (key of %zu bytes) was "
-                    "refused: %s", l->o->target, pc_coll_name(l->coll), klen, pc_strerror(rc));
+        pc_odbc_log(l->o, PC_LOG_ERR,
+                    "pcache: %s: loading %s: a row (key of %zu bytes) was "
+                    "refused: %s",
+                    l->o->target, pc_coll_name(l->coll), klen, pc_strerror(rc));
         return 0;
     }
     l->loaded++;
@@ -171,13 +177,18 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
     if (rc != 0)
         return rc;
     double secs = pc_odbc_mono_s() - t0;
-    pc_odbc_result r = {l.loaded, expired + l.expired, l.failed, 0, gen, secs,
+    pc_odbc_result r = {l.loaded,
+                        expired + l.expired,
+                        l.failed,
+                        0,
+                        gen,
+                        secs,
                         secs > 0 ? (double)l.loaded / secs : 0};
     pc_odbc_log(o, PC_LOG_INFO,
                 "pcache: %s: loaded %s: %llu rows (%llu expired skipped) in %.3f s, generation "
                 "%llu",
-                o->target, name, (unsigned long long)r.rows,
-                (unsigned long long)r.skipped_expired, secs, (unsigned long long)gen);
+                o->target, name, (unsigned long long)r.rows, (unsigned long long)r.skipped_expired,
+                secs, (unsigned long long)gen);
     if (result != NULL)
         *result = r;
     return 0;

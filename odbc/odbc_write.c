@@ -40,8 +40,8 @@ struct pc_odbc_writer {
     pc_odbc *o;
     SQLHSTMT one, multi; /* one-row and per_stmt-row INSERTs (multi NULL unless MULTI) */
     SQLHSTMT aux;        /* generation row and DELETE */
-    int shape;         /* enum pc_odbc_shape, never DEFAULT */
-    unsigned per_stmt; /* rows per batch */
+    int shape;           /* enum pc_odbc_shape, never DEFAULT */
+    unsigned per_stmt;   /* rows per batch */
     char name[PC_COLL_NAME_MAX + 1];
     SQLLEN name_len;
     struct wrow *rows; /* per_stmt entries */
@@ -92,8 +92,8 @@ static int prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
                           o->target);
     } else if (!SQL_SUCCEEDED(SQLPrepare(*st, (SQLCHAR *)sql, SQL_NTS))) {
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st, "%s: cannot prepare the INSERT of %u rows",
-                          o->target, rows);
+        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,
+                          "%s: cannot prepare the INSERT of %u rows", o->target, rows);
     }
     free(sql);
     return rc;
@@ -109,7 +109,7 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
     if (o->dialect == PC_ODBC_SQLITE || w->shape < PC_ODBC_SHAPE_ROW ||
         w->shape > PC_ODBC_SHAPE_ARRAY)
         w->shape = PC_ODBC_SHAPE_ROW; /* see the file comment: the one correct path there */
-    w->per_stmt = o->cfg.batch_rows != 0 ? o->cfg.batch_rows
+    w->per_stmt = o->cfg.batch_rows != 0            ? o->cfg.batch_rows
                   : w->shape == PC_ODBC_SHAPE_ARRAY ? 1000
                                                     : 250;
     if (w->shape == PC_ODBC_SHAPE_ROW)
@@ -206,8 +206,8 @@ static int aux_exec(pc_odbc_writer *w, const char *what, const char *sql, SQLLEN
 
 static SQLRETURN bind_name(pc_odbc_writer *w, SQLHSTMT st, SQLUSMALLINT i)
 {
-    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0, w->name,
-                     (SQLLEN)sizeof w->name, &w->name_len);
+    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
+                            w->name, (SQLLEN)sizeof w->name, &w->name_len);
 }
 
 int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
@@ -248,7 +248,8 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
     }
     if (rc == 0) {
         bind_name(w, w->aux, 1);
-        rc = aux_exec(w, "deleting the previous rows", "DELETE FROM " PC_ODBC_ENTRIES " WHERE collection = ?", NULL);
+        rc = aux_exec(w, "deleting the previous rows",
+                      "DELETE FROM " PC_ODBC_ENTRIES " WHERE collection = ?", NULL);
     }
     return rc;
 }
@@ -260,13 +261,13 @@ static bool bind_row(pc_odbc_writer *w, SQLHSTMT st, unsigned slot, struct wrow 
     /* A zero-length value still needs a valid pointer and column size 1. */
     bool ok = SQL_SUCCEEDED(bind_name(w, st, p));
     ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 1, SQL_PARAM_INPUT, SQL_C_BINARY,
-                                              SQL_VARBINARY, r->klen > 0 ? (SQLULEN)r->klen : 1,
-                                              0, w->buf + r->koff, r->klen, &r->klen));
+                                              SQL_VARBINARY, r->klen > 0 ? (SQLULEN)r->klen : 1, 0,
+                                              w->buf + r->koff, r->klen, &r->klen));
     ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 2, SQL_PARAM_INPUT, SQL_C_BINARY,
-                                              SQL_VARBINARY, r->vlen > 0 ? (SQLULEN)r->vlen : 1,
-                                              0, w->buf + r->voff, r->vlen, &r->vlen));
-    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 3, SQL_PARAM_INPUT, SQL_C_SBIGINT,
-                                              SQL_BIGINT, 0, 0, &r->expires, 0, NULL));
+                                              SQL_VARBINARY, r->vlen > 0 ? (SQLULEN)r->vlen : 1, 0,
+                                              w->buf + r->voff, r->vlen, &r->vlen));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 3, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT,
+                                              0, 0, &r->expires, 0, NULL));
     ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, p + 4, SQL_PARAM_INPUT, SQL_C_SSHORT,
                                               SQL_SMALLINT, 0, 0, &r->is_counter, 0, NULL));
     return ok;
@@ -324,14 +325,13 @@ static int run_array(pc_odbc_writer *w)
                                               wk, 0, kc, (SQLLEN)wk, w->kind));
     ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 3, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
                                               wv, 0, vc, (SQLLEN)wv, w->vind));
-    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 4, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT,
-                                              0, 0, w->exps, 0, NULL));
-    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 5, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT,
-                                              0, 0, w->ctrs, 0, NULL));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 4, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0,
+                                              0, w->exps, 0, NULL));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 5, SQL_PARAM_INPUT, SQL_C_SSHORT, SQL_SMALLINT, 0,
+                                              0, w->ctrs, 0, NULL));
     if (!ok)
         return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
-                            "%s: collection \"%s\": binding a parameter array", o->target,
-                            w->name);
+                            "%s: collection \"%s\": binding a parameter array", o->target, w->name);
     SQLRETURN r = SQLExecute(st);
     int rc = 0;
     if (!SQL_SUCCEEDED(r))
@@ -345,8 +345,8 @@ static int run_array(pc_odbc_writer *w)
                               o->target, w->name, (unsigned long long)(w->rows_done + i));
     if (rc == 0 && w->processed != w->n)
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
-                          "%s: collection \"%s\": the driver processed %llu of %u rows",
-                          o->target, w->name, (unsigned long long)w->processed, w->n);
+                          "%s: collection \"%s\": the driver processed %llu of %u rows", o->target,
+                          w->name, (unsigned long long)w->processed, w->n);
     SQLFreeStmt(st, SQL_CLOSE);
     w->batches++;
     return rc;
@@ -420,7 +420,8 @@ int pc_odbc_writer_finish(pc_odbc_writer *w, uint64_t *generation)
     SQLBindParameter(w->aux, 1, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &entries, 0,
                      NULL);
     bind_name(w, w->aux, 2);
-    rc = aux_exec(w, "counting the rows", "UPDATE " PC_ODBC_GENERATIONS " SET entries = ? WHERE collection = ?", NULL);
+    rc = aux_exec(w, "counting the rows",
+                  "UPDATE " PC_ODBC_GENERATIONS " SET entries = ? WHERE collection = ?", NULL);
     bool found = false;
     uint64_t gen = 0;
     if (rc == 0)

@@ -95,10 +95,10 @@ enum pc_odbc_shape {
 };
 
 typedef struct pc_odbc_config {
-    unsigned flags;       /* PC_ODBC_CREATE */
-    int shape;            /* enum pc_odbc_shape; SQLite always uses ROW (see odbc_write.c) */
-    unsigned batch_rows;  /* rows per insert batch / fetch block; 0 = the dialect's default */
-    size_t batch_bytes;   /* key + value bytes buffered per batch; 0 = 4 MiB */
+    unsigned flags;      /* PC_ODBC_CREATE */
+    int shape;           /* enum pc_odbc_shape; SQLite always uses ROW (see odbc_write.c) */
+    unsigned batch_rows; /* rows per insert batch / fetch block; 0 = the dialect's default */
+    size_t batch_bytes;  /* key + value bytes buffered per batch; 0 = 4 MiB */
     pc_odbc_progress_fn progress; /* NULL = none */
     void *progress_ctx;
     pc_log_fn log; /* NULL = silent */
@@ -194,8 +194,7 @@ int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *so
  * return of fn stops the visit and is returned. PC_ENOTFOUND when never
  * saved. */
 int pc_odbc_visit(pc_odbc *o, const char *name, uint64_t newer_than, pc_persist_row_fn fn,
-                  void *ctx, uint64_t *gen, char *source, size_t srclen,
-                  uint64_t *skipped_expired);
+                  void *ctx, uint64_t *gen, char *source, size_t srclen, uint64_t *skipped_expired);
 
 /* ---- moving snapshots between the LMDB store and SQL -------------------- */
 /* Export: copies the snapshot of collection name (NULL = every collection

@@ -472,9 +472,9 @@ typedef struct pc_persist_config {
     const char *node_id;       /* this node's name, <= PC_SYNC_NODE_MAX bytes; NULL = "" */
     pc_sync_push_fn sync_push; /* NULL = no peers: perf_sync degrades to a save */
     void *sync_push_ctx;
-    unsigned sync_poll_ms;     /* backstop poll of the generations; 0 = off */
-    unsigned sync_check_ms;    /* at most one notice-driven database read per collection
-                                * per this interval; 0 = 1000 */
+    unsigned sync_poll_ms;  /* backstop poll of the generations; 0 = off */
+    unsigned sync_check_ms; /* at most one notice-driven database read per collection
+                             * per this interval; 0 = 1000 */
 } pc_persist_config;
 void pc_persist_config_init(pc_persist_config *cfg);
 /* Checks the policy against the cache's collections, opens (creates) the
@@ -558,17 +558,17 @@ int pc_persist_sync_due_ms(pc_persist *p);
 /* Counters and facts of one collection, also in perf_stats: all read from
  * shared memory, valid in any process. */
 typedef struct pc_sync_stats {
-    int64_t last_sync_out_ms; /* wall clock of this node's last perf_sync, 0 = never */
-    int64_t last_sync_in_ms;  /* wall clock of the last reload by sync, 0 = never */
-    uint64_t generation;      /* the generation this node's copy is */
+    int64_t last_sync_out_ms;          /* wall clock of this node's last perf_sync, 0 = never */
+    int64_t last_sync_in_ms;           /* wall clock of the last reload by sync, 0 = never */
+    uint64_t generation;               /* the generation this node's copy is */
     char source[PC_SYNC_NODE_MAX + 1]; /* the node that made it ("" = unknown) */
-    uint64_t notices;         /* notices accepted (above the generation) */
-    uint64_t checks;          /* database reads of the generation for a notice */
-    uint64_t polls;           /* database reads of the generation by the poll */
-    uint64_t rejected;        /* notices the database did not confirm */
-    uint64_t reloads;         /* reloads done */
-    uint64_t pruned;          /* keys pruned by the reloads */
-    int32_t last_rc;          /* the last check or reload: 0 or PC_E* */
+    uint64_t notices;                  /* notices accepted (above the generation) */
+    uint64_t checks;                   /* database reads of the generation for a notice */
+    uint64_t polls;                    /* database reads of the generation by the poll */
+    uint64_t rejected;                 /* notices the database did not confirm */
+    uint64_t reloads;                  /* reloads done */
+    uint64_t pruned;                   /* keys pruned by the reloads */
+    int32_t last_rc;                   /* the last check or reload: 0 or PC_E* */
 } pc_sync_stats;
 int pc_persist_sync_stats(const pc_persist *p, const pc_coll *coll, pc_sync_stats *out);
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll);

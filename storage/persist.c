@@ -194,8 +194,8 @@ static int pp_store_path(const char *url, const pc_persist_backend *be, char *er
         /* only the scheme is shown: the rest may carry user:password@ */
         int slen = (int)(colon - url) < 32 ? (int)(colon - url) : 32;
         return pp_fail(err, errlen, PC_EURL,
-                       "db_url with scheme '%.*s': unknown scheme (expected lmdb:///path%s)",
-                       slen, url,
+                       "db_url with scheme '%.*s': unknown scheme (expected lmdb:///path%s)", slen,
+                       url,
                        be != NULL ? ", odbc://DSN or an ODBC connection string DSN=... / DRIVER=..."
                                   : "; odbc:// needs a host that links the ODBC exporter");
     }
@@ -369,8 +369,8 @@ int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
     pc_store *s = NULL;
     int rc = pp_store(p, &s);
     if (rc != 0)
-        return pp_fail(err, errlen, rc, "cannot open the store %.200s in process %d: %s",
-                       p->db_url, (int)getpid(), pc_strerror(rc));
+        return pp_fail(err, errlen, rc, "cannot open the store %.200s in process %d: %s", p->db_url,
+                       (int)getpid(), pc_strerror(rc));
     return 0;
 }
 
@@ -382,9 +382,8 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
     if (p->backend != NULL) {
         pc_sync_reopen_if_lost(p);
         /* with sync support the generation row also names its maker */
-        rc = p->backend->save_as != NULL
-                 ? p->backend->save_as(p->bh, coll, p->node_id, &r)
-                 : p->backend->save(p->bh, coll, &r);
+        rc = p->backend->save_as != NULL ? p->backend->save_as(p->bh, coll, p->node_id, &r)
+                                         : p->backend->save(p->bh, coll, &r);
         if (rc == 0)
             pc_sync_saved(p, coll, r.generation);
         else
@@ -594,7 +593,7 @@ static double pp_secs(const struct timespec *a, const struct timespec *b)
  * masked). */
 static const char *pp_describe(const pc_persist *p, const pp_target *t)
 {
-    return t != NULL             ? pp_target_describe(t)
+    return t != NULL            ? pp_target_describe(t)
            : p->backend != NULL ? p->backend->describe(p->bh)
            : p->store != NULL   ? pc_store_path(p->store)
                                 : p->db_url;

@@ -37,9 +37,9 @@ struct pc_persist {
     pid_t store_pid;
     char *db_url; /* for the reopen in a forked process */
     pc_journal *journal;
-    const pc_persist_backend *backend; /* non-NULL: an SQL db_url, no store, no journal */
+    const pc_persist_backend *backend;     /* non-NULL: an SQL db_url, no store, no journal */
     const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
-    void *bh;                          /* the backend's handle */
+    void *bh;                              /* the backend's handle */
     int db_mode;
     unsigned period_s;
     int64_t next_periodic_ms;

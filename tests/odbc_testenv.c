@@ -119,8 +119,8 @@ int odbc_env_start(const char *test, int with_mariadb)
         return ODBC_SKIP;
     }
     if (rc != 0) {
-        fprintf(stderr, "%s: starting the database servers failed (status %d, see %s)\n", test,
-                rc, dir);
+        fprintf(stderr, "%s: starting the database servers failed (status %d, see %s)\n", test, rc,
+                dir);
         exit(1);
     }
     char path[400];

@@ -69,7 +69,6 @@ int run(const char *arg, ...)
     return WEXITSTATUS(st);
 }
 
-
 void expect_in(const char *hay, const char *needle)
 {
     if (strstr(hay, needle) == NULL)

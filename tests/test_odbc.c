@@ -81,8 +81,8 @@ static void expect_bytes(pc_coll *co, const void *k, size_t kl, const void *v, s
     if (rc != 0)
         fail_msg("key of %zu bytes: %s", kl, pc_strerror(rc));
     if (gl != vl || (vl > 0 && memcmp(got, v, vl) != 0))
-        fail_msg("key of %zu bytes: value of %zu bytes came back as %zu bytes or different", kl,
-                 vl, gl);
+        fail_msg("key of %zu bytes: value of %zu bytes came back as %zu bytes or different", kl, vl,
+                 gl);
     free(got);
 }
 
@@ -195,8 +195,8 @@ static void t_roundtrip_mixed(void **state)
     /* a collection never saved: PC_ENOTFOUND, nothing loaded */
     assert_int_equal(pc_odbc_load(o, coll(c, "b"), &l), PC_ENOTFOUND);
     printf("# %s (%s): mixed round trip: %llu rows saved in %.3f s, loaded in %.3f s\n",
-           pc_odbc_dialect_name(pc_odbc_dialect(o)), pc_odbc_server(o),
-           (unsigned long long)r1.rows, r1.seconds, l.seconds);
+           pc_odbc_dialect_name(pc_odbc_dialect(o)), pc_odbc_server(o), (unsigned long long)r1.rows,
+           r1.seconds, l.seconds);
     pc_cache_destroy(c);
     pc_odbc_close(o);
 }
@@ -226,8 +226,8 @@ static void t_shapes(void **state)
         assert_int_equal(pc_odbc_load(o, coll(c, "a"), &l), 0);
         assert_int_equal(l.rows, 2000 + 12);
         check_mixed(c);
-        printf("# %s: shape %d: %llu statements\n", pc_odbc_dialect_name(pc_odbc_dialect(o)),
-               shape, (unsigned long long)r.batches);
+        printf("# %s: shape %d: %llu statements\n", pc_odbc_dialect_name(pc_odbc_dialect(o)), shape,
+               (unsigned long long)r.batches);
         pc_cache_destroy(c);
         pc_odbc_close(o);
     }
@@ -325,15 +325,14 @@ static void t_constraint_rollback(void **state)
     pc_odbc_result r;
     assert_int_equal(pc_odbc_save(o, p, &r), 0);
     uint64_t gen = r.generation;
-    const char *add = d == PC_ODBC_SQLITE
-                          ? "CREATE TRIGGER pcache_poison BEFORE INSERT ON pcache_entries "
-                            "WHEN NEW.pkey = X'706F69736F6E' BEGIN SELECT RAISE(ABORT, "
-                            "'poisoned key'); END"
-                      : d == PC_ODBC_POSTGRESQL
-                          ? "ALTER TABLE pcache_entries ADD CONSTRAINT pcache_poison CHECK "
-                            "(pkey <> '\\x706f69736f6e'::bytea)"
-                          : "ALTER TABLE pcache_entries ADD CONSTRAINT pcache_poison CHECK "
-                            "(pkey <> X'706F69736F6E')";
+    const char *add =
+        d == PC_ODBC_SQLITE       ? "CREATE TRIGGER pcache_poison BEFORE INSERT ON pcache_entries "
+                                    "WHEN NEW.pkey = X'706F69736F6E' BEGIN SELECT RAISE(ABORT, "
+                                    "'poisoned key'); END"
+        : d == PC_ODBC_POSTGRESQL ? "ALTER TABLE pcache_entries ADD CONSTRAINT pcache_poison CHECK "
+                                    "(pkey <> '\\x706f69736f6e'::bytea)"
+                                  : "ALTER TABLE pcache_entries ADD CONSTRAINT pcache_poison CHECK "
+                                    "(pkey <> X'706F69736F6E')";
     const char *drop = d == PC_ODBC_SQLITE
                            ? "DROP TRIGGER pcache_poison"
                            : "ALTER TABLE pcache_entries DROP CONSTRAINT pcache_poison";
@@ -630,8 +629,7 @@ static char t_sqlite[600], t_pg[600], t_my[600];
 
 #define PER_DRIVER(name, target)                                                                   \
     cmocka_unit_test_prestate(t_roundtrip_mixed, target),                                          \
-        cmocka_unit_test_prestate(t_shapes, target),                                               \
-        cmocka_unit_test_prestate(t_fork, target),                                                 \
+        cmocka_unit_test_prestate(t_shapes, target), cmocka_unit_test_prestate(t_fork, target),    \
         cmocka_unit_test_prestate(t_roundtrip_100k, target),                                       \
         cmocka_unit_test_prestate(t_empty, target),                                                \
         cmocka_unit_test_prestate(t_constraint_rollback, target),                                  \

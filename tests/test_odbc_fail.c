@@ -375,12 +375,17 @@ int main(void)
     if (rc != 0)
         return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_redact),           cmocka_unit_test(t_malformed),
-        cmocka_unit_test(t_unknown_dsn),      cmocka_unit_test(t_wrong_password),
-        cmocka_unit_test(t_missing_tables),   cmocka_unit_test(t_readonly),
-        cmocka_unit_test(t_progress_abort),   cmocka_unit_test(t_export_atomic),
+        cmocka_unit_test(t_redact),
+        cmocka_unit_test(t_malformed),
+        cmocka_unit_test(t_unknown_dsn),
+        cmocka_unit_test(t_wrong_password),
+        cmocka_unit_test(t_missing_tables),
+        cmocka_unit_test(t_readonly),
+        cmocka_unit_test(t_progress_abort),
+        cmocka_unit_test(t_export_atomic),
         cmocka_unit_test(t_pg_killed_midsave),
-        cmocka_unit_test(t_my_killed_midsave), cmocka_unit_test(t_pg_stopped_midsave),
+        cmocka_unit_test(t_my_killed_midsave),
+        cmocka_unit_test(t_pg_stopped_midsave),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) == 0 ? 0 : 1;
 }

@@ -263,8 +263,8 @@ static void perf_save_and_load_to_another_store(void **state)
     /* refused: SQL without a backend (password not echoed), an unknown scheme,
      * a missing store to load from */
     static const char *const bad[] = {"perf_save a odbc:DSN=x;PWD=hunter2",
-                                       "perf_save a ftp://host/x",
-                                       "perf_load a /nonexistent/pcache-store"};
+                                      "perf_save a ftp://host/x",
+                                      "perf_load a /nonexistent/pcache-store"};
     for (size_t i = 0; i < 3; i++) {
         pc_json_reset(j);
         memset(&err, 0, sizeof err);

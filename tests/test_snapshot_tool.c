@@ -1018,16 +1018,9 @@ static void test_manual(void **state)
         snprintf(want, sizeof want, "\n| %d | ", code);
         expect_in(doc, want);
     }
-    static const char *const codes[] = {"usage",
-                                        "no_such_path",
-                                        "not_a_store",
-                                        "newer_format",
-                                        "no_such_collection",
-                                        "no_such_key",
-                                        "corrupt",
-                                        "locked",
-                                        "io",
-                                        "database"};
+    static const char *const codes[] = {
+        "usage",       "no_such_path", "not_a_store", "newer_format", "no_such_collection",
+        "no_such_key", "corrupt",      "locked",      "io",           "database"};
     for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
         snprintf(want, sizeof want, "`%s`", codes[i]);
         expect_in(doc, want);

@@ -11,8 +11,8 @@
  * every timer turn, so a lost wake-up costs one interval), the JSON-RPC
  * listeners, and the UDP socket of perf_sync notices (sync_udp.c; after
  * each turn pc_persist_sync_tick runs the checks and reloads that are due,
- * and the poll's timeout honours pc_persist_sync_due_ms). One thing at a time: a long save delays the next sweep and
- * the next JSON-RPC answer, never a worker.
+ * and the poll's timeout honours pc_persist_sync_due_ms). One thing at a time: a long save delays
+ * the next sweep and the next JSON-RPC answer, never a worker.
  */
 #include "pcached.h"
 

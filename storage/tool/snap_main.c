@@ -63,8 +63,7 @@ static const struct snap_verb snap_verbs[] = {
      "TARGET (odbc://DSN, odbc:CONNSTR, DSN=..., DRIVER=...) in ONE SQL transaction: each\n"
      "collection's rows replaced and its generation bumped; any error rolls all of it back.\n"
      "Expired records are skipped. A progress bar runs on a terminal."},
-    {"import", snap_cmd_import,
-     "import STORE TARGET [COLLECTION] [--create-store] [--no-progress]",
+    {"import", snap_cmd_import, "import STORE TARGET [COLLECTION] [--create-store] [--no-progress]",
      "Copies the rows of COLLECTION (default: every collection of the database's generation\n"
      "table) from TARGET into STORE as new snapshots, one LMDB transaction per collection.\n"
      "Expired rows are skipped. Writes to STORE (--create-store makes a new one)."},

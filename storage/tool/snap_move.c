@@ -40,8 +40,8 @@ static int snap_bar_fn(void *ctx, const char *coll, uint64_t done, uint64_t tota
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     int changed = strncmp(b->coll, coll, sizeof b->coll) != 0;
-    double since = (double)(now.tv_sec - b->last.tv_sec) +
-                   (double)(now.tv_nsec - b->last.tv_nsec) / 1e9;
+    double since =
+        (double)(now.tv_sec - b->last.tv_sec) + (double)(now.tv_nsec - b->last.tv_nsec) / 1e9;
     if (!changed && since < 0.1 && done != total)
         return 0;
     if (changed && b->drawn)
@@ -129,8 +129,7 @@ static int snap_open_rw(snap_ctx *cx, const char *path, int create, pc_store **o
     int rc = pc_store_open(path, &sc, out, err, sizeof err);
     if (rc != 0) {
         if (access(path, F_OK) != 0 && !create)
-            return snap_fail(cx, SNAP_NOPATH, "%s: no such store (--create-store makes one)",
-                             path);
+            return snap_fail(cx, SNAP_NOPATH, "%s: no such store (--create-store makes one)", path);
         return snap_fail(cx, snap_exit_of(rc), "%s", err);
     }
     return 0;

@@ -97,23 +97,6 @@ struct load_ctx {
     uint64_t loaded, expired, failed;
 };
 
-/* A counter's decimal text back to its int64; 0 or PC_ENOTNUM. */
-static int parse_counter(const void *val, size_t vlen, int64_t *out)
-{
-    char buf[24];
-    if (vlen == 0 || vlen >= sizeof buf)
-        return PC_ENOTNUM;
-    memcpy(buf, val, vlen);
-    buf[vlen] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return PC_ENOTNUM;
-    *out = v;
-    return 0;
-}
-
 static int load_row(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
                     int64_t expires_ms, bool is_counter)
 {
@@ -129,7 +112,7 @@ static int load_row(void *ctx, const void *key, size_t klen, const void *val, si
     int rc;
     int64_t v;
     if (is_counter) {
-        rc = parse_counter(val, vlen, &v);
+        rc = pc_parse_i64(val, vlen, &v);
         if (rc == 0)
             rc = pc_set_counter(l->coll, key, klen, v, ttl);
     } else {

@@ -411,7 +411,6 @@ uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size 
 int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);
 void pc_bucket_unlock(struct pc_bucket_shm *b);
 struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx);
-int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out);
 bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen);
 
 /* ---- overflow.c (callers hold the chain lock unless said otherwise) ----- */

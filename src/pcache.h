@@ -197,6 +197,11 @@ int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
  * PC_ENOTFOUND, PC_ENOTNUM. */
 int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out);
 
+/* Parses s[0..n) as a whole decimal int64 (optional '-', no spaces): the
+ * text form of a counter, as pc_get formats it and the SQL store keeps it.
+ * 0, PC_ENOTNUM (not a number), PC_ERANGE (out of int64). */
+int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out);
+
 /* Sets the expiry of an existing key without touching its value (the
  * versionless store): ttl_ms 0 = never expire. PC_ENOTFOUND if absent. */
 int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);

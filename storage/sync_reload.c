@@ -113,23 +113,6 @@ static int64_t rl_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A counter's decimal text (as the backends store it) back to its int64. */
-static int rl_counter(const void *val, size_t vlen, int64_t *out)
-{
-    char buf[24];
-    if (vlen == 0 || vlen >= sizeof buf)
-        return PC_ENOTNUM;
-    memcpy(buf, val, vlen);
-    buf[vlen] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return PC_ENOTNUM;
-    *out = v;
-    return 0;
-}
-
 static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
                   int64_t expires_ms, int is_counter)
 {
@@ -147,8 +130,8 @@ static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size
         return rc;
     int64_t v;
     if (is_counter)
-        rc = rl_counter(val, vlen, &v) == 0 ? pc_set_counter(r->coll, key, klen, v, ttl)
-                                            : PC_ENOTNUM;
+        rc = pc_parse_i64(val, vlen, &v) == 0 ? pc_set_counter(r->coll, key, klen, v, ttl)
+                                              : PC_ENOTNUM;
     else
         rc = pc_set(r->coll, key, klen, val, vlen, ttl, 0);
     if (rc != 0) {

@@ -171,6 +171,15 @@ typedef struct pc_meta {
 int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap, size_t *vlen,
                size_t *needed, pc_meta *meta);
 
+/* Hint: warm the cache lines a coming read or write of key will touch
+ * (stage 0: its bucket; stage 1, once that bucket has arrived: the records
+ * its tags point at). For hosts that see several keys ahead, such as a
+ * pipelined batch: prefetch stage 0 for all, stage 1 for all, then run the
+ * operations, so their memory misses overlap instead of queueing. Never
+ * fails and changes nothing; cheap enough to be wrong. A stage other than 0
+ * acts as 1. */
+void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage);
+
 /* Reads into a fresh malloc'd buffer. On a hit *val is caller-owned
  * (free()), NUL-terminated for convenience (the NUL is not counted in
  * *vlen). meta may be NULL. */

@@ -269,6 +269,42 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
     return PC_ENOTFOUND;
 }
 
+/* Warms the lines a later read or write of key will touch, without waiting
+ * for them. stage 0 prefetches the routing word's target bucket; stage 1
+ * reads that bucket (issue it after stage 0 has had time to land, e.g. for
+ * the next few keys of a pipelined batch) and prefetches the records whose
+ * tags match. Nothing is validated and nothing is returned: a torn or
+ * concurrently split bucket only makes the hint useless, never wrong (a
+ * prefetch never faults, and pc_cell bounds every offset). */
+void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage)
+{
+    if (coll == NULL || key == NULL || klen > PC_KEY_MAX)
+        return;
+    const struct pc_coll_shm *cs = coll->shm;
+    uint64_t h = pc_hash(key, klen);
+    const struct pc_bucket_shm *b =
+        pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
+    if (stage == 0) {
+        __builtin_prefetch(b, 0, 3);
+        return;
+    }
+    uint8_t tag = pc_tag_of(h);
+    unsigned n = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
+    if (n > PC_SLOTS)
+        n = PC_SLOTS;
+    for (unsigned i = 0; i < n; i++)
+        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) == tag) {
+            const char *r = pc_cell(coll->c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
+            if (r == NULL)
+                continue;
+            /* header, key and the start of the value; the size is not known
+             * without waiting for the first line, so a typical record's
+             * four lines (a prefetch past the region's end cannot fault) */
+            for (unsigned l = 0; l < 4; l++)
+                __builtin_prefetch(r + 64 * l, 0, 3);
+        }
+}
+
 /* Records one read in this process's stats line. Called once per user
  * read, so an internal retry (pc_get growing its buffer) is not counted
  * twice. */

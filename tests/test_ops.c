@@ -802,6 +802,46 @@ static void growth_splits_and_keeps_keys(void **state)
         fail_msg("verify: %s", msg);
 }
 
+/* pc_prefetch is a hint: whatever it is given (present, absent, in
+ * overflow, oversized, NULL), it changes no entry, no statistic, and the
+ * table still verifies. */
+static void prefetch_is_a_pure_hint(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 600 }; /* 16 buckets of g cannot hold them: overflow chains */
+    char k[32], v[32], msg[256], big[PC_KEY_MAX + 2];
+    int i;
+
+    for (i = 0; i < N; i++) {
+        snprintf(k, sizeof(k), "pf:%d", i);
+        snprintf(v, sizeof(v), "val:%d", i);
+        set_str(f->g, k, v, 0);
+    }
+    assert_true(stats(f->g).overflow > 0);
+    pc_coll_stats before = stats(f->g);
+    memset(big, 'x', sizeof(big));
+    for (int stage = 0; stage < 3; stage++) {
+        for (i = 0; i < 2 * N; i++) { /* the second half are absent keys */
+            snprintf(k, sizeof(k), "pf:%d", i);
+            pc_prefetch(f->g, k, strlen(k), stage);
+        }
+        pc_prefetch(f->g, "", 0, stage);
+        pc_prefetch(f->g, big, sizeof(big), stage);
+        pc_prefetch(f->g, NULL, 5, stage);
+        pc_prefetch(NULL, "pf:1", 4, stage);
+    }
+    pc_coll_stats after = stats(f->g);
+    assert_memory_equal(&before, &after, sizeof(before));
+    for (i = 0; i < N; i++) {
+        snprintf(k, sizeof(k), "pf:%d", i);
+        snprintf(v, sizeof(v), "val:%d", i);
+        expect_str(f->g, k, v);
+    }
+    msg[0] = '\0';
+    if (pc__test_verify(f->c, msg, sizeof(msg)) != PC_OK)
+        fail_msg("verify: %s", msg);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -825,6 +865,7 @@ int main(void)
         cmocka_unit_test(strerror_names_every_code),
         T(stats_counters_move),
         T(growth_splits_and_keeps_keys),
+        T(prefetch_is_a_pure_hint),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

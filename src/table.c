@@ -294,7 +294,8 @@ void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage)
         n = PC_SLOTS;
     for (unsigned i = 0; i < n; i++)
         if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) == tag) {
-            const char *r = pc_cell(coll->c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
+            const char *r =
+                pc_cell(coll->c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
             if (r == NULL)
                 continue;
             /* header, key and the start of the value; the size is not known

@@ -336,6 +336,27 @@ size_t pc_sf_rec_encode(uint8_t *out, const pc_sf_rec *r)
     return len;
 }
 
+int pc_sf_rec_peek(const uint8_t *p, size_t n, const uint8_t **key, size_t *klen, size_t *used)
+{
+    uint32_t kl, vl;
+    if (n < PC_SF_REC_FIXED + 2)
+        return -1;
+    size_t off = PC_SF_REC_FIXED, a = pc_sf_varint_get(p + off, n - off, &kl);
+    if (a == 0)
+        return -1;
+    off += a;
+    size_t b = pc_sf_varint_get(p + off, n - off, &vl);
+    if (b == 0)
+        return -1;
+    off += b;
+    if (kl > n - off || vl > n - off - kl)
+        return -1;
+    *key = p + off;
+    *klen = kl;
+    *used = off + kl + vl;
+    return 0;
+}
+
 int pc_sf_rec_decode(const uint8_t *p, size_t n, size_t *used, pc_sf_rec *r, int *key_ok,
                      const char **why)
 {

@@ -174,6 +174,10 @@ size_t pc_sf_rec_encode(uint8_t *out, const pc_sf_rec *r);
  */
 int pc_sf_rec_decode(const uint8_t *p, size_t n, size_t *used, pc_sf_rec *r, int *key_ok,
                      const char **why);
+/* Frames the record at [p, p + n) without checking it: its key and size.
+ * Returns 0, or -1 when the lengths do not parse or do not fit. For look-
+ * ahead hints only; pc_sf_rec_decode judges the record. */
+int pc_sf_rec_peek(const uint8_t *p, size_t n, const uint8_t **key, size_t *klen, size_t *used);
 
 /* The meta key "c:" + name (kind 'c'). Returns the length. */
 size_t pc_sf_meta_key(uint8_t out[2 + PC_COLL_NAME_MAX], char kind, const char *name, size_t nlen);

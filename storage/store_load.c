@@ -163,6 +163,21 @@ static void pc_ld_store(struct pc_ld *ld, const pc_sf_rec *r)
     }
 }
 
+#define PC_LD_AHEAD 8u
+
+/* Prefetches the bucket of the record at offset at in j's raw block and
+ * returns the next record's offset (the block's end once nothing frames). */
+static size_t pc_ld_prefetch(struct pc_ld *ld, const struct pc_ld_job *j, size_t at)
+{
+    const uint8_t *key;
+    size_t klen, used;
+    if (at >= j->hdr.raw_len ||
+        pc_sf_rec_peek(j->raw + at, j->hdr.raw_len - at, &key, &klen, &used) != 0)
+        return j->hdr.raw_len;
+    pc_prefetch(ld->coll, key, klen, 0);
+    return at + used;
+}
+
 /* Takes a verified (or failed) block back on the calling thread. */
 static int pc_ld_consume(struct pc_ld *ld, struct pc_ld_job *j)
 {
@@ -190,10 +205,18 @@ static int pc_ld_consume(struct pc_ld *ld, struct pc_ld_job *j)
     uint32_t n = 0;
     int expired = 0, keep = 0;
     const pc_store_load_opts *o = ld->opts;
+    /* Look-ahead: the bucket of the record PC_LD_AHEAD places further on is
+     * prefetched while this one is stored, so the inserts' bucket misses
+     * overlap (the load runs pc_set on one thread; that miss is most of a
+     * set into a large table). A record that does not frame ends it. */
+    size_t ahead = 0;
+    for (unsigned a = 0; a < PC_LD_AHEAD; a++)
+        ahead = pc_ld_prefetch(ld, j, ahead);
     while (off < j->hdr.raw_len && n < j->hdr.count) {
         pc_sf_rec r;
         int key_ok;
         const char *why;
+        ahead = pc_ld_prefetch(ld, j, ahead);
         int rc = pc_sf_rec_decode(j->raw + off, j->hdr.raw_len - off, &used, &r, &key_ok, &why);
         if (rc != 0) {
             ld->bad = 1;

@@ -1,32 +1,32 @@
 /*
- * journal.c - the journal's write side: the engine's write-ahead hook,
- * per-process segments, everysec buffering, the save epochs and retiring
- * (docs/journal-format.md §5-§6). The replay is journal_replay.c, the bytes
- * journal_format.c.
+ * journal.c - the journal's write side: the engine's write-ahead hook, the
+ * save epochs and retiring, open/close (docs/journal-format.md §5-§6). How
+ * records get from the hook into the segment files - per-process rings in
+ * shared memory and their drainer - is journal_ring.c; the replay is
+ * journal_replay.c, the bytes journal_format.c.
  *
- * Each process appends to its own segment file per (collection, save
+ * Each process's records go to its own segment files per (collection, save
  * epoch): there is no shared append offset and no shared read-modify-write
- * on the write path. What processes share is one small MAP_SHARED area,
- * created by pc_journal_open before the host forks, holding each
- * collection's current save epoch: writers only read it, a save increments
- * it.
+ * on the write path. What processes share is the MAP_SHARED area created
+ * by pc_journal_open before the host forks: each collection's current save
+ * epoch (writers only read it, a save increments it) and the rings.
  *
  * Why a write is never lost between a snapshot and the journal (§5): the
- * hook runs after the write is in the table. It issues a seq_cst fence and
- * then loads the epoch; begin_save increments the epoch and issues a
- * seq_cst fence before the snapshot walk starts. By the fence rules either
- * the hook's load sees the new epoch (the record goes to a new-epoch
- * segment, which replay reads) or the walk sees the write (the snapshot
- * holds it or something later, and the old-epoch segment it went to may be
- * retired once the snapshot commits). Replay orders a key's records and
- * the snapshot's copy by (boot_gen, stamp). The mirror case - a write that
- * reached the table before the save began but whose hook read the new
- * epoch - is the rotation record's (§5.3, pc_jrotation_state).
+ * hook runs after the write is in the table. It fences and then loads the
+ * epoch; begin_save increments the epoch and fences before the snapshot
+ * walk starts. By the fence rules either the hook's load sees the new
+ * epoch (the record goes to a new-epoch segment, which replay reads) or
+ * the walk sees the write (the snapshot holds it or something later, and
+ * the old-epoch segment it went to may be retired once the snapshot
+ * commits). Replay orders a key's records and the snapshot's copy by
+ * (boot_gen, stamp). The mirror case - a write that reached the table
+ * before the save began but whose hook read the new epoch - is the
+ * rotation record's (§5.3, pc_jrotation_state).
  *
  * Process-local state is the handle: a child inherits a copy. The first
  * call after a fork (seen through a pthread_atfork counter) drops what it
- * inherited without writing it: the parent's buffered records are the
- * parent's to write, and the parent's segments its to append.
+ * inherited without writing it: the parent's ring slot, descriptors and
+ * drainer thread stay the parent's.
  */
 #include "pc_journal.h"
 
@@ -550,11 +550,16 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     j->shm = MAP_FAILED;
     j->boot_gen = cfg->boot_gen;
     /* a ring holds at least two records of the largest size, so any record
-     * fits once the ring is written out, whatever the wrap wasted */
+     * fits once the ring is written out, whatever the wrap wasted; so the
+     * smallest is 4 MiB */
     size_t ring = cfg->buffer_bytes > 0 ? cfg->buffer_bytes : PC_JRING_DEFAULT;
     if (ring < 2 * (size_t)PC_JREC_MAX_SIZE + 2 * 16)
         ring = 2 * (size_t)PC_JREC_MAX_SIZE + 2 * 16;
-    j->ring_bytes = (ring + 4095) & ~(size_t)4095;
+    if (ring > (size_t)1 << 30)
+        ring = (size_t)1 << 30;
+    j->ring_bytes = 4096; /* a power of two (journal_ring.c masks positions) */
+    while (j->ring_bytes < ring)
+        j->ring_bytes *= 2;
     j->nslots = cfg->max_procs > 0 ? cfg->max_procs : PC_JSLOTS_DEFAULT;
     if (j->nslots > 4096)
         j->nslots = 4096;

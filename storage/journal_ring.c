@@ -358,7 +358,7 @@ static int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd
     atomic_store_explicit(&s->wake, 0, memory_order_relaxed);
     for (;;) {
         uint64_t at = tail + run.bytes;
-        size_t pos = (size_t)(at % R), left = (size_t)R - pos;
+        size_t pos = (size_t)(at & (R - 1)), left = (size_t)R - pos;
         const uint8_t *p = ring + pos;
         bool more = at < head;
         bool rec = more && left >= 4 && memcmp(p, pc_jwrap_marker, 4) != 0 &&
@@ -455,17 +455,19 @@ static void pc_jdrainer_wake(pc_journal *j)
 }
 
 /* Where an item of size bytes goes when the producer is at h: the wrap
- * skips to the next lap when it does not fit before the ring's end. */
+ * skips to the next lap when it does not fit before the ring's end. R is a
+ * power of two: positions are masks, not divisions (the hot path has no
+ * 64-bit division). */
 static uint64_t pc_jplace(uint64_t h, size_t size, uint64_t R)
 {
-    uint64_t left = R - h % R;
+    uint64_t left = R - (h & (R - 1));
     return left < size ? h + left : h;
 }
 
 static void pc_jput_wrap(uint8_t *ring, uint64_t h, uint64_t at, uint64_t R)
 {
     if (at != h && at - h >= 4)
-        memcpy(ring + h % R, pc_jwrap_marker, 4);
+        memcpy(ring + (h & (R - 1)), pc_jwrap_marker, 4);
 }
 
 static int pc_jown_drain(pc_journal *j, struct pc_jioerr *e);
@@ -502,7 +504,7 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
     h = j->head;
     if (ctl) {
         pc_jput_wrap(ring, h, c_at, R);
-        uint8_t *p = ring + c_at % R;
+        uint8_t *p = ring + (c_at & (R - 1));
         memcpy(p, pc_jctl_marker, 4);
         p[4] = (uint8_t)coll;
         p[5] = p[6] = p[7] = 0;
@@ -512,7 +514,7 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
         j->ring_epoch = epoch;
     }
     pc_jput_wrap(ring, h, r_at, R);
-    pc_jrec_encode_body(ring + r_at % R, rec);
+    pc_jrec_encode_body(ring + (r_at & (R - 1)), rec);
     j->put_at = r_at;
     j->head = end;
     atomic_store_explicit(&j->slot->head, end, memory_order_release);

@@ -18,11 +18,16 @@
  *        load through pc_journal_replay_filter, pc_journal_replay_apply)
  *     pc_journal_install(j); pc_coll_set_journal(coll, mode)
  *   every process (workers, maintenance):
- *     the engine calls pc_journal_hook after each acknowledged mutation;
+ *     the engine calls pc_journal_hook after each acknowledged mutation
+ *     (the record goes to the process's ring in shared memory);
  *     pc_journal_tick(j, 0) about once per second; pc_journal_flush(j, 1)
  *     at exit (an atexit handler also does it).
  *   one process (maintenance): pc_journal_sync_all(j) about once per
- *     second (or every process ticks with PC_JOURNAL_TICK_SYNC).
+ *     second. Its first call starts the drainer thread, which writes every
+ *     process's ring out to its segments and fdatasyncs them
+ *     (docs/journal-format.md §6). Without a drainer each process writes
+ *     its own ring in its tick (or every process ticks with
+ *     PC_JOURNAL_TICK_SYNC).
  *   a save of coll (one at a time per collection): pc_journal_save(j, store,
  *     coll, ...) = pc_journal_begin_save BEFORE the walk, pc_store_save with
  *     the epoch and boot_gen, pc_journal_retire AFTER the commit.
@@ -46,9 +51,9 @@ extern "C" {
 /* ---- modes: the values pc_coll_set_journal stores ----------------------- */
 #define PC_JOURNAL_OFF 0u
 #define PC_JOURNAL_EVERYSEC                                                                        \
-    1u                       /* buffered; written when 64 KiB fill or 1 s passed; fsync by tick    \
-                              */
-#define PC_JOURNAL_ALWAYS 2u /* write + fdatasync of each record before the hook returns */
+    1u /* acknowledged in the process's shared-memory ring; written by the drainer, fsynced        \
+        * about once per second */
+#define PC_JOURNAL_ALWAYS 2u /* written + fdatasynced before the hook returns */
 
 /* "off", "everysec", "always" (exact, case-sensitive) -> *mode. PC_EINVAL
  * for anything else. s is borrowed. */
@@ -64,8 +69,9 @@ typedef struct pc_journal_config {
                           * <dir>/journal, created if missing. Borrowed. */
     uint64_t boot_gen;   /* this start's boot generation, 1 .. 2^32-1: strictly
                           * greater than at any earlier start of the same store */
-    size_t buffer_bytes; /* ring per process in shared memory (everysec and always);
-                          * 0 = 4 MiB; at least 2 records of the largest size */
+    size_t buffer_bytes; /* ring per process in shared memory (everysec and always),
+                          * rounded up to a power of two: 0 = 4 MiB (also the least:
+                          * two records of the largest size), at most 1 GiB */
     unsigned max_procs;  /* ring slots: processes that may write at once; 0 = 128.
                           * A process beyond them writes each record through
                           * (logged once) */
@@ -85,14 +91,16 @@ void pc_journal_config_init(pc_journal_config *cfg);
  * PC_ESYS (mmap). */
 int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out);
 
-/* Flushes and fdatasyncs this process's buffered records, closes its
- * segments and releases the handle in this process (other processes are
- * unaffected). Accepts NULL. */
+/* Stops this process's drainer thread, writes out and fdatasyncs its own
+ * ring, gives its ring slot back, closes its segments and releases the
+ * handle in this process (other processes are unaffected). In the process
+ * that opened the journal it also writes out what dead processes left in
+ * their rings. Accepts NULL. */
 void pc_journal_close(pc_journal *j);
 
 /* The engine's write-ahead hook (a pc_wal_fn, ctx = the pc_journal). Hot
  * path: see journal.c. Returns 0, or PC_EIO when the record could not be
- * written (always: written and fdatasynced; everysec: buffered). */
+ * journaled (always: written and fdatasynced; everysec: in the ring). */
 int pc_journal_hook(void *ctx, const pc_wal_rec *r);
 /* pc_wal_hook(cache, pc_journal_hook, j) / pc_wal_hook(cache, NULL, NULL).
  * Children forked after the call inherit it. */
@@ -100,19 +108,22 @@ int pc_journal_install(pc_journal *j);
 int pc_journal_uninstall(pc_journal *j);
 
 /* Periodic work of this process (call about once per second from the
- * event loop): writes buffered records and closes idle segments of past
- * epochs; with PC_JOURNAL_TICK_SYNC also fdatasyncs this process's
- * segments. Without it, one process (the maintenance process) must call
- * pc_journal_sync_all about once per second: that keeps the fdatasync,
- * which waits for the disk, off the workers (docs/journal-format.md §6).
- * Returns the first error (PC_EIO) and keeps going. */
+ * event loop): closes its descriptors of segments of past epochs, and
+ * writes its own ring out when no drainer ran for 1.5 s; with
+ * PC_JOURNAL_TICK_SYNC it always writes its ring out and fdatasyncs its
+ * segments. Returns the first error (PC_EIO) and keeps going. */
 #define PC_JOURNAL_TICK_SYNC 0x1u
 int pc_journal_tick(pc_journal *j, unsigned flags);
-/* fdatasyncs every segment file of the journal that grew since this
- * process last synced it, whichever process wrote it, and the directory
- * when segments appeared. */
+/* The maintenance process's call, about once per second. The first call in
+ * a process starts the drainer thread (blocking every signal; it never
+ * calls the log callback: its errors are logged by the next call here).
+ * Each call also makes one pass itself: drains every ring, fdatasyncs every
+ * segment file that grew since this process last synced it (whichever
+ * process wrote it) and the directory when segments appeared, and frees
+ * the ring slots of dead processes once empty. Returns the first error
+ * since the last call. */
 int pc_journal_sync_all(pc_journal *j);
-/* Writes this process's buffered records; with sync also fdatasyncs them
+/* Writes this process's ring out; with sync also fdatasyncs its segments
  * (and the directory when a segment was created). */
 int pc_journal_flush(pc_journal *j, int sync);
 

@@ -780,9 +780,14 @@ static void pc_jdrain_all(pc_journal *j, bool maint)
                 pc_jnote(j, PC_EIO, "draining the ring of process %lu: %s failed: %s",
                          (unsigned long)owner, e.what, strerror(e.err));
             }
-            if (dead && atomic_load(&s->head) == atomic_load(&s->tail)) {
+            /* free the slot only if it is still the dead process's: a
+             * process that released it (it was alive when checked) may
+             * have let another claim it meanwhile */
+            uint32_t was = owner;
+            if (dead && atomic_load(&s->head) == atomic_load(&s->tail) &&
+                atomic_load(&s->owner) == owner) {
                 pc_jslot_reset(s);
-                atomic_store(&s->owner, 0);
+                (void)atomic_compare_exchange_strong(&s->owner, &was, 0);
             }
             pc_jslot_unlock(s);
         }

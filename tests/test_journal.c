@@ -651,7 +651,7 @@ static void do_all_ops(pc_coll *co, int *expired_keys)
     assert_int_equal(pc_expire(co, "lapses2", 7, 30), 0);
     assert_int_equal(pc_add(co, "lapses3", 7, 1, 30, NULL), 0);
     *expired_keys = 3;
-    for (int i = 0; i < 500; i++) { /* enough to fill a 64 KiB buffer */
+    for (int i = 0; i < 500; i++) { /* a few hundred records of mixed sizes */
         char k[32], v[64];
         int kl = snprintf(k, sizeof k, "bulk-%d", i % 97);
         int vl = snprintf(v, sizeof v, "value-%d-%0*d", i, i % 40, 0);

@@ -20,7 +20,7 @@ static const struct bench_cmd cmds[] = {
      "      the engine vs the cachedb_local model (512 and 65536 buckets) and a\n"
      "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes"},
     {"store", bench_cmd_store,
-     "store [--quick] [--json] [--entries N] [--runs N] [--redis PATH]\n"
+     "store [--quick] [--json] [--entries N] [--runs N] [--redis PATH] [--only journal]\n"
      "      the snapshot store's save, load, size, p99.9 during a save and journal\n"
      "      cost, against raw LMDB, SQLite and redis-server (when installed)"},
 #ifdef PCACHE_BENCH_ODBC /* the one optional subcommand: odbc/ is a build option */

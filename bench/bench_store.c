@@ -224,6 +224,7 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
 /* ---- the command ----------------------------------------------------------- */
 struct bs_opts {
     int quick, json;
+    int only_journal; /* --only journal: the journal figures alone */
     size_t n;
     unsigned rounds;
     const char *redis;
@@ -241,6 +242,12 @@ static int bs_parse(int argc, char **argv, struct bs_opts *o)
             o->rounds = 3;
         } else if (strcmp(argv[i], "--json") == 0) {
             o->json = 1;
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            if (strcmp(argv[++i], "journal") != 0) {
+                fprintf(stderr, "pcache-bench store: --only takes 'journal'\n");
+                return -1;
+            }
+            o->only_journal = 1;
         } else if (strcmp(argv[i], "--entries") == 0 && i + 1 < argc) {
             o->n = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
@@ -431,6 +438,44 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
     bench_json_end(&j);
 }
 
+/* --only journal: the journal's figures and its target alone (the same
+ * keys as the full report, so scripts read either). */
+static void bs_report_journal(const struct bs_all *a, FILE *out)
+{
+    double r = ratio(a->jn.everysec, a->jn.off);
+    if (!a->o.json) {
+        fprintf(out, "pcache-bench store --only journal  %s  %ld CPUs\n", a->date,
+                sysconf(_SC_NPROCESSORS_ONLN));
+        fprintf(out, "journal, 100%% set, 50k keys, 200-byte values (%u interleaved slices)\n",
+                a->jn.slices);
+        fprintf(out, "  off %.0f/s, everysec %.0f/s (%.3fx, cost %.1f%%), always %.0f/s (%.5fx)\n",
+                a->jn.off, a->jn.everysec, r, (ratio(a->jn.off, a->jn.everysec) - 1) * 100,
+                a->jn.always, ratio(a->jn.always, a->jn.off));
+        fprintf(out, "  CPU ns/set: off %.0f, everysec %.0f\n", a->jn.off_cpu_ns,
+                a->jn.everysec_cpu_ns);
+        fprintf(out, "  %-34s %12.3f  >= 0.85 %s\n", "set rate everysec / off", r,
+                r >= 0.85 ? "pass" : "MISS");
+        return;
+    }
+    bench_json j;
+    bench_json_begin(&j, out);
+    bench_json_str(&j, "bench", "store");
+    bench_json_str(&j, "only", "journal");
+    bench_json_str(&j, "date", a->date);
+    bench_json_bool(&j, "quick", a->o.quick);
+    bench_json_int(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+    bench_json_int(&j, "journal_slices", a->jn.slices);
+    bench_json_num(&j, "journal_everysec_set_ratio", r);
+    bench_json_bool(&j, "pass_journal_everysec_set_ratio", r >= 0.85);
+    bench_json_num(&j, "journal_off_sets_per_s", a->jn.off);
+    bench_json_num(&j, "journal_everysec_sets_per_s", a->jn.everysec);
+    bench_json_num(&j, "journal_always_sets_per_s", a->jn.always);
+    bench_json_num(&j, "journal_always_set_ratio", ratio(a->jn.always, a->jn.off));
+    bench_json_num(&j, "journal_off_cpu_ns_per_set", a->jn.off_cpu_ns);
+    bench_json_num(&j, "journal_everysec_cpu_ns_per_set", a->jn.everysec_cpu_ns);
+    bench_json_end(&j);
+}
+
 int bench_cmd_store(int argc, char **argv)
 {
     struct bs_all a;
@@ -444,6 +489,15 @@ int bench_cmd_store(int argc, char **argv)
     if (mkdtemp(dir) == NULL) {
         fprintf(stderr, "pcache-bench store: mkdtemp %s: %s\n", dir, strerror(errno));
         return 1;
+    }
+    if (a.o.only_journal) {
+        fprintf(stderr, "store: journal...\n");
+        int jrc = bs_journal_run(dir, a.o.quick ? 7 : 21, 300, &a.jn);
+        bs_rmdir(dir);
+        if (jrc != 0)
+            return 1;
+        bs_report_journal(&a, stdout);
+        return 0;
     }
     bs_data d;
     if (bs_data_make(&d, a.o.n) != 0) {

@@ -125,8 +125,8 @@ static int cdbp_lib_log_level(void)
 
 /* ---- the maintenance process -------------------------------------------- */
 /* Runs in every process with IPC (SIP workers, the MI process, this one),
- * sent once a second: writes the journal records the process buffered
- * (everysec mode), so an idle worker does not sit on them. */
+ * sent once a second: the journal's tick (closes descriptors of past
+ * epochs; writes the process's own ring out when no drainer ran lately). */
 static void cdbp_journal_rpc(int sender, void *param)
 {
     (void)sender;

@@ -1,32 +1,32 @@
 /*
- * journal.c - the journal's write side: the engine's write-ahead hook,
- * per-process segments, everysec buffering, the save epochs and retiring
- * (docs/journal-format.md §5-§6). The replay is journal_replay.c, the bytes
- * journal_format.c.
+ * journal.c - the journal's write side: the engine's write-ahead hook, the
+ * save epochs and retiring, open/close (docs/journal-format.md §5-§6). How
+ * records get from the hook into the segment files - per-process rings in
+ * shared memory and their drainer - is journal_ring.c; the replay is
+ * journal_replay.c, the bytes journal_format.c.
  *
- * Each process appends to its own segment file per (collection, save
+ * Each process's records go to its own segment files per (collection, save
  * epoch): there is no shared append offset and no shared read-modify-write
- * on the write path. What processes share is one small MAP_SHARED area,
- * created by pc_journal_open before the host forks, holding each
- * collection's current save epoch: writers only read it, a save increments
- * it.
+ * on the write path. What processes share is the MAP_SHARED area created
+ * by pc_journal_open before the host forks: each collection's current save
+ * epoch (writers only read it, a save increments it) and the rings.
  *
  * Why a write is never lost between a snapshot and the journal (§5): the
- * hook runs after the write is in the table. It issues a seq_cst fence and
- * then loads the epoch; begin_save increments the epoch and issues a
- * seq_cst fence before the snapshot walk starts. By the fence rules either
- * the hook's load sees the new epoch (the record goes to a new-epoch
- * segment, which replay reads) or the walk sees the write (the snapshot
- * holds it or something later, and the old-epoch segment it went to may be
- * retired once the snapshot commits). Replay orders a key's records and
- * the snapshot's copy by (boot_gen, stamp). The mirror case - a write that
- * reached the table before the save began but whose hook read the new
- * epoch - is the rotation record's (§5.3, pc_jrotation_state).
+ * hook runs after the write is in the table. It fences and then loads the
+ * epoch; begin_save increments the epoch and fences before the snapshot
+ * walk starts. By the fence rules either the hook's load sees the new
+ * epoch (the record goes to a new-epoch segment, which replay reads) or
+ * the walk sees the write (the snapshot holds it or something later, and
+ * the old-epoch segment it went to may be retired once the snapshot
+ * commits). Replay orders a key's records and the snapshot's copy by
+ * (boot_gen, stamp). The mirror case - a write that reached the table
+ * before the save began but whose hook read the new epoch - is the
+ * rotation record's (§5.3, pc_jrotation_state).
  *
  * Process-local state is the handle: a child inherits a copy. The first
  * call after a fork (seen through a pthread_atfork counter) drops what it
- * inherited without writing it: the parent's buffered records are the
- * parent's to write, and the parent's segments its to append.
+ * inherited without writing it: the parent's ring slot, descriptors and
+ * drainer thread stay the parent's.
  */
 #include "pc_journal.h"
 
@@ -41,13 +41,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/membarrier.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#define PC_JBUF_DEFAULT (64u * 1024u)
-#define PC_JFLUSH_MS 1000 /* everysec: write buffered records at least this often */
+#define PC_JRING_DEFAULT (4u << 20)
+#define PC_JSLOTS_DEFAULT 128u
 
 /* ---- process-wide: fork detection and the exit flush ----------------------
  * The only state outside a handle: a counter bumped in every forked child
@@ -63,11 +65,19 @@ static void pc_jatfork_child(void)
     atomic_fetch_add_explicit(&pc_jfork_gen, 1, memory_order_relaxed);
 }
 
+static inline void pc_jcheck_fork(pc_journal *j);
+
 static void pc_jatexit(void)
 {
-    for (unsigned i = 0; i < PC_JOPEN_MAX; i++)
-        if (pc_jopen_list[i] != NULL)
-            (void)pc_journal_flush(pc_jopen_list[i], 1);
+    for (unsigned i = 0; i < PC_JOPEN_MAX; i++) {
+        pc_journal *j = pc_jopen_list[i];
+        if (j == NULL)
+            continue;
+        pc_jcheck_fork(j);
+        pc_jdrainer_stop(j);
+        (void)pc_journal_flush(j, 1);
+        pc_jown_release(j);
+    }
 }
 
 static void pc_jonce_init(void)
@@ -152,185 +162,20 @@ static struct pc_jpc *pc_jpc_of(pc_journal *j, const pc_coll *coll)
 }
 
 /* A collection's current epoch, read the way the write path must (§5): a
- * seq_cst fence after the table write, then a plain load. */
+ * full fence after the table write, then a plain load. When the kernel
+ * has MEMBARRIER_CMD_GLOBAL the fence is only a compiler barrier: the save
+ * side's membarrier() in pc_journal_begin_save acts as a full fence in
+ * every running thread of every process, which is what the pairing of
+ * §5.2 needs (the asymmetric-fence technique of userspace RCU). That keeps
+ * a store-buffer drain - the set just wrote its value - off every write.
+ * The choice is made once, before any process forks (shm->light_fence). */
 static uint64_t pc_jepoch_load(const pc_journal *j, const struct pc_jpc *pc)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    if (j->light_fence)
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
     return atomic_load_explicit(&j->shm->epoch[pc - j->pcs], memory_order_relaxed);
-}
-
-/* Logs an I/O failure once per streak. */
-static int pc_jio_fail(pc_journal *j, struct pc_jpc *pc, const char *what, int err)
-{
-    if (!pc->failing)
-        pc_jlog(j, PC_LOG_ERR, "%s: collection '%s': %s failed: %s", j->path,
-                pc_coll_name(pc->coll), what, strerror(err));
-    pc->failing = true;
-    return PC_EIO;
-}
-
-static void pc_jio_ok(pc_journal *j, struct pc_jpc *pc)
-{
-    if (pc->failing)
-        pc_jlog(j, PC_LOG_WARN, "%s: collection '%s': writing again", j->path,
-                pc_coll_name(pc->coll));
-    pc->failing = false;
-}
-
-/* ---- segments -------------------------------------------------------------- */
-
-/* Drops a segment that can no longer be trusted to grow cleanly (a failed
- * write that could not be cut back, a failed fdatasync): the next write
- * opens a new segment of the same epoch (with a "-<n>" name). */
-static void pc_jseg_abandon(struct pc_jpc *pc)
-{
-    if (pc->fd >= 0)
-        close(pc->fd);
-    pc->fd = -1;
-    pc->seg_bytes = pc->synced_bytes = 0;
-}
-
-/* Creates this process's segment of (collection, epoch) and writes its
- * header. The name is unique: O_EXCL, with a "-<n>" suffix when a segment
- * of the same pid exists (pid reuse within an epoch, an abandoned one). */
-static int pc_jseg_create(pc_journal *j, struct pc_jpc *pc, uint64_t epoch)
-{
-    const char *cn = pc_coll_name(pc->coll);
-    char name[160];
-    int fd = -1;
-    for (unsigned k = 0; fd < 0; k++) {
-        if (k == 0)
-            snprintf(name, sizeof name, "%s.%016llx.%ld" PC_JSEG_SUFFIX, cn,
-                     (unsigned long long)epoch, (long)j->pid);
-        else
-            snprintf(name, sizeof name, "%s.%016llx.%ld-%u" PC_JSEG_SUFFIX, cn,
-                     (unsigned long long)epoch, (long)j->pid, k);
-        fd = openat(j->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-        if (fd < 0 && (errno != EEXIST || k >= 1000))
-            return pc_jio_fail(j, pc, "creating a segment", errno);
-    }
-    pc_jseg_hdr h = {.version = PC_JOURNAL_VERSION,
-                     .pid = (uint32_t)j->pid,
-                     .epoch = epoch,
-                     .boot_gen = j->boot_gen,
-                     .created_wall_ms = pc_jwall_now_ms(),
-                     .coll_len = strlen(cn)};
-    memcpy(h.coll, cn, h.coll_len + 1);
-    uint8_t hdr[PC_JSEG_HDR_SIZE];
-    pc_jseg_hdr_encode(hdr, &h);
-    ssize_t n;
-    do
-        n = write(fd, hdr, sizeof hdr);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof hdr) {
-        int err = n < 0 ? errno : ENOSPC;
-        unlinkat(j->dirfd, name, 0);
-        close(fd);
-        return pc_jio_fail(j, pc, "writing a segment header", err);
-    }
-    pc->fd = fd;
-    pc->seg_epoch = epoch;
-    pc->seg_bytes = PC_JSEG_HDR_SIZE;
-    pc->synced_bytes = 0;
-    j->dir_dirty = true;
-    pc_jlog(j, PC_LOG_DEBUG, "%s: opened segment %s", j->path, name);
-    return 0;
-}
-
-/* fdatasync of the open segment when it has unsynced bytes. A failed sync
- * abandons the segment: after a failed fsync the kernel may have dropped
- * the dirty pages, so nothing more is appended to it. */
-static int pc_jseg_sync(pc_journal *j, struct pc_jpc *pc)
-{
-    if (pc->fd < 0 || pc->synced_bytes >= pc->seg_bytes)
-        return 0;
-    if (fdatasync(pc->fd) != 0) {
-        int err = errno;
-        pc_jseg_abandon(pc);
-        return pc_jio_fail(j, pc, "fdatasync", err);
-    }
-    pc->synced_bytes = pc->seg_bytes;
-    return 0;
-}
-
-static int pc_jdir_sync(pc_journal *j)
-{
-    if (!j->dir_dirty)
-        return 0;
-    if (fsync(j->dirfd) != 0) {
-        pc_jlog(j, PC_LOG_ERR, "%s: fsync of the directory failed: %s", j->path, strerror(errno));
-        return PC_EIO;
-    }
-    j->dir_dirty = false;
-    return 0;
-}
-
-/* Closes a parked segment of a past epoch, after an fdatasync when sync
- * (else pc_journal_sync_all, run by some process, syncs it by name). */
-static int pc_jold_close(pc_journal *j, struct pc_jpc *pc, bool sync)
-{
-    if (pc->old_fd < 0)
-        return 0;
-    int rc = 0;
-    if (sync && fdatasync(pc->old_fd) != 0)
-        rc = pc_jio_fail(j, pc, "fdatasync of a past segment", errno);
-    close(pc->old_fd);
-    pc->old_fd = -1;
-    return rc;
-}
-
-/* Retires the open segment from writing: synced ones close now, others are
- * parked until the next tick or flush syncs them (not on the write path). */
-static int pc_jseg_release(pc_journal *j, struct pc_jpc *pc)
-{
-    if (pc->fd < 0)
-        return 0;
-    int rc = 0;
-    if (pc->synced_bytes >= pc->seg_bytes) {
-        close(pc->fd);
-    } else {
-        rc = pc_jold_close(j, pc, true);
-        pc->old_fd = pc->fd;
-    }
-    pc->fd = -1;
-    pc->seg_bytes = pc->synced_bytes = 0;
-    return rc;
-}
-
-/* Writes the buffered records to a segment of their epoch (buf_epoch),
- * opening one when the open segment is of another epoch or none is open:
- * a record always lands in a segment of the epoch its hook read (§5). On
- * failure the buffer is kept for the next attempt and the segment is cut
- * back to its last whole record, or abandoned when it cannot be. */
-static int pc_jwrite_out(pc_journal *j, struct pc_jpc *pc, int64_t now)
-{
-    if (pc->used == 0)
-        return 0;
-    int rc;
-    if (pc->fd >= 0 && pc->seg_epoch != pc->buf_epoch && (rc = pc_jseg_release(j, pc)) != 0)
-        return rc;
-    if (pc->fd < 0 && (rc = pc_jseg_create(j, pc, pc->buf_epoch)) != 0)
-        return rc;
-    size_t done = 0;
-    while (done < pc->used) {
-        ssize_t n = write(pc->fd, pc->buf + done, pc->used - done);
-        if (n > 0) {
-            done += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        int err = n < 0 ? errno : ENOSPC;
-        if (done > 0 && (ftruncate(pc->fd, (off_t)pc->seg_bytes) != 0 ||
-                         lseek(pc->fd, (off_t)pc->seg_bytes, SEEK_SET) < 0))
-            pc_jseg_abandon(pc);
-        return pc_jio_fail(j, pc, "write", err);
-    }
-    pc->seg_bytes += pc->used;
-    pc->used = 0;
-    pc->last_flush = now;
-    pc_jio_ok(j, pc);
-    return 0;
 }
 
 /* The rotation record (§5.3). The first SET or COUNTER record a process
@@ -406,37 +251,15 @@ static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *ou
     return 1;
 }
 
-static int pc_jgrow(struct pc_jpc *pc, size_t need, size_t base)
-{
-    size_t cap = pc->cap > 0 ? pc->cap : base;
-    while (cap < need)
-        cap *= 2;
-    uint8_t *nb = realloc(pc->buf, cap);
-    if (nb == NULL)
-        return PC_ENOMEM;
-    pc->buf = nb;
-    pc->cap = cap;
-    return 0;
-}
-
-/* After a fork: forget the parent's segments and buffered records (the
- * parent writes them), take this process's pid. */
+/* After a fork: forget the parent's ring slot, descriptors and drainer
+ * (the parent's records are the parent's to write), take this process's
+ * pid. */
 static void pc_jafter_fork(pc_journal *j, unsigned long gen)
 {
-    for (unsigned i = 0; i < j->ncoll; i++) {
-        struct pc_jpc *pc = &j->pcs[i];
-        if (pc->fd >= 0)
-            close(pc->fd);
-        if (pc->old_fd >= 0)
-            close(pc->old_fd);
-        pc->fd = pc->old_fd = -1;
-        pc->seg_bytes = pc->synced_bytes = 0;
-        pc->used = 0;
-        pc->seen_epoch = 0;
-        pc->failing = false;
-    }
+    for (unsigned i = 0; i < j->ncoll; i++)
+        j->pcs[i].seen_epoch = 0;
+    pc_jring_after_fork(j);
     j->pid = getpid();
-    j->dir_dirty = false;
     j->fork_gen = gen;
 }
 
@@ -447,19 +270,15 @@ static inline void pc_jcheck_fork(pc_journal *j)
         pc_jafter_fork(j, gen);
 }
 
-static int64_t pc_jcoarse_ms(void)
-{
-    return pc_jms(CLOCK_MONOTONIC_COARSE);
-}
-
 /* ---- the write path ---------------------------------------------------------
  * Hot path. Per record: the fork counter and the collection (process-local),
  * the journal mode (a shared line that only changes on configuration), one
- * seq_cst fence and the epoch (a shared line written only by saves), a
- * coarse clock read (vDSO), the record encoded straight into the
- * process's buffer (header, key, value, one XXH3 pass), no allocation, no
- * lock, no shared write. everysec adds one write(2) per 64 KiB or per
- * second; always adds write(2) + fdatasync(2) per record. */
+ * seq_cst fence and the epoch (a shared line written only by saves), the
+ * record encoded straight into this process's ring (header, key, value; no
+ * checksum: the consumer computes it) and one release store of the ring's
+ * head - no allocation, no lock, no system call, no shared read-modify-write.
+ * A record with an expiry also reads the coarse clock (vDSO) to convert it.
+ * always adds the drain of the ring (one pwrite) and an fdatasync. */
 int pc_journal_hook(void *ctx, const pc_wal_rec *r)
 {
     pc_journal *j = ctx;
@@ -472,7 +291,6 @@ int pc_journal_hook(void *ctx, const pc_wal_rec *r)
         return PC_EINVAL;
     unsigned mode = pc_coll_journal(r->coll);
     uint64_t epoch = pc_jepoch_load(j, pc);
-    int64_t now = pc_jcoarse_ms();
     int rc;
     pc_wal_rec cur;
     unsigned rflags = 0;
@@ -485,18 +303,11 @@ int pc_journal_hook(void *ctx, const pc_wal_rec *r)
         }
     }
     size_t vlen = r->op == PC_WAL_SET ? r->vlen : r->op == PC_WAL_COUNTER ? 8 : 0;
-    size_t need = pc_jrec_size(r->klen, vlen);
-    /* the buffer holds records of one epoch: older ones go out first */
-    if ((pc->used > 0 && pc->buf_epoch != epoch) || pc->cap - pc->used < need) {
-        if ((rc = pc_jwrite_out(j, pc, now)) != 0)
-            return rc;
-        if (pc->cap < need && (rc = pc_jgrow(pc, need, j->buf_bytes)) != 0)
-            return rc;
-    }
-    if (now - j->wall_off_at >= PC_JFLUSH_MS)
-        pc_jwall_refresh(j, now);
     int64_t wall = 0;
-    if (r->expires_mono_ms > 0) {
+    if (r->expires_mono_ms > 0 && r->op != PC_WAL_DEL) {
+        int64_t now = pc_jcoarse_ms();
+        if (now - j->wall_off_at >= 1000)
+            pc_jwall_refresh(j, now);
         wall = r->expires_mono_ms + j->wall_off;
         if (wall <= 0)
             wall = 1; /* a deadline before 1970: long expired */
@@ -504,166 +315,61 @@ int pc_journal_hook(void *ctx, const pc_wal_rec *r)
     pc_jrec rec = {.op = r->op,
                    .flags = rflags,
                    .stamp = r->stamp,
-                   .expires_wall_ms = r->op == PC_WAL_DEL ? 0 : wall,
+                   .expires_wall_ms = wall,
                    .key = r->key,
                    .klen = r->klen,
                    .val = r->val,
                    .vlen = vlen,
                    .counter = r->counter};
-    pc->used += pc_jrec_encode(pc->buf + pc->used, &rec);
-    pc->buf_epoch = epoch;
-    if (mode == PC_JOURNAL_ALWAYS) {
-        if ((rc = pc_jwrite_out(j, pc, now)) != 0)
-            return rc;
-        if (j->dir_dirty && (rc = pc_jdir_sync(j)) != 0)
-            return rc;
-        return pc_jseg_sync(j, pc);
-    }
-    if (now - pc->last_flush >= PC_JFLUSH_MS)
-        return pc_jwrite_out(j, pc, now);
+    unsigned ci = (unsigned)(pc - j->pcs);
+    if ((rc = pc_jring_put(j, ci, epoch, &rec, pc_jrec_size(r->klen, vlen))) != 0)
+        return rc;
+    if (mode == PC_JOURNAL_ALWAYS)
+        return pc_jown_commit(j, ci);
+    if (j->private_ring) /* no shared ring: nobody else could write it out */
+        return pc_jown_flush(j, false);
     return 0;
 }
 
 /* ---- periodic work ------------------------------------------------------------
- * Who fsyncs everysec segments: either each process in its tick
- * (PC_JOURNAL_TICK_SYNC), or one process for all of them with
- * pc_journal_sync_all, which opens the segment files by name (an fsync
- * flushes a file's dirty pages whoever wrote them). The second keeps the
- * fdatasync - which waits for the disk, hundreds of milliseconds at a high
- * write rate - off the workers that serve traffic. */
+ * Who writes and fsyncs everysec records: the drainer thread, which the
+ * first pc_journal_sync_all of a process starts (the maintenance process),
+ * drains every ring and fdatasyncs the segments that grew about once per
+ * second. A process's tick writes its own ring out only when no drainer
+ * ran for PC_JBEAT_STALE_MS (or with PC_JOURNAL_TICK_SYNC, which also
+ * fdatasyncs): that keeps the page-cache writes and the waits for the disk
+ * off the workers that serve traffic. */
 
-static int pc_jflush_one(pc_journal *j, struct pc_jpc *pc, bool sync, bool rotate_idle, int64_t now)
+int pc_journal_tick(pc_journal *j, unsigned flags)
 {
-    int rc = 0, r2;
-    uint64_t epoch = pc_jepoch_load(j, pc);
-    if (pc->used > 0 && (r2 = pc_jwrite_out(j, pc, now)) != 0)
-        rc = r2;
-    if (sync && (r2 = pc_jseg_sync(j, pc)) != 0 && rc == 0)
-        rc = r2;
-    if ((sync || rotate_idle) && (r2 = pc_jold_close(j, pc, sync)) != 0 && rc == 0)
-        rc = r2;
-    /* an idle segment of a past epoch: close it so a retire frees its space
-     * (unsynced data is left to pc_journal_sync_all when not syncing here) */
-    if (rotate_idle && pc->fd >= 0 && pc->seg_epoch != epoch && pc->used == 0) {
-        if (!sync)
-            pc->synced_bytes = pc->seg_bytes;
-        (void)pc_jseg_release(j, pc);
-    }
-    return rc;
-}
-
-static int pc_jflush_all(pc_journal *j, bool sync, bool rotate_idle)
-{
-    if (j == NULL)
+    if (j == NULL || (flags & ~PC_JOURNAL_TICK_SYNC) != 0)
         return PC_EINVAL;
     pc_jcheck_fork(j);
-    int rc = 0, r2;
     int64_t now = pc_jcoarse_ms();
-    for (unsigned i = 0; i < j->ncoll; i++) {
-        struct pc_jpc *pc = &j->pcs[i];
-        if (pc->fd < 0 && pc->old_fd < 0 && pc->used == 0)
-            continue;
-        if ((r2 = pc_jflush_one(j, pc, sync, rotate_idle, now)) != 0 && rc == 0)
-            rc = r2;
-    }
-    if (sync && (r2 = pc_jdir_sync(j)) != 0 && rc == 0)
-        rc = r2;
+    bool sync = (flags & PC_JOURNAL_TICK_SYNC) != 0;
+    int64_t beat = atomic_load_explicit(&j->shm->drain_beat_ms, memory_order_relaxed);
+    int rc = 0;
+    if (j->slot != NULL && (sync || now - beat >= 1500))
+        rc = pc_jown_flush(j, sync);
+    pc_jown_rotate(j);
     pc_jwall_refresh(j, now);
     return rc;
 }
 
-int pc_journal_tick(pc_journal *j, unsigned flags)
-{
-    if ((flags & ~PC_JOURNAL_TICK_SYNC) != 0)
-        return PC_EINVAL;
-    return pc_jflush_all(j, (flags & PC_JOURNAL_TICK_SYNC) != 0, true);
-}
-
 int pc_journal_flush(pc_journal *j, int sync)
 {
-    return pc_jflush_all(j, sync != 0, false);
+    if (j == NULL)
+        return PC_EINVAL;
+    pc_jcheck_fork(j);
+    return pc_jown_flush(j, sync != 0);
 }
-
-/* One file pc_journal_sync_all knows: its size when last synced. */
-struct pc_jsynced {
-    uint64_t name_hash;
-    uint64_t ino;
-    off_t size;
-    bool seen;
-};
 
 int pc_journal_sync_all(pc_journal *j)
 {
     if (j == NULL)
         return PC_EINVAL;
     pc_jcheck_fork(j);
-    int dfd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (d == NULL) {
-        pc_jlog(j, PC_LOG_ERR, "%s: cannot list the directory: %s", j->path, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return PC_EIO;
-    }
-    int rc = 0;
-    bool fresh = false;
-    for (size_t i = 0; i < j->nsynced; i++)
-        j->synced[i].seen = false;
-    struct dirent *de;
-    char cn[PC_COLL_NAME_MAX + 1];
-    uint64_t e;
-    while ((de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
-            continue;
-        struct stat sb;
-        if (fstatat(j->dirfd, de->d_name, &sb, 0) != 0)
-            continue; /* retired meanwhile */
-        uint64_t h = XXH3_64bits(de->d_name, strlen(de->d_name));
-        struct pc_jsynced *k = NULL;
-        for (size_t i = 0; i < j->nsynced && k == NULL; i++)
-            if (j->synced[i].name_hash == h && j->synced[i].ino == (uint64_t)sb.st_ino)
-                k = &j->synced[i];
-        if (k == NULL) {
-            if (j->nsynced == j->capsynced) {
-                size_t ncap = j->capsynced ? j->capsynced * 2 : 32;
-                struct pc_jsynced *ns = realloc(j->synced, ncap * sizeof *ns);
-                if (ns == NULL) {
-                    rc = PC_ENOMEM;
-                    break;
-                }
-                j->synced = ns;
-                j->capsynced = ncap;
-            }
-            k = &j->synced[j->nsynced++];
-            *k = (struct pc_jsynced){.name_hash = h, .ino = (uint64_t)sb.st_ino, .size = -1};
-            fresh = true;
-        }
-        k->seen = true;
-        if (sb.st_size == k->size)
-            continue; /* nothing appended since its last sync */
-        int fd = openat(j->dirfd, de->d_name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (fdatasync(fd) == 0) {
-            k->size = sb.st_size;
-        } else {
-            pc_jlog(j, PC_LOG_ERR, "%s/%s: fdatasync failed: %s", j->path, de->d_name,
-                    strerror(errno));
-            rc = PC_EIO;
-        }
-        close(fd);
-    }
-    closedir(d);
-    size_t n = 0; /* forget files that are gone */
-    for (size_t i = 0; i < j->nsynced; i++)
-        if (j->synced[i].seen)
-            j->synced[n++] = j->synced[i];
-    j->nsynced = n;
-    if (fresh && fsync(j->dirfd) != 0 && rc == 0) {
-        pc_jlog(j, PC_LOG_ERR, "%s: fsync of the directory failed: %s", j->path, strerror(errno));
-        rc = PC_EIO;
-    }
-    return rc;
+    return pc_jdrain_pass(j, true);
 }
 
 /* ---- saves ---------------------------------------------------------------- */
@@ -683,8 +389,14 @@ int pc_journal_begin_save(pc_journal *j, pc_coll *coll, uint64_t *epoch)
         return PC_EINVAL;
     uint64_t e = atomic_fetch_add_explicit(&j->shm->epoch[i], 1, memory_order_seq_cst) + 1;
     /* the fence of §5: after it, every write whose hook read the old epoch
-     * is visible to the walk that follows */
+     * is visible to the walk that follows. With light fences in the
+     * writers, the membarrier is that fence on their side; should it fail
+     * the save must not go on (its retire would rely on it). */
     atomic_thread_fence(memory_order_seq_cst);
+    if (j->light_fence && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0) {
+        pc_jlog(j, PC_LOG_ERR, "%s: membarrier failed: %s", j->path, strerror(errno));
+        return PC_ESYS;
+    }
     *epoch = e;
     return 0;
 }
@@ -752,6 +464,12 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
     if (j == NULL || pc_jcoll_index(j, coll) < 0)
         return PC_EINVAL;
     const char *cn = pc_coll_name(coll);
+    /* before the unlinks: from now on drainers drop ring records below
+     * epoch (the caller's snapshot, committed, covers them) */
+    _Atomic uint64_t *rt = &j->shm->retired[pc_jcoll_index(j, coll)];
+    uint64_t was = atomic_load(rt);
+    while (was < epoch && !atomic_compare_exchange_weak(rt, &was, epoch))
+        ;
     struct pc_jretire r = {.j = j, .epoch = epoch};
     int rc = pc_jseg_each(j, cn, pc_jretire_one, &r);
     if (rc == 0)
@@ -831,14 +549,28 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     j->dirfd = -1;
     j->shm = MAP_FAILED;
     j->boot_gen = cfg->boot_gen;
-    j->buf_bytes = cfg->buffer_bytes > 0 ? cfg->buffer_bytes : PC_JBUF_DEFAULT;
-    if (j->buf_bytes < 4096)
-        j->buf_bytes = 4096;
+    /* a ring holds at least two records of the largest size, so any record
+     * fits once the ring is written out, whatever the wrap wasted; so the
+     * smallest is 4 MiB */
+    size_t ring = cfg->buffer_bytes > 0 ? cfg->buffer_bytes : PC_JRING_DEFAULT;
+    if (ring < 2 * (size_t)PC_JREC_MAX_SIZE + 2 * 16)
+        ring = 2 * (size_t)PC_JREC_MAX_SIZE + 2 * 16;
+    if (ring > (size_t)1 << 30)
+        ring = (size_t)1 << 30;
+    j->ring_bytes = 4096; /* a power of two (journal_ring.c masks positions) */
+    while (j->ring_bytes < ring)
+        j->ring_bytes *= 2;
+    j->nslots = cfg->max_procs > 0 ? cfg->max_procs : PC_JSLOTS_DEFAULT;
+    if (j->nslots > 4096)
+        j->nslots = 4096;
+    pthread_mutex_init(&j->dmu, NULL);
+    for (unsigned i = 0; i < PC_MAX_COLLECTIONS; i++)
+        j->own[i].fd = -1;
     j->log = cfg->log;
     j->log_ctx = cfg->log_ctx;
     j->log_level = cfg->log_level;
     j->fork_gen = atomic_load(&pc_jfork_gen);
-    j->pid = getpid();
+    j->pid = j->opener = getpid();
     size_t plen = strlen(cfg->dir) + sizeof "/journal";
     if ((j->path = malloc(plen)) == NULL) {
         rc = PC_ENOMEM;
@@ -847,13 +579,28 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     snprintf(j->path, plen, "%s/journal", cfg->dir);
     if ((rc = pc_jmkdir(j, cfg->dir)) != 0)
         goto out;
-    j->shm_bytes = (sizeof *j->shm + 4095) & ~(size_t)4095;
-    j->shm = mmap(NULL, j->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    /* header, slots, rings: pages of a ring become resident when its
+     * process first writes there (MAP_NORESERVE: only used rings count) */
+    size_t slots_at = (sizeof *j->shm + 63) & ~(size_t)63;
+    size_t rings_at = (slots_at + j->nslots * sizeof *j->slots + 4095) & ~(size_t)4095;
+    j->shm_bytes = rings_at + (size_t)j->nslots * j->ring_bytes;
+    j->shm = mmap(NULL, j->shm_bytes, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (j->shm == MAP_FAILED) {
-        pc_jlog(j, PC_LOG_ERR, "mmap of the shared epochs failed: %s", strerror(errno));
+        pc_jlog(j, PC_LOG_ERR, "mmap of the shared area (%zu bytes) failed: %s", j->shm_bytes,
+                strerror(errno));
         rc = PC_ESYS;
         goto out;
     }
+    j->slots = (struct pc_jslot_shm *)((uint8_t *)j->shm + slots_at);
+    j->rings = (uint8_t *)j->shm + rings_at;
+    j->shm->nslots = j->nslots;
+    int mb = (int)syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    j->light_fence = mb > 0 && (mb & MEMBARRIER_CMD_GLOBAL) != 0;
+    j->shm->light_fence = j->light_fence;
+    j->shm->ring_bytes = j->ring_bytes;
+    if ((rc = pc_jslots_init(j)) != 0)
+        goto out;
     j->ncoll = pc_coll_count(c);
     j->shm->magic = PC_JSHM_MAGIC;
     j->shm->version = PC_JOURNAL_VERSION;
@@ -862,12 +609,12 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     /* epochs start at boot_gen << 32: they grow across restarts without
      * being stored anywhere, so a new boot's segments never reuse the name
      * or the epoch of an older boot's (§1) */
-    for (unsigned i = 0; i < PC_MAX_COLLECTIONS; i++)
+    for (unsigned i = 0; i < PC_MAX_COLLECTIONS; i++) {
         atomic_init(&j->shm->epoch[i], j->boot_gen << 32);
-    for (unsigned i = 0; i < j->ncoll; i++) {
-        j->pcs[i].coll = pc_coll_at(c, i);
-        j->pcs[i].fd = j->pcs[i].old_fd = -1;
+        atomic_init(&j->shm->retired[i], 0);
     }
+    for (unsigned i = 0; i < j->ncoll; i++)
+        j->pcs[i].coll = pc_coll_at(c, i);
     pc_jwall_refresh(j, pc_jcoarse_ms());
     unsigned slot = 0;
     while (slot < PC_JOPEN_MAX && pc_jopen_list[slot] != NULL)
@@ -892,24 +639,24 @@ void pc_journal_close(pc_journal *j)
 {
     if (j == NULL)
         return;
+    pc_jcheck_fork(j);
+    pc_jdrainer_stop(j);
     (void)pc_journal_flush(j, 1); /* failures are logged */
     if (j->installed)
         (void)pc_journal_uninstall(j);
     for (unsigned i = 0; i < PC_JOPEN_MAX; i++)
         if (pc_jopen_list[i] == j)
             pc_jopen_list[i] = NULL;
-    for (unsigned i = 0; i < j->ncoll; i++) {
-        struct pc_jpc *pc = &j->pcs[i];
-        if (pc->fd >= 0)
-            close(pc->fd);
-        if (pc->old_fd >= 0)
-            close(pc->old_fd);
-        free(pc->buf);
-    }
+    pc_jown_release(j);
+    /* the process that opened the journal (the host's master) writes out
+     * what dead processes left in their rings before it lets go */
+    if (j->pid == j->opener || j->dfd != NULL)
+        (void)pc_jdrain_pass(j, false);
+    pc_jdrainer_free(j);
+    pthread_mutex_destroy(&j->dmu);
     munmap(j->shm, j->shm_bytes);
     close(j->dirfd);
     free(j->scratch);
-    free(j->synced);
     free(j->path);
     free(j);
 }

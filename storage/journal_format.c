@@ -151,7 +151,7 @@ size_t pc_jrec_size(size_t klen, size_t vlen)
     return PC_JREC_MIN_SIZE + klen + vlen;
 }
 
-size_t pc_jrec_encode(void *buf, const pc_jrec *r)
+size_t pc_jrec_encode_body(void *buf, const pc_jrec *r)
 {
     uint8_t *p = buf;
     size_t vlen = r->op == PC_WAL_COUNTER ? 8 : r->op == PC_WAL_SET ? r->vlen : 0;
@@ -171,8 +171,25 @@ size_t pc_jrec_encode(void *buf, const pc_jrec *r)
         pc_put64(p + PC_JREC_HDR_SIZE + r->klen, (uint64_t)r->counter);
     else if (vlen > 0)
         memcpy(p + PC_JREC_HDR_SIZE + r->klen, r->val, vlen);
-    pc_put64(p + body, XXH3_64bits(p, body));
     return body + PC_JREC_SUM_SIZE;
+}
+
+uint64_t pc_jrec_sum(const void *buf, size_t size)
+{
+    return htole64(XXH3_64bits(buf, size - PC_JREC_SUM_SIZE));
+}
+
+uint32_t pc_jrec_size_at(const void *buf)
+{
+    return pc_get32((const uint8_t *)buf + 4);
+}
+
+size_t pc_jrec_encode(void *buf, const pc_jrec *r)
+{
+    size_t size = pc_jrec_encode_body(buf, r);
+    uint64_t sum = pc_jrec_sum(buf, size);
+    memcpy((uint8_t *)buf + size - PC_JREC_SUM_SIZE, &sum, PC_JREC_SUM_SIZE);
+    return size;
 }
 
 int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why)

@@ -18,11 +18,16 @@
  *        load through pc_journal_replay_filter, pc_journal_replay_apply)
  *     pc_journal_install(j); pc_coll_set_journal(coll, mode)
  *   every process (workers, maintenance):
- *     the engine calls pc_journal_hook after each acknowledged mutation;
+ *     the engine calls pc_journal_hook after each acknowledged mutation
+ *     (the record goes to the process's ring in shared memory);
  *     pc_journal_tick(j, 0) about once per second; pc_journal_flush(j, 1)
  *     at exit (an atexit handler also does it).
  *   one process (maintenance): pc_journal_sync_all(j) about once per
- *     second (or every process ticks with PC_JOURNAL_TICK_SYNC).
+ *     second. Its first call starts the drainer thread, which writes every
+ *     process's ring out to its segments and fdatasyncs them
+ *     (docs/journal-format.md §6). Without a drainer each process writes
+ *     its own ring in its tick (or every process ticks with
+ *     PC_JOURNAL_TICK_SYNC).
  *   a save of coll (one at a time per collection): pc_journal_save(j, store,
  *     coll, ...) = pc_journal_begin_save BEFORE the walk, pc_store_save with
  *     the epoch and boot_gen, pc_journal_retire AFTER the commit.
@@ -46,9 +51,9 @@ extern "C" {
 /* ---- modes: the values pc_coll_set_journal stores ----------------------- */
 #define PC_JOURNAL_OFF 0u
 #define PC_JOURNAL_EVERYSEC                                                                        \
-    1u                       /* buffered; written when 64 KiB fill or 1 s passed; fsync by tick    \
-                              */
-#define PC_JOURNAL_ALWAYS 2u /* write + fdatasync of each record before the hook returns */
+    1u /* acknowledged in the process's shared-memory ring; written by the drainer, fsynced        \
+        * about once per second */
+#define PC_JOURNAL_ALWAYS 2u /* written + fdatasynced before the hook returns */
 
 /* "off", "everysec", "always" (exact, case-sensitive) -> *mode. PC_EINVAL
  * for anything else. s is borrowed. */
@@ -64,14 +69,19 @@ typedef struct pc_journal_config {
                           * <dir>/journal, created if missing. Borrowed. */
     uint64_t boot_gen;   /* this start's boot generation, 1 .. 2^32-1: strictly
                           * greater than at any earlier start of the same store */
-    size_t buffer_bytes; /* everysec buffer per (process, collection); 0 = 64 KiB */
+    size_t buffer_bytes; /* ring per process in shared memory (everysec and always),
+                          * rounded up to a power of two: 0 = 4 MiB (also the least:
+                          * two records of the largest size), at most 1 GiB */
+    unsigned max_procs;  /* ring slots: processes that may write at once; 0 = 128.
+                          * A process beyond them writes each record through
+                          * (logged once) */
     pc_log_fn log;       /* NULL = silent */
     void *log_ctx;
     int log_level; /* messages above this level are not formatted */
 } pc_journal_config;
 
 /* Fills *cfg with the defaults: dir NULL, boot_gen 0 (must be set),
- * buffer_bytes 0, log NULL, log_level PC_LOG_INFO. */
+ * buffer_bytes 0, max_procs 0, log NULL, log_level PC_LOG_INFO. */
 void pc_journal_config_init(pc_journal_config *cfg);
 
 /* Opens the journal of cache c: creates <dir>/journal and the small shared
@@ -81,14 +91,16 @@ void pc_journal_config_init(pc_journal_config *cfg);
  * PC_ESYS (mmap). */
 int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out);
 
-/* Flushes and fdatasyncs this process's buffered records, closes its
- * segments and releases the handle in this process (other processes are
- * unaffected). Accepts NULL. */
+/* Stops this process's drainer thread, writes out and fdatasyncs its own
+ * ring, gives its ring slot back, closes its segments and releases the
+ * handle in this process (other processes are unaffected). In the process
+ * that opened the journal it also writes out what dead processes left in
+ * their rings. Accepts NULL. */
 void pc_journal_close(pc_journal *j);
 
 /* The engine's write-ahead hook (a pc_wal_fn, ctx = the pc_journal). Hot
  * path: see journal.c. Returns 0, or PC_EIO when the record could not be
- * written (always: written and fdatasynced; everysec: buffered). */
+ * journaled (always: written and fdatasynced; everysec: in the ring). */
 int pc_journal_hook(void *ctx, const pc_wal_rec *r);
 /* pc_wal_hook(cache, pc_journal_hook, j) / pc_wal_hook(cache, NULL, NULL).
  * Children forked after the call inherit it. */
@@ -96,19 +108,22 @@ int pc_journal_install(pc_journal *j);
 int pc_journal_uninstall(pc_journal *j);
 
 /* Periodic work of this process (call about once per second from the
- * event loop): writes buffered records and closes idle segments of past
- * epochs; with PC_JOURNAL_TICK_SYNC also fdatasyncs this process's
- * segments. Without it, one process (the maintenance process) must call
- * pc_journal_sync_all about once per second: that keeps the fdatasync,
- * which waits for the disk, off the workers (docs/journal-format.md §6).
- * Returns the first error (PC_EIO) and keeps going. */
+ * event loop): closes its descriptors of segments of past epochs, and
+ * writes its own ring out when no drainer ran for 1.5 s; with
+ * PC_JOURNAL_TICK_SYNC it always writes its ring out and fdatasyncs its
+ * segments. Returns the first error (PC_EIO) and keeps going. */
 #define PC_JOURNAL_TICK_SYNC 0x1u
 int pc_journal_tick(pc_journal *j, unsigned flags);
-/* fdatasyncs every segment file of the journal that grew since this
- * process last synced it, whichever process wrote it, and the directory
- * when segments appeared. */
+/* The maintenance process's call, about once per second. The first call in
+ * a process starts the drainer thread (blocking every signal; it never
+ * calls the log callback: its errors are logged by the next call here).
+ * Each call also makes one pass itself: drains every ring, fdatasyncs every
+ * segment file that grew since this process last synced it (whichever
+ * process wrote it) and the directory when segments appeared, and frees
+ * the ring slots of dead processes once empty. Returns the first error
+ * since the last call. */
 int pc_journal_sync_all(pc_journal *j);
-/* Writes this process's buffered records; with sync also fdatasyncs them
+/* Writes this process's ring out; with sync also fdatasyncs its segments
  * (and the directory when a segment was created). */
 int pc_journal_flush(pc_journal *j, int sync);
 
@@ -298,6 +313,14 @@ size_t pc_jrec_size(size_t klen, size_t vlen);
 /* Writes one record into buf (pc_jrec_size(r->klen, r->vlen) bytes; a
  * COUNTER encodes r->counter and ignores r->val). Returns its size. */
 size_t pc_jrec_encode(void *buf, const pc_jrec *r);
+/* The same in two steps, for a writer that checksums later: encode_body
+ * writes every byte but the trailing sum and returns the record's size;
+ * sum computes the sum of such a record (its size bytes at buf) as the 8
+ * bytes to store after it (little-endian). size_at reads the size field of
+ * a record encoded by this writer (not for hostile bytes). */
+size_t pc_jrec_encode_body(void *buf, const pc_jrec *r);
+uint64_t pc_jrec_sum(const void *buf, size_t size);
+uint32_t pc_jrec_size_at(const void *buf);
 /* Decodes the record at the start of buf[0, avail). 0 on success;
  * PC_ECORRUPT otherwise, with *why (may be NULL) a static reason and, when
  * the header and the key bytes are present, out->key/klen set (NULL
@@ -327,67 +350,161 @@ int pc_jseg_scan(const void *buf, size_t len, const pc_jscan_ops *ops, void *ctx
 int pc_jseg_name_parse(const char *name, char *coll, size_t cap, uint64_t *epoch);
 
 /* ---- internal to storage/journal*.c ----------------------------------------
- * Not API: the handle's layout, shared by the writer (journal.c) and the
- * replay (journal_replay.c). */
+ * Not API: the handle's layout, shared by the writer (journal.c), the rings
+ * (journal_ring.c) and the replay (journal_replay.c). */
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* One (ring slot, collection): the segment the slot's records of that
+ * collection go to. In shared memory; every field is guarded by the slot's
+ * lock (struct pc_jslot_shm.lock): whichever process drains the ring
+ * appends to the segment, so the append offset lives here, not in a file
+ * descriptor. */
+struct pc_jseg_shm {
+    uint64_t epoch;      /* the segment's epoch (valid when n >= 0) */
+    uint64_t bytes;      /* header + whole records written: the next append goes here */
+    uint64_t synced;     /* of which fdatasynced by a writer (always, tick sync) */
+    int32_t n;           /* -1: none; 0: "<pid>" name; k >= 1: "<pid>-<k>" */
+    uint32_t dir_synced; /* the directory was fsynced since the segment was created */
+};
+
+/* One process's ring (docs/journal-format.md §6). Lives in the shared area
+ * for the whole life of the journal. The owning process is the only
+ * producer: it writes items at head and publishes them with a release
+ * store of head. Consumers - the drainer thread of some process, or the
+ * owner draining its own ring - hold lock (a robust, process-shared mutex:
+ * a consumer killed while holding it is recovered from) and publish what
+ * they wrote to the segment with a release store of tail. Invariant:
+ * tail <= head <= tail + ring_bytes; bytes [tail, head) (modulo the ring)
+ * are items not yet in a segment. */
+struct pc_jslot_shm {
+    _Atomic uint32_t owner; /* pid of the producer, 0 = free (CAS to claim) */
+    _Atomic uint32_t wake;  /* the producer asked the drainer to run (cleared by a drain) */
+    pthread_mutex_t lock;   /* consumer side: tail, c_coll, c_epoch, seg[] */
+    _Alignas(64) _Atomic uint64_t head; /* written by the producer only */
+    _Alignas(64) _Atomic uint64_t tail; /* written under lock only */
+    uint32_t c_coll;                    /* collection of the items at tail (under lock) */
+    uint64_t c_epoch;                   /* their epoch (under lock) */
+    struct pc_jseg_shm seg[PC_MAX_COLLECTIONS];
+};
+
 /* The shared area (MAP_SHARED | MAP_ANONYMOUS, mapped by pc_journal_open
- * before the host forks). epoch[i] is collection i's save epoch: written
- * only by pc_journal_begin_save (atomic increment + seq_cst fence), read
- * lock-free by every writer after a seq_cst fence (journal.c, §5 of the
- * format document). */
+ * before the host forks): this header, nslots ring slots, then the rings
+ * (ring_bytes each, page aligned). epoch[i] is collection i's save epoch:
+ * written only by pc_journal_begin_save (atomic increment + seq_cst fence),
+ * read lock-free by every writer after a seq_cst fence (journal.c, §5 of
+ * the format document). */
 #define PC_JSHM_MAGIC 0x4d48534a4e4a4350ull /* "PCJNJSHM" */
 struct pc_jshm {
     uint64_t magic;
     uint32_t version;
     uint32_t ncoll;
     uint64_t boot_gen;
-    uint64_t pad[5];
+    uint32_t nslots;
+    uint32_t light_fence; /* writers fence with a compiler barrier (journal.c) */
+    uint64_t ring_bytes;
+    _Atomic int64_t drain_beat_ms; /* CLOCK_MONOTONIC ms of a drainer's last pass, 0 = never */
+    _Atomic uint32_t drain_futex;  /* bumped (and futex-woken) to wake drainers */
+    uint32_t pad1;
+    uint64_t pad[2];
     _Atomic uint64_t epoch[PC_MAX_COLLECTIONS];
+    /* retired[i]: the epoch of collection i's last retire (a committed
+     * snapshot covers every record of an epoch below it): a drainer drops
+     * ring records below it instead of creating a segment for them.
+     * Written by pc_journal_retire (atomic max), read by drainers. */
+    _Atomic uint64_t retired[PC_MAX_COLLECTIONS];
+};
+
+/* A process-local open segment: the descriptor and which segment it is. */
+struct pc_jfd {
+    int fd; /* -1 = none */
+    int32_t n;
+    uint32_t pid;
+    uint64_t epoch;
 };
 
 /* One collection's writer state in this process (process-local). */
 struct pc_jpc {
     pc_coll *coll;
-    int fd;                /* open segment of seg_epoch, -1 = none */
-    int old_fd;            /* a segment of a past epoch awaiting its fdatasync, -1 = none */
-    uint64_t seg_epoch;    /* epoch of fd's segment */
-    uint64_t seg_bytes;    /* bytes written to fd's segment (header included) */
-    uint64_t synced_bytes; /* of which fdatasynced */
-    uint8_t *buf;          /* records not yet written (everysec), NULL until first use */
-    size_t used, cap;
-    uint64_t buf_epoch;  /* the epoch every record in buf read (when used > 0) */
     uint64_t seen_epoch; /* the epoch of this process's last record, 0 = none yet */
-    int64_t last_flush;  /* CLOCK_MONOTONIC_COARSE ms of the last write of buf */
-    bool failing;        /* the last I/O failed (logged once per streak) */
 };
 
 struct pc_journal {
     pc_cache *c;
     struct pc_jshm *shm; /* shared: see above */
     size_t shm_bytes;
+    struct pc_jslot_shm *slots; /* in shm */
+    uint8_t *rings;             /* in shm */
+    uint64_t ring_bytes;
+    unsigned nslots;
     int dirfd;  /* <dir>/journal */
     char *path; /* <dir>/journal, for log lines */
     uint64_t boot_gen;
-    size_t buf_bytes;
     pc_log_fn log;
     void *log_ctx;
     int log_level;
     unsigned long fork_gen; /* pc_jfork_gen when this process's state was set up */
     pid_t pid;              /* this process (names its segments) */
+    pid_t opener;           /* the process that opened the journal */
     bool installed;         /* pc_journal_install called in this process's line */
-    bool dir_dirty;         /* a segment was created since the directory's last fsync */
+    bool failing;           /* the last I/O of this process's own records failed */
+    bool light_fence;       /* == shm->light_fence (set before any fork) */
     int64_t wall_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC in ms */
     int64_t wall_off_at;    /* coarse monotonic ms when wall_off was sampled */
     unsigned ncoll;
     struct pc_jpc *last; /* the last collection written: the hook's first guess */
     uint8_t *scratch;    /* the rotation record's read of the table (§5.3) */
     size_t scratch_cap;
-    struct pc_jsynced *synced; /* pc_journal_sync_all: files and sizes last synced */
+    /* this process as a producer (journal_ring.c) */
+    struct pc_jslot_shm *slot; /* its ring slot, NULL until its first record */
+    uint8_t *ring;             /* the slot's ring */
+    bool private_ring;         /* no shared slot was free: slot and ring are malloc'd */
+    uint64_t head;             /* == slot->head */
+    uint64_t tail_seen;        /* slot->tail as last read (<= the real one) */
+    uint64_t put_at;           /* where the last record went (always: taken back on failure) */
+    uint32_t ring_coll;        /* collection and epoch of the last control item */
+    uint64_t ring_epoch;
+    struct pc_jfd own[PC_MAX_COLLECTIONS]; /* its segments, as written by itself */
+    /* this process as the drainer (journal_ring.c); dmu guards the rest */
+    pthread_mutex_t dmu;
+    bool drainer;       /* the drainer thread runs in this process */
+    _Atomic bool dstop; /* asks it to stop */
+    pthread_t dthr;
+    struct pc_jfd *dfd;        /* [nslots * PC_MAX_COLLECTIONS]: the drainer's descriptors */
+    int64_t last_sync;         /* coarse ms of its last fdatasync pass */
+    int drc;                   /* the first error of its passes since the last report */
+    char derr[512];            /* its first error's text, logged by pc_journal_sync_all */
+    struct pc_jsynced *synced; /* sync pass: files and sizes last synced */
     size_t nsynced, capsynced;
     struct pc_jpc pcs[PC_MAX_COLLECTIONS];
 };
+
+/* journal_ring.c: the producer side (the hook), draining, the drainer. */
+int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *rec, size_t size);
+/* Drains this process's own ring into its segments; with sync also
+ * fdatasyncs them (and the directory for new ones). Logs failures. */
+int pc_jown_flush(pc_journal *j, bool sync);
+/* The always mode: drain the own ring, then fdatasync coll's segment. */
+int pc_jown_commit(pc_journal *j, unsigned coll);
+/* Closes own descriptors of segments of past epochs. */
+void pc_jown_rotate(pc_journal *j);
+/* Releases this process's slot (drained first) and frees private state. */
+void pc_jown_release(pc_journal *j);
+/* Process-local state after a fork (the child owns no slot and no thread). */
+void pc_jring_after_fork(pc_journal *j);
+/* One drain + sync pass over every slot, in the calling thread; starts the
+ * drainer thread first when start. */
+int pc_jdrain_pass(pc_journal *j, bool start);
+/* Stops this process's drainer thread (if any) and closes its descriptors. */
+void pc_jdrainer_stop(pc_journal *j);
+/* Frees the drainer's descriptors and sync list (after pc_jdrainer_stop). */
+void pc_jdrainer_free(pc_journal *j);
+/* Sets up the slots of a new shared area. */
+int pc_jslots_init(pc_journal *j);
+/* The segment file name of (pid, epoch, n) for collection cn. */
+void pc_jseg_name(char *out, size_t cap, const char *cn, uint64_t epoch, uint32_t pid, int32_t n);
+int64_t pc_jcoarse_ms(void);
 
 /* Logs "journal: <msg>" through the handle's callback (level checked first). */
 /* Calls fn for each segment file of collection cn in the journal directory

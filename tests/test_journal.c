@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -650,7 +651,7 @@ static void do_all_ops(pc_coll *co, int *expired_keys)
     assert_int_equal(pc_expire(co, "lapses2", 7, 30), 0);
     assert_int_equal(pc_add(co, "lapses3", 7, 1, 30, NULL), 0);
     *expired_keys = 3;
-    for (int i = 0; i < 500; i++) { /* enough to fill a 64 KiB buffer */
+    for (int i = 0; i < 500; i++) { /* a few hundred records of mixed sizes */
         char k[32], v[64];
         int kl = snprintf(k, sizeof k, "bulk-%d", i % 97);
         int vl = snprintf(v, sizeof v, "value-%d-%0*d", i, i % 40, 0);
@@ -675,9 +676,10 @@ static void roundtrip(unsigned mode)
     /* an unjournaled collection leaves no segment */
     assert_int_equal(pc_set(coll_of(a, "other"), "o", 1, "o", 1, 0, 0), 0);
     if (mode == PC_JOURNAL_ALWAYS) {
-        /* nothing buffered: every record is in the file before pc_set returns */
-        assert_int_equal(ja->pcs[0].used, 0);
-        assert_int_equal(ja->pcs[0].synced_bytes, ja->pcs[0].seg_bytes);
+        /* nothing left in the ring: every record is in the file, synced,
+         * before pc_set returns */
+        assert_int_equal(ja->slot->head, ja->slot->tail);
+        assert_int_equal(ja->slot->seg[0].synced, ja->slot->seg[0].bytes);
     }
     pc_journal_close(ja);
     char names[4][256];
@@ -1704,7 +1706,7 @@ static void test_fork_drops_parent_buffer(void **state)
     assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
     for (int i = 0; i < 10; i++)
         assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0);
-    assert_true(ja->pcs[0].used > 0); /* buffered, not written */
+    assert_true(ja->slot->head > ja->slot->tail); /* in the ring, not written */
     pid_t p = fork();
     assert_true(p >= 0);
     if (p == 0) {
@@ -1789,13 +1791,174 @@ static void test_retire(void **state)
     /* an idle segment of a past epoch is closed by the tick */
     assert_int_equal(pc_journal_begin_save(ja, cd, &e1), 0);
     assert_int_equal(pc_journal_tick(ja, PC_JOURNAL_TICK_SYNC), 0);
-    assert_int_equal(ja->pcs[0].fd, -1);
+    assert_int_equal(ja->own[0].fd, -1);
     assert_int_equal(pc_journal_retire(ja, cd, e1, &removed), 0);
     assert_int_equal(removed, 1);
     assert_int_equal(list_segments("default", names, 16), 0);
     /* a replay after a restart sees what is left */
     pc_journal_close(ja);
     pc_cache_destroy(a);
+}
+
+/* ---- the rings (journal_ring.c) ------------------------------------------------- */
+
+static pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
+{
+    pc_journal_config cfg;
+    pc_journal_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.boot_gen = boot_gen;
+    cfg.log = log_capture;
+    cfg.log_level = PC_LOG_DEBUG;
+    cfg.buffer_bytes = ring;
+    cfg.max_procs = procs;
+    pc_journal *j = NULL;
+    assert_int_equal(pc_journal_open(c, &cfg, &j), 0);
+    return j;
+}
+
+/* Many laps of the smallest ring, records of every size up to a few
+ * hundred KiB in two collections (control items between them), the
+ * drainer thread draining while the writer writes (and the writer draining
+ * itself when the ring fills): the replay rebuilds exactly the table. */
+static void test_ring_laps(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default;other", 128);
+    pc_journal *ja = new_journal_cfg(a, 1, 1, 0); /* rounded up to the minimum */
+    pc_coll *cd = coll_of(a, "default"), *co = coll_of(a, "other");
+    assert_true(ja->ring_bytes >= 2 * (uint64_t)PC_JREC_MAX_SIZE);
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(cd, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_coll_set_journal(co, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_journal_sync_all(ja), 0); /* starts the drainer */
+    char *v = malloc(400000);
+    assert_non_null(v);
+    uint64_t bytes = 0;
+    for (unsigned i = 0; bytes < 6 * ja->ring_bytes; i++) {
+        uint64_t x = rnd();
+        size_t vl = (x % 16 == 0) ? (size_t)(x >> 20) % 400000 : (size_t)(x >> 20) % 300;
+        for (size_t b = 0; b < vl; b++)
+            v[b] = (char)(i + b);
+        char k[24];
+        int kl = snprintf(k, sizeof k, "k%u", (unsigned)(x >> 40) % 500);
+        pc_coll *c = (x & 0x100) ? co : cd;
+        assert_int_equal(pc_set(c, k, (size_t)kl, v, vl, 0, 0), 0);
+        bytes += pc_jrec_size((size_t)kl, vl);
+        if (i % 97 == 0) {
+            int rc = pc_remove(c, k, (size_t)kl);
+            assert_true(rc == 0 || rc == PC_ENOTFOUND);
+        }
+    }
+    free(v);
+    assert_int_equal(pc_journal_sync_all(ja), 0);
+    assert_int_equal(ja->slot->head, ja->slot->tail); /* all written */
+    assert_true(ja->slot->head > 3 * ja->ring_bytes); /* laps */
+    pc_journal_close(ja);
+
+    pc_cache *b = new_cache("default;other", 128);
+    pc_journal *jb = new_journal(b, 2);
+    const char *names[] = {"default", "other"};
+    for (int i = 0; i < 2; i++) {
+        pc_journal_replay_stats st;
+        assert_int_equal(pc_journal_replay_run(jb, coll_of(b, names[i]), 0, &st), 0);
+        assert_int_equal(st.bad_records + st.torn_tails + st.bad_segments + st.errors, 0);
+        assert_same_table(coll_of(a, names[i]), coll_of(b, names[i]));
+    }
+    pc_journal_close(jb);
+    pc_cache_destroy(a);
+    pc_cache_destroy(b);
+}
+
+/* More writing processes than ring slots: the one without a slot writes
+ * each record through (a private ring would die with it), says so once,
+ * and a SIGKILL right after its writes loses none of them. */
+static void test_ring_slots_exhausted(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal_cfg(a, 1, 0, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0); /* takes the only slot */
+    assert_false(ja->private_ring);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        log_reset();
+        for (int i = 0; i < 100; i++) {
+            char k[16];
+            int kl = snprintf(k, sizeof k, "c%d", i);
+            if (pc_set(ca, k, (size_t)kl, "c", 1, 0, 0) != 0)
+                _exit(2);
+        }
+        char ok = ja->private_ring && strstr(logbuf, "ring slots are taken") != NULL ? 'y' : 'n';
+        if (write(pfd[1], &ok, 1) != 1)
+            _exit(3);
+        pause(); /* killed */
+        _exit(4);
+    }
+    close(pfd[1]);
+    char ok = 0;
+    assert_int_equal(read(pfd[0], &ok, 1), 1);
+    close(pfd[0]);
+    assert_int_equal(ok, 'y');
+    kill(p, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status));
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.records, 101);
+    assert_int_equal(pc_probe(coll_of(b, "default"), "c99", 3, NULL), 0);
+    pc_cache_destroy(b);
+}
+
+/* A consumer killed while it holds a ring's lock (in the middle of a
+ * drain): the robust lock passes to the next consumer, which writes the
+ * ring out; nothing is lost or doubled. */
+static void test_ring_consumer_killed(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    for (int i = 0; i < 50; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(pc_set(ca, k, (size_t)kl, "v", 1, 0, 0), 0);
+    }
+    struct pc_jslot_shm *s = ja->slot;
+    assert_true(s->head > s->tail);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        if (pthread_mutex_lock(&s->lock) != 0)
+            _exit(2);
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(pc_journal_flush(ja, 1), 0);
+    assert_int_equal(s->head, s->tail);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.records, 50);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    pc_cache_destroy(b);
 }
 
 int main(void)
@@ -1824,6 +1987,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_error, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_fork_drops_parent_buffer, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_retire, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_laps, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_slots_exhausted, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_consumer_killed, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@
  * generation row (first, so two concurrent savers of one collection queue on
  * its row lock instead of interleaving), delete the collection's rows,
  * insert every live entry in bounded batches (the fastest statement shape
- * of the dialect: see odbc_save.c), commit. Any error rolls back: the
+ * of the dialect: docs/odbc.md §4), commit. Any error rolls back: the
  * previous rows and generation stand. A load reads the rows of one
  * collection through a block cursor inside one read transaction, skipping
  * expired rows. Memory of both is bounded (batches of rows and bytes), not

@@ -133,6 +133,15 @@ static double pg_copy(size_t n)
     return rc == 0 && secs > 0 ? (double)n / secs : 0;
 }
 
+/* PCACHE_BENCH_ODBC_LOG=1: the exporter's log (with the save's phase
+ * timings at debug level) on stderr */
+static void log_stderr(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    fprintf(stderr, "%s\n", msg);
+}
+
 static int run_size(struct drv *d, size_t n, int json)
 {
     pc_config cfg;
@@ -156,12 +165,17 @@ static int run_size(struct drv *d, size_t n, int json)
     pc_odbc_config oc;
     pc_odbc_config_init(&oc);
     oc.flags = PC_ODBC_CREATE;
-    const char *shape = getenv("PCACHE_BENCH_ODBC_SHAPE"); /* 1 row, 2 multi, 3 array */
+    const char *shape = getenv("PCACHE_BENCH_ODBC_SHAPE"); /* 1 row, 2 multi, 3 array, 4 packed */
     if (shape != NULL)
         oc.shape = atoi(shape);
     const char *batch = getenv("PCACHE_BENCH_ODBC_BATCH"); /* rows per statement / array */
     if (batch != NULL)
         oc.batch_rows = (unsigned)atoi(batch);
+    const char *lg = getenv("PCACHE_BENCH_ODBC_LOG");
+    if (lg != NULL && strcmp(lg, "1") == 0) {
+        oc.log = log_stderr;
+        oc.log_level = PC_LOG_DEBUG;
+    }
     if (rc == 0 && (rc = pc_odbc_open(d->target, &oc, &o, err, sizeof err)) != 0)
         fprintf(stderr, "bench odbc: %s: %s\n", d->name, err);
     pc_odbc_result r;

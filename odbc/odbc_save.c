@@ -51,19 +51,26 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
     int rc = pc_odbc_writer_new(o, &s.w);
     if (rc != 0)
         return rc;
+    /* phase ends, for the debug log: generation row + DELETE, rows, the
+     * entry count (+ source), commit */
+    double t[4] = {0, 0, 0, 0};
     if ((rc = pc_odbc_begin(o, false)) != 0)
         goto out;
     rc = pc_odbc_writer_begin(s.w, name, 0);
+    t[0] = pc_odbc_mono_s();
     if (rc == 0)
         rc = pc_walk_ordered(coll, PC_WALK_VALUES, save_entry, &s);
+    t[1] = pc_odbc_mono_s();
     if (rc == 0)
         rc = pc_odbc_writer_finish(s.w, &gen);
     if (rc == 0 && source != NULL)
         rc = pc_odbc_set_source(o, name, source);
+    t[2] = pc_odbc_mono_s();
     if (rc == 0)
         rc = pc_odbc_end(o, true);
     else
         pc_odbc_end(o, false);
+    t[3] = pc_odbc_mono_s();
 out:
     if (rc == 0) {
         double secs = pc_odbc_mono_s() - t0;
@@ -77,6 +84,11 @@ out:
         pc_odbc_log(
             o, PC_LOG_INFO, "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
             o->target, name, (unsigned long long)r.rows, secs, r.rate, (unsigned long long)gen);
+        pc_odbc_log(o, PC_LOG_DEBUG,
+                    "pcache: %s: save of %s: generation row and DELETE %.3f s, %llu rows in %llu "
+                    "statements (with the walk) %.3f s, entry count %.3f s, commit %.3f s",
+                    o->target, name, t[0] - t0, (unsigned long long)r.rows,
+                    (unsigned long long)r.batches, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
         if (result != NULL)
             *result = r;
     } else {

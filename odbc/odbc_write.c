@@ -3,28 +3,39 @@
  * inside the caller's transaction (pc_odbc_save and pc_odbc_export).
  *
  * Statement shape per dialect, measured (issue #6, docs/odbc.md §4):
- *   SQLite      one-row prepared INSERT, executed per row: inside one
- *               transaction it runs as fast as array binding (the driver
- *               loops internally) and is the one path where libsqliteodbc
- *               returns variable-length binary values correctly.
- *   PostgreSQL  a prepared multi-row INSERT ... VALUES (..),(..) of
- *               per_stmt rows: psqlODBC emulates parameter arrays as one
- *               INSERT per row (30-46k rows/s), a 250-row statement runs at
- *               108-135k rows/s.
- *   MariaDB     the same multi-row statement (one round trip per batch).
+ *   SQLite      a multi-row INSERT ... VALUES (..),(..) of 100 rows.
+ *               libsqliteodbc compiles (sqlite3_prepare) every INSERT again
+ *               at every SQLExecute, prepared or not: one row per statement
+ *               spends most of its time in SQLite's parser, 100 rows pay it
+ *               once (500 parameters: under the 999 of SQLite before 3.32).
+ *   PostgreSQL  PACKED: one INSERT ... SELECT per batch of up to 5000 rows
+ *               whose keys and values travel as ONE bytea parameter (the
+ *               batch buffer as it is, sent in binary by psqlODBC's
+ *               server-side prepare) and whose offsets, lengths, expiries
+ *               and counter flags travel as five array literals; the server
+ *               cuts the rows with substring(). Seven parameters per batch
+ *               instead of five per row: the 250-row VALUES statement spent
+ *               most of the server's time building and evaluating 1250
+ *               parameter expressions per execution.
+ *   MariaDB     parameter arrays (SQL_ATTR_PARAMSET_SIZE): Connector/ODBC
+ *               sends them with the bulk protocol.
  *   generic     one-row INSERT: portable.
  * Every parameter is re-bound (SQLBindParameter) before every execute, with
  * its exact length: the one binding discipline that returned every binary
- * value intact on every driver (a parameter bound once with its length
- * indicator changed per row corrupted variable-length values on SQLite).
+ * value intact on every driver. libsqliteodbc converts a binary parameter
+ * once per binding: bound once with only its length indicator changed per
+ * row, or bound as an array, it sent later rows with the first row's length
+ * (corrupted variable-length values). So SQLite never uses ARRAY.
  *
  * Memory is bounded: a batch holds at most per_stmt rows and about
  * batch_bytes of keys and values (plus one maximal row), whatever the size
  * of the collection. A row is copied into the batch because the walk's
- * pointers are valid only during its callback.
+ * pointers are valid only during its callback; each key is followed by its
+ * value in the batch buffer (PACKED relies on it).
  */
 #include "odbc_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +49,7 @@ struct wrow {
 
 struct pc_odbc_writer {
     pc_odbc *o;
-    SQLHSTMT one, multi; /* one-row and per_stmt-row INSERTs (multi NULL unless MULTI) */
+    SQLHSTMT one, multi; /* one-row and per_stmt-row INSERTs (multi: MULTI and PACKED) */
     SQLHSTMT aux;        /* generation row and DELETE */
     int shape;           /* enum pc_odbc_shape, never DEFAULT */
     unsigned per_stmt;   /* rows per batch */
@@ -61,15 +72,25 @@ struct pc_odbc_writer {
     SQLLEN *nind;
     SQLUSMALLINT *status;
     SQLULEN processed;
+    /* PACKED: the array literals "{1,217,...}" of the batch (offsets, key
+     * lengths, value lengths, expiries, counter flags), PACKED_NUM bytes
+     * per row each, and the length of the bytea parameter (w->buf) */
+    char *arr[5];
+    SQLLEN arr_len[5];
+    SQLLEN blob_len;
 };
+
+#define PACKED_NUM 22 /* ",-9223372036854775808" */
 
 #define COLS "(collection, pkey, pvalue, expires, is_counter)"
 
 static int default_shape(int dialect)
 {
     switch (dialect) {
-    case PC_ODBC_POSTGRESQL:
+    case PC_ODBC_SQLITE:
         return PC_ODBC_SHAPE_MULTI;
+    case PC_ODBC_POSTGRESQL:
+        return PC_ODBC_SHAPE_PACKED;
     case PC_ODBC_MARIADB:
         return PC_ODBC_SHAPE_ARRAY;
     default:
@@ -77,13 +98,28 @@ static int default_shape(int dialect)
     }
 }
 
+/* PACKED (PostgreSQL): the unnest() calls of one SELECT list advance
+ * together, one row per array element; o is the 1-based offset of the key
+ * in d, the value follows it. */
+#define PACKED_SQL                                                                                 \
+    "INSERT INTO " PC_ODBC_ENTRIES " " COLS " SELECT n, substring(d FROM o FOR kl), "              \
+    "substring(d FROM o + kl FOR vl), e, c FROM (SELECT CAST(? AS VARCHAR(63)) AS n, "             \
+    "CAST(? AS BYTEA) AS d, unnest(CAST(? AS INTEGER[])) AS o, "                                   \
+    "unnest(CAST(? AS INTEGER[])) AS kl, unnest(CAST(? AS INTEGER[])) AS vl, "                     \
+    "unnest(CAST(? AS BIGINT[])) AS e, unnest(CAST(? AS SMALLINT[])) AS c) AS t"
+
+/* Prepares the INSERT of rows rows (0: the PACKED statement) on a new
+ * statement *st. */
 static int prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
 {
-    size_t len = sizeof "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES " + (size_t)rows * 12;
+    size_t len = sizeof "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES " + (size_t)rows * 12 +
+                 sizeof PACKED_SQL;
     char *sql = malloc(len);
     if (sql == NULL)
         return PC_ESYS;
-    size_t n = (size_t)snprintf(sql, len, "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES ");
+    size_t n = (size_t)snprintf(sql, len, "%s",
+                                rows == 0 ? PACKED_SQL
+                                          : "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES ");
     for (unsigned i = 0; i < rows; i++)
         n += (size_t)snprintf(sql + n, len - n, "%s(?,?,?,?,?)", i ? "," : "");
     int rc = 0;
@@ -92,8 +128,10 @@ static int prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
                           o->target);
     } else if (!SQL_SUCCEEDED(SQLPrepare(*st, (SQLCHAR *)sql, SQL_NTS))) {
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,
-                          "%s: cannot prepare the INSERT of %u rows", o->target, rows);
+        rc = rows == 0 ? pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,
+                                      "%s: cannot prepare the packed INSERT", o->target)
+                       : pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,
+                                      "%s: cannot prepare the INSERT of %u rows", o->target, rows);
     }
     free(sql);
     return rc;
@@ -106,17 +144,26 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
         return PC_ESYS;
     w->o = o;
     w->shape = o->cfg.shape != PC_ODBC_SHAPE_DEFAULT ? o->cfg.shape : default_shape(o->dialect);
-    if (o->dialect == PC_ODBC_SQLITE || w->shape < PC_ODBC_SHAPE_ROW ||
-        w->shape > PC_ODBC_SHAPE_ARRAY)
-        w->shape = PC_ODBC_SHAPE_ROW; /* see the file comment: the one correct path there */
-    w->per_stmt = o->cfg.batch_rows != 0            ? o->cfg.batch_rows
-                  : w->shape == PC_ODBC_SHAPE_ARRAY ? 1000
-                                                    : 250;
+    if (w->shape < PC_ODBC_SHAPE_ROW || w->shape > PC_ODBC_SHAPE_PACKED)
+        w->shape = PC_ODBC_SHAPE_ROW;
+    if (w->shape == PC_ODBC_SHAPE_ARRAY && o->dialect == PC_ODBC_SQLITE)
+        w->shape = PC_ODBC_SHAPE_MULTI; /* see the file comment: arrays corrupt values there */
+    if (w->shape == PC_ODBC_SHAPE_PACKED && o->dialect != PC_ODBC_POSTGRESQL)
+        w->shape = PC_ODBC_SHAPE_MULTI; /* its SQL is PostgreSQL's */
+    w->per_stmt = o->cfg.batch_rows != 0             ? o->cfg.batch_rows
+                  : w->shape == PC_ODBC_SHAPE_ARRAY  ? 1000
+                  : w->shape == PC_ODBC_SHAPE_PACKED ? 5000
+                  : o->dialect == PC_ODBC_SQLITE     ? 100
+                                                     : 250;
     if (w->shape == PC_ODBC_SHAPE_ROW)
         w->per_stmt = 1;
-    if (w->per_stmt > 1000)
+    if (w->shape != PC_ODBC_SHAPE_PACKED && w->per_stmt > 1000)
         w->per_stmt = 1000; /* 5000 parameters: under every driver's limit */
+    if (w->per_stmt > 100000)
+        w->per_stmt = 100000; /* PACKED has 7 parameters whatever its rows */
     w->cap_bytes = o->cfg.batch_bytes;
+    if (w->shape == PC_ODBC_SHAPE_PACKED && w->cap_bytes > 256u * 1024 * 1024)
+        w->cap_bytes = 256u * 1024 * 1024; /* offsets are INTEGERs; a bytea stops at 1 GiB */
     w->buf_size = w->cap_bytes + PC_KEY_MAX + PC_VALUE_MAX + 64; /* one maximal row always fits */
     w->rows = calloc(w->per_stmt, sizeof *w->rows);
     w->buf = malloc(w->buf_size);
@@ -137,10 +184,15 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
             w->ctrs == NULL || w->names == NULL || w->nind == NULL || w->status == NULL)
             rc = PC_ESYS;
     }
+    for (int i = 0; rc == 0 && w->shape == PC_ODBC_SHAPE_PACKED && i < 5; i++)
+        if ((w->arr[i] = malloc((size_t)w->per_stmt * PACKED_NUM + 3)) == NULL)
+            rc = PC_ESYS;
     if (rc == 0)
         rc = prepare(o, &w->one, 1);
     if (rc == 0 && w->shape == PC_ODBC_SHAPE_MULTI)
         rc = prepare(o, &w->multi, w->per_stmt);
+    if (rc == 0 && w->shape == PC_ODBC_SHAPE_PACKED)
+        rc = prepare(o, &w->multi, 0);
     if (rc == 0 && !SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, &w->aux))) {
         w->aux = SQL_NULL_HSTMT;
         rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
@@ -174,6 +226,8 @@ void pc_odbc_writer_free(pc_odbc_writer *w)
     free(w->names);
     free(w->nind);
     free(w->status);
+    for (int i = 0; i < 5; i++)
+        free(w->arr[i]);
     free(w);
 }
 
@@ -352,6 +406,65 @@ static int run_array(pc_odbc_writer *w)
     return rc;
 }
 
+/* Appends "," (unless first) and the decimal v to the array literal i. */
+static void arr_put(pc_odbc_writer *w, int i, bool first, long long v)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        *--p = '-';
+    if (!first)
+        *--p = ',';
+    memcpy(w->arr[i] + w->arr_len[i], p, (size_t)(e - p));
+    w->arr_len[i] += e - p;
+}
+
+/* PACKED: the batch buffer is the bytea parameter as it is; the five array
+ * literals say where each row's key and value are in it. */
+static int run_packed(pc_odbc_writer *w)
+{
+    pc_odbc *o = w->o;
+    SQLHSTMT st = w->multi;
+    for (int i = 0; i < 5; i++) {
+        w->arr[i][0] = '{';
+        w->arr_len[i] = 1;
+    }
+    for (unsigned i = 0; i < w->n; i++) {
+        const struct wrow *r = &w->rows[i];
+        assert(r->voff == r->koff + (size_t)r->klen); /* pc_odbc_writer_add's layout */
+        arr_put(w, 0, i == 0, (long long)r->koff + 1);
+        arr_put(w, 1, i == 0, (long long)r->klen);
+        arr_put(w, 2, i == 0, (long long)r->vlen);
+        arr_put(w, 3, i == 0, (long long)r->expires);
+        arr_put(w, 4, i == 0, (long long)r->is_counter);
+    }
+    for (int i = 0; i < 5; i++)
+        w->arr[i][w->arr_len[i]++] = '}';
+    w->blob_len = (SQLLEN)w->used;
+    bool ok = SQL_SUCCEEDED(bind_name(w, st, 1));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_BINARY, SQL_VARBINARY,
+                                              w->used > 0 ? (SQLULEN)w->used : 1, 0, w->buf,
+                                              w->blob_len, &w->blob_len));
+    for (int i = 0; ok && i < 5; i++)
+        ok = SQL_SUCCEEDED(SQLBindParameter(st, (SQLUSMALLINT)(3 + i), SQL_PARAM_INPUT, SQL_C_CHAR,
+                                            SQL_LONGVARCHAR, (SQLULEN)w->arr_len[i], 0, w->arr[i],
+                                            w->arr_len[i], &w->arr_len[i]));
+    if (!ok)
+        return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                            "%s: collection \"%s\": binding the parameters of a batch", o->target,
+                            w->name);
+    if (!SQL_SUCCEEDED(SQLExecute(st)))
+        return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st,
+                            "%s: collection \"%s\": INSERT failed after %llu rows", o->target,
+                            w->name, (unsigned long long)w->rows_done);
+    SQLFreeStmt(st, SQL_CLOSE);
+    w->batches++;
+    return 0;
+}
+
 static int flush(pc_odbc_writer *w)
 {
     int rc = 0;
@@ -359,6 +472,8 @@ static int flush(pc_odbc_writer *w)
         return 0;
     if (w->shape == PC_ODBC_SHAPE_ARRAY)
         rc = run_array(w);
+    else if (w->shape == PC_ODBC_SHAPE_PACKED)
+        rc = run_packed(w);
     else if (w->n == w->per_stmt && w->multi != SQL_NULL_HSTMT)
         rc = run(w, w->multi, 0, w->n);
     else

@@ -18,7 +18,7 @@
  * generation row (first, so two concurrent savers of one collection queue on
  * its row lock instead of interleaving), delete the collection's rows,
  * insert every live entry in bounded batches (the fastest statement shape
- * of the dialect: see odbc_save.c), commit. Any error rolls back: the
+ * of the dialect: docs/odbc.md §4), commit. Any error rolls back: the
  * previous rows and generation stand. A load reads the rows of one
  * collection through a block cursor inside one read transaction, skipping
  * expired rows. Memory of both is bounded (batches of rows and bytes), not
@@ -85,18 +85,22 @@ typedef int (*pc_odbc_progress_fn)(void *ctx, const char *coll, uint64_t done, u
 
 /* How a save sends its rows (odbc_write.c explains the measurements):
  * one-row INSERT per row, a multi-row INSERT ... VALUES (..),(..) of
- * batch_rows rows, or one-row INSERT with arrays of batch_rows parameter
- * sets (SQL_ATTR_PARAMSET_SIZE). 0 = the dialect's measured best. */
+ * batch_rows rows, one-row INSERT with arrays of batch_rows parameter
+ * sets (SQL_ATTR_PARAMSET_SIZE), or (PostgreSQL only) an INSERT ... SELECT
+ * that unpacks batch_rows rows from one bytea parameter and five arrays.
+ * 0 = the dialect's measured best (docs/odbc.md §4). SQLite never uses
+ * ARRAY (MULTI instead); PACKED elsewhere than PostgreSQL is MULTI. */
 enum pc_odbc_shape {
     PC_ODBC_SHAPE_DEFAULT = 0,
     PC_ODBC_SHAPE_ROW = 1,
     PC_ODBC_SHAPE_MULTI = 2,
-    PC_ODBC_SHAPE_ARRAY = 3
+    PC_ODBC_SHAPE_ARRAY = 3,
+    PC_ODBC_SHAPE_PACKED = 4
 };
 
 typedef struct pc_odbc_config {
     unsigned flags;      /* PC_ODBC_CREATE */
-    int shape;           /* enum pc_odbc_shape; SQLite always uses ROW (see odbc_write.c) */
+    int shape;           /* enum pc_odbc_shape */
     unsigned batch_rows; /* rows per insert batch / fetch block; 0 = the dialect's default */
     size_t batch_bytes;  /* key + value bytes buffered per batch; 0 = 4 MiB */
     pc_odbc_progress_fn progress; /* NULL = none */

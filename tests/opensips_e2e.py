@@ -357,10 +357,13 @@ def shape(v):
     return type(v).__name__
 
 
-def check_guide(guide, items):
+def check_guide(guide, items, partial=False):
     """Every MI reply shown in the admin guide has the shape of the reply the
     same invocation got in this run (the guide's outputs were captured from
-    this test; a command whose reply changed makes the guide stale)."""
+    this test; a command whose reply changed makes the guide stale). With
+    partial (a part was skipped, and the guide shows replies captured from
+    every part) an invocation this run did not make is reported SKIPPED,
+    not passed: only a full run checks that each one is still run."""
     with open(guide) as f:
         text = f.read()
     blocks = [b for b in text.split("```") if "curl -s" in b and "/mi" in b]
@@ -370,6 +373,10 @@ def check_guide(guide, items):
         req = json.loads(b[b.index("-d '") + 4:b.index("' \\\n", b.index("-d '"))])
         doc = json.loads(b[b.index("http://127.0.0.1:8888/mi") + len("http://127.0.0.1:8888/mi"):])
         key = (req["method"], json.dumps(req.get("params")))
+        if key not in seen and partial:
+            print("SKIPPED: the guide's %s %s was not checked (a part of this test was skipped)"
+                  % key)
+            continue
         check(key in seen, "the guide's %s %s was not run by this test" % key)
         got = seen[key]
         a, g = dict(doc), dict(got)
@@ -391,11 +398,13 @@ def run(args):
             run_lmdb(args, work, cap, nodes)
         if "odbc" in args.only:
             run_odbc(args, work, cap, nodes)
+        sync_ran = False
         if "sync" in args.only:
-            run_sync(args, work, cap, nodes)
+            sync_ran = run_sync(args, work, cap, nodes)
         if args.guide and args.only == ALL_PARTS:
-            check_guide(args.guide, cap.items)
-            print("ok  the admin guide's MI replies have the shapes of this run's")
+            check_guide(args.guide, cap.items, partial=not sync_ran)
+            print("ok  the admin guide's MI replies have the shapes of this run's"
+                  + ("" if sync_ran else " (those this partial run made; the rest SKIPPED above)"))
     finally:
         for n in nodes:
             try:
@@ -621,6 +630,11 @@ def run_lmdb(args, work, cap, nodes):
         stored = b.sip("fill_big", "", "48")
         n_ok = int(stored.split(":")[1])
         check(0 < n_ok < 48, "some 1 MiB writes dropped: %s" % stored)
+        # the event route may run after the reply (seen once: 1 of 17 counted
+        # at the first look), so wait for the count, then require it exactly
+        deadline = time.time() + 5
+        while b.sip("counter", "ev-nomem") != "n:%d" % (48 - n_ok) and time.time() < deadline:
+            time.sleep(0.2)
         ev = b.sip("counter", "ev-nomem")
         check(ev == "n:%d" % (48 - n_ok), "E_CACHEDB_PERF_NOMEM per dropped write: %s vs %s"
               % (ev, stored))
@@ -635,12 +649,13 @@ def run_lmdb(args, work, cap, nodes):
         c = OpenSIPS(args, work, "run3")
         nodes.append(c)
         c.start()
-        # two writes in one request, one worker: the first after an idle
-        # spell is written at once, the second waits in the worker's buffer
-        # for the maintenance process's once-a-second IPC flush
+        # two writes in one request, one worker: both wait in the worker's
+        # journal ring in shared memory until the maintenance process's
+        # drainer writes them out (journal-format.md §6); kill -9 of the
+        # worker loses neither
         check(c.sip("group_store2", "jr-key", "journaled") == "stored", "store into th")
         check(c.sip("store", "nj-key", "not-journaled", ttl=0) == "stored", "store into sessions")
-        time.sleep(2.5)  # the maintenance process's IPC flush + fdatasync
+        time.sleep(2.5)  # the drainer's write-out + fdatasync
         c.kill9()
         d = OpenSIPS(args, work, "run4")
         nodes.append(d)
@@ -648,7 +663,7 @@ def run_lmdb(args, work, cap, nodes):
         check(d.sip("group_fetch", "jr-key") == "hit:journaled",
               "a write to a journaled collection survived kill -9 (journal replay)")
         check(d.sip("group_fetch", "jr-key-2") == "hit:journaled-2",
-              "a buffered journal record was flushed by the IPC tick before kill -9")
+              "the second journal record of the request was written out before kill -9")
         check(d.sip("fetch", "nj-key") == "miss",
               "a write to an unjournaled collection after the last save is lost on kill -9")
         check(d.sip("group_fetch", "g-7") == "hit:x7", "the snapshot under the journal loaded")
@@ -831,14 +846,14 @@ def run_sync(args, work, cap, nodes):
     """perf_sync over clusterer: two OpenSIPS nodes in one clusterer cluster
     (proto_bin, db-less clusterer) sharing one SQL database through ODBC (an
     SQLite file, then a private PostgreSQL); a third node without clusterer
-    converges by the poll."""
+    converges by the poll. Returns False when the part is skipped."""
     missing = [m for m in ("clusterer", "proto_bin")
                if not os.path.exists(os.path.join(args.mpath, m + ".so"))]
     if missing:
         print("SKIPPED: cluster sync part: the OpenSIPS module(s) %s are not built/installed "
               "under %s (build them in the OpenSIPS tree: make modules=modules/<name>)"
               % (", ".join(m + ".so" for m in missing), args.mpath))
-        return
+        return False
     run_sync_on(args, work, cap, nodes, "sqlite",
                 "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite"))
     pg = start_pg(work)
@@ -851,6 +866,7 @@ def run_sync(args, work, cap, nodes):
                                            "odbc_servers.sh"), "stop", d],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(d, ignore_errors=True)
+    return True
 
 
 def run_sync_on(args, work, cap, nodes, label, db_url):

@@ -28,9 +28,7 @@
 #define RESP_MULTIBULK_HARD (1u << 20)
 #define RESP_SKIP_BULK_MAX (1ull << 40) /* a refused bulk may be skipped up to this */
 
-/* Parses a header line "<c>digits\r\n" at p (avail bytes). Returns the line
- * length (with CRLF) and *v, 0 when incomplete, -1 when malformed. */
-static long parse_header(const char *p, size_t avail, int64_t *v)
+long resp_parse_header(const char *p, size_t avail, int64_t *v)
 {
     size_t lim = avail < RESP_HDR_MAX ? avail : RESP_HDR_MAX;
     const char *nl = memchr(p, '\n', lim);
@@ -96,7 +94,7 @@ static int skip_refused(conn *c)
             continue;
         }
         int64_t len;
-        long h = parse_header(c->in.p + c->in.off, avail, &len);
+        long h = resp_parse_header(c->in.p + c->in.off, avail, &len);
         if (h == 0) {
             c->want = avail + 1;
             return 0;
@@ -174,7 +172,7 @@ int resp_parse(conn *c, const resp_limits *lim)
         if (base[0] != '*')
             return parse_inline(c, lim);
         int64_t n;
-        long h = parse_header(base, avail, &n);
+        long h = resp_parse_header(base, avail, &n);
         if (h == 0) {
             c->want = avail + 1;
             return RESP_NEED;
@@ -205,7 +203,7 @@ int resp_parse(conn *c, const resp_limits *lim)
     while ((int64_t)c->nargs < c->need_args) {
         if (c->bulk_len < 0) {
             int64_t len;
-            long h = parse_header(base + c->ppos, avail - c->ppos, &len);
+            long h = resp_parse_header(base + c->ppos, avail - c->ppos, &len);
             if (h == 0) {
                 c->want = avail + 1;
                 return RESP_NEED;

@@ -62,6 +62,10 @@ typedef struct resp_limits {
 } resp_limits;
 
 int resp_parse(conn *c, const resp_limits *lim);
+/* Parses a header line "<c>digits\r\n" at p (avail bytes; any type byte c,
+ * an optional '-'). Returns the line length (with CRLF) and *v, 0 when
+ * incomplete, -1 when malformed. */
+long resp_parse_header(const char *p, size_t avail, int64_t *v);
 /* Drops the command just executed from the input. */
 void resp_consume(conn *c);
 

@@ -124,19 +124,19 @@ static int conn_flush(srv_worker *w, conn *c)
     return 0;
 }
 
-/* Reads a "<c>digits\r\n" header at p (n bytes). Returns its length, 0 when
- * incomplete or malformed (the look-ahead below only stops there). */
-static size_t peek_header(const char *p, size_t n, char type, size_t *v)
+/* A header of type `type` at p (n bytes) with a value in [0, max]: its
+ * length, or 0 (incomplete, malformed or another type: the look-ahead below
+ * only stops there). */
+static size_t peek_header(const char *p, size_t n, char type, int64_t max, size_t *v)
 {
-    if (n < 4 || p[0] != type)
+    int64_t x;
+    if (n == 0 || p[0] != type)
         return 0;
-    size_t x = 0, i = 1;
-    for (; i < n && i < 12 && p[i] >= '0' && p[i] <= '9'; i++)
-        x = x * 10 + (size_t)(p[i] - '0');
-    if (i == 1 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n')
+    long h = resp_parse_header(p, n, &x);
+    if (h <= 0 || x < 0 || x > max)
         return 0;
-    *v = x;
-    return i + 2;
+    *v = (size_t)x;
+    return (size_t)h;
 }
 
 /* Pipelined look-ahead: the complete multibulk commands buffered after the
@@ -144,7 +144,7 @@ static size_t peek_header(const char *p, size_t n, char type, size_t *v)
  * and the key of each (its second argument) is prefetched in two passes,
  * bucket lines then record lines, so that the memory misses of a batch
  * overlap instead of costing one full miss after another (measured in
- * docs/pcached.md). Returns how many commands it covered; 0 when fewer than
+ * docs/benchmarks.md, "server"). Returns how many commands it covered; 0 when fewer than
  * two are complete, where prefetching cannot overlap anything. */
 #define W_AHEAD 32u
 static unsigned prefetch_ahead(conn *c)
@@ -157,12 +157,12 @@ static unsigned prefetch_ahead(conn *c)
     size_t klen[W_AHEAD];
     unsigned cmds = 0;
     while (cmds < W_AHEAD) {
-        size_t argc, h = peek_header(p + pos, n - pos, '*', &argc), at = pos + h;
-        if (h == 0 || argc == 0 || argc > 64)
+        size_t argc, h = peek_header(p + pos, n - pos, '*', 64, &argc), at = pos + h;
+        if (h == 0 || argc == 0)
             break;
         size_t a = 0;
         for (; a < argc; a++) {
-            size_t len, hh = peek_header(p + at, n - at, '$', &len);
+            size_t len, hh = peek_header(p + at, n - at, '$', INT64_MAX, &len);
             if (hh == 0 || len > n || n - at - hh < len + 2)
                 break;
             if (a == 1) {

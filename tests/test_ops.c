@@ -761,11 +761,21 @@ static void stats_counters_move(void **state)
     assert_int_equal(stats(f->def).stores, 0); /* per collection */
 }
 
+/* The table's invariants hold (pc__test_verify), or the test fails with
+ * the first violation. */
+static void verify_table(pc_cache *c)
+{
+    char msg[256] = "";
+
+    if (pc__test_verify(c, msg, sizeof(msg)) != PC_OK)
+        fail_msg("verify: %s", msg);
+}
+
 static void growth_splits_and_keeps_keys(void **state)
 {
     struct fx *f = *state;
     enum { N = 20000 };
-    char k[32], v[32], msg[256];
+    char k[32], v[32];
     pc_maint_report r;
     pc_coll_stats st;
     uint64_t splits = 0;
@@ -797,9 +807,7 @@ static void growth_splits_and_keeps_keys(void **state)
         snprintf(v, sizeof(v), "val:%d", i);
         expect_str(f->g, k, v);
     }
-    msg[0] = '\0';
-    if (pc__test_verify(f->c, msg, sizeof(msg)) != PC_OK)
-        fail_msg("verify: %s", msg);
+    verify_table(f->c);
 }
 
 /* pc_prefetch is a hint: whatever it is given (present, absent, in
@@ -809,7 +817,7 @@ static void prefetch_is_a_pure_hint(void **state)
 {
     struct fx *f = *state;
     enum { N = 600 }; /* 16 buckets of g cannot hold them: overflow chains */
-    char k[32], v[32], msg[256], big[PC_KEY_MAX + 2];
+    char k[32], v[32], big[PC_KEY_MAX + 2];
     int i;
 
     for (i = 0; i < N; i++) {
@@ -837,9 +845,7 @@ static void prefetch_is_a_pure_hint(void **state)
         snprintf(v, sizeof(v), "val:%d", i);
         expect_str(f->g, k, v);
     }
-    msg[0] = '\0';
-    if (pc__test_verify(f->c, msg, sizeof(msg)) != PC_OK)
-        fail_msg("verify: %s", msg);
+    verify_table(f->c);
 }
 
 int main(void)

@@ -301,7 +301,7 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
 /* The whole collection: pc_scan from 0 until done. */
 int pc_walk(pc_coll *coll, const void *glob, size_t glen, unsigned flags, pc_walk_fn fn, void *ctx);
 /* Every live entry in ascending pc_order_key(pc_hash(key)) order (each key
- * once), for snapshot saves: see walk_ordered.c. Same guarantees as
+ * once), for snapshot saves: see walk.c. Same guarantees as
  * pc_walk; the callback runs with no lock held. */
 int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx);
 /* The order of pc_walk_ordered: the 64-bit hash with its bits reversed. */

@@ -151,13 +151,18 @@ static void pc_ws_chains(pc_coll *coll, uint64_t route, uint64_t idx, bool value
     }
 }
 
-/* Copies bucket idx (and its overflow) into w as one consistent unit. */
-static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, struct pc_wscratch *w)
+/* Appends bucket idx (and its overflow) to w as one consistent unit: an
+ * attempt that must be redone is cut back to what w held before. The
+ * ordered walk appends a group's buckets straight into one scratch. */
+static int pc_ws_bucket_append(pc_coll *coll, uint64_t idx, bool values, bool raw,
+                               struct pc_wscratch *w)
 {
     const pc_cache *c = coll->c;
     struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
+    const size_t n0 = w->n, used0 = w->used;
     for (unsigned attempt = 0;; attempt++) {
-        w->n = w->used = w->need = w->eneed = 0;
+        w->n = w->eneed = n0;
+        w->used = w->need = used0;
         uint64_t route = pc_route_load(coll->shm);
         bool locked = attempt >= 16; /* after many retries: under the lock */
         if (locked)
@@ -185,7 +190,7 @@ static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, stru
             pc_bucket_unlock(b);
         if (!stable && !locked)
             continue;
-        for (size_t i = 0; i < w->n && i < w->ecap; i++)
+        for (size_t i = n0; i < w->n && i < w->ecap; i++)
             w->ents[i].stamp = v1;
         if (w->need > w->cap || w->eneed > w->ecap) {
             int rc = pc_ws_grow(w);
@@ -196,6 +201,13 @@ static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, stru
         }
         return 0;
     }
+}
+
+/* Copies bucket idx (and its overflow) into w, replacing what w held. */
+static int pc_ws_bucket(pc_coll *coll, uint64_t idx, bool values, bool raw, struct pc_wscratch *w)
+{
+    w->n = w->used = 0;
+    return pc_ws_bucket_append(coll, idx, values, raw, w);
 }
 
 /* The callback's view of a copied entry (borrowed from the scratch). */
@@ -337,6 +349,9 @@ int pc_ttl_glob(pc_coll *coll, const void *glob, size_t glen, int64_t ttl_ms, ui
  * pass: a save writes blocks straight from it, and a point lookup in a
  * snapshot is a range search on the reversed hash. A key that a split
  * copies between two buckets of a group while we read them is emitted once.
+ * A split during a group's copy appends a bucket of that group (index =
+ * the old size): the group is done only when the table's size read after
+ * its last bucket equals the size its loop ran to (design.md §13).
  */
 uint64_t pc_order_key(uint64_t h)
 {
@@ -351,28 +366,6 @@ struct pc_gidx {
     size_t i;
 };
 
-/* Appends the bucket copy in w to the group copy g (offsets rebased). */
-static int pc_group_append(struct pc_wscratch *g, const struct pc_wscratch *w)
-{
-    g->need = g->used + w->used;
-    g->eneed = g->n + w->n;
-    if (g->need > g->cap || g->eneed > g->ecap) {
-        int rc = pc_ws_grow(g);
-        if (rc != 0)
-            return rc;
-    }
-    if (w->used > 0) /* an empty bucket's scratch may not exist yet */
-        memcpy(g->bytes + g->used, w->bytes, w->used);
-    for (size_t i = 0; i < w->n; i++) {
-        struct pc_went e = w->ents[i];
-        e.koff += g->used;
-        e.voff += g->used;
-        g->ents[g->n++] = e;
-    }
-    g->used += w->used;
-    return 0;
-}
-
 static int pc_gidx_cmp(const void *a, const void *b, void *ctx)
 {
     const struct pc_wscratch *g = ctx;
@@ -383,6 +376,28 @@ static int pc_gidx_cmp(const void *a, const void *b, void *ctx)
     if (ex->klen != ey->klen)
         return ex->klen < ey->klen ? -1 : 1;
     return memcmp(g->bytes + ex->koff, g->bytes + ey->koff, ex->klen);
+}
+
+/* A group holds a few entries (the table's load factor per bucket of the
+ * unsplit modulus): insertion sort, no comparator calls through qsort's
+ * merge buffer; qsort_r past a few dozen (a group swollen by growth). */
+static void pc_gidx_sort(struct pc_gidx *idx, size_t n, const struct pc_wscratch *g)
+{
+    if (n > 32) {
+        qsort_r(idx, n, sizeof *idx, pc_gidx_cmp, (void *)g); /* glibc: a context argument */
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        struct pc_gidx x = idx[i];
+        size_t k = i;
+        while (k > 0 &&
+               (idx[k - 1].order > x.order ||
+                (idx[k - 1].order == x.order && pc_gidx_cmp(&idx[k - 1], &x, (void *)g) > 0))) {
+            idx[k] = idx[k - 1];
+            k--;
+        }
+        idx[k] = x;
+    }
 }
 
 /* Memory-level parallelism for the save: the walk's order is known ahead,
@@ -426,8 +441,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
     unsigned l2 = coll->shm->log2_initial;
     unsigned bits = l2 + (unsigned)(pc_route_load(coll->shm) >> 32);
     uint64_t m = 1ull << bits; /* the unsplit modulus at the start */
-    struct pc_wscratch w, g;
-    memset(&w, 0, sizeof w);
+    struct pc_wscratch g;
     memset(&g, 0, sizeof g);
     struct pc_gidx *idx = NULL;
     size_t icap = 0;
@@ -440,9 +454,18 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
         if (bits > 0 && j + PC_PF_NEAR < m)
             pc_prefetch_group(coll, pc_order_key(j + PC_PF_NEAR) >> (64 - bits), m, nb, true);
         g.n = g.used = 0;
-        for (uint64_t b = grp; b < nb && rc == 0; b += m)
-            if ((rc = pc_ws_bucket(coll, b, values, raw, &w)) == 0)
-                rc = pc_group_append(&g, &w);
+        /* Until the table's size is the same before and after: a split
+         * appends its new bucket at the end, so one that ran while the
+         * group was copied may have moved keys out of a bucket not yet
+         * copied into one past the size read before. */
+        for (uint64_t b = grp; rc == 0;) {
+            for (; b < nb && rc == 0; b += m)
+                rc = pc_ws_bucket_append(coll, b, values, raw, &g);
+            uint64_t nb2 = pc_route_buckets(pc_route_load(coll->shm), l2);
+            if (nb2 == nb)
+                break;
+            nb = nb2;
+        }
         if (rc != 0 || g.n == 0)
             continue;
         if (g.n > icap) {
@@ -458,8 +481,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
             idx[i].order = pc_order_key(pc_hash(g.bytes + g.ents[i].koff, g.ents[i].klen));
             idx[i].i = i;
         }
-        if (g.n > 1)
-            qsort_r(idx, g.n, sizeof *idx, pc_gidx_cmp, &g); /* glibc: a context argument */
+        pc_gidx_sort(idx, g.n, &g);
         int64_t now = pc_now_ms();
         for (size_t k = 0; k < g.n && stop == 0; k++) {
             if (k > 0 && pc_gidx_cmp(&idx[k - 1], &idx[k], &g) == 0)
@@ -471,7 +493,6 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
             stop = fn(ctx, &pe);
         }
     }
-    pc_ws_free(&w);
     pc_ws_free(&g);
     free(idx);
     return rc != 0 ? rc : stop;

@@ -20,7 +20,10 @@
  * drains overflow, while the parent scans a few buckets per call for
  * seconds; every stable key must appear in every full scan. Once with
  * growth, once in a fixed-size table whose keys cycle between overflow and
- * their bucket. PCACHE_WALK_SECONDS lengthens those two (default 3 each).
+ * their bucket. The ordered walk of saves runs against the same growing
+ * child: every stable key exactly once, with its value, in order (a save
+ * once missed keys that a split moved while their group was copied).
+ * PCACHE_WALK_SECONDS lengthens those three (default 3 each).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -758,6 +761,21 @@ static void reap(pid_t pid, struct conc *sh)
                  atomic_load(&sh->err_rc), pc_strerror(atomic_load(&sh->err_rc)));
 }
 
+/* Forks grow_child (for dur ms, 30 s of slack) and waits for its first round. */
+static pid_t start_grow_child(pc_cache *c, pc_coll *co, struct conc *sh, unsigned nstable,
+                              unsigned nchurn, int64_t dur)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        grow_child(c, co, sh, nstable, nchurn, now_ms() + dur + 30000);
+    int64_t t0 = now_ms();
+    while (!atomic_load(&sh->ready) && now_ms() < t0 + 10000)
+        sleep_ms(1);
+    assert_true(atomic_load(&sh->ready));
+    return pid;
+}
+
 static void scan_complete_while_growing(void **state)
 {
     (void)state;
@@ -773,14 +791,7 @@ static void scan_complete_while_growing(void **state)
     }
     struct conc *sh = conc_map();
     int64_t dur = run_ms();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        grow_child(c, co, sh, NSTABLE, NCHURN, now_ms() + dur + 30000);
-    int64_t t0 = now_ms();
-    while (!atomic_load(&sh->ready) && now_ms() < t0 + 10000)
-        sleep_ms(1);
-    assert_true(atomic_load(&sh->ready));
+    pid_t pid = start_grow_child(c, co, sh, NSTABLE, NCHURN, dur);
     static struct scanner s;
     s.nstable = NSTABLE;
     unsigned scans = 0, overlapped = 0, failed = 0, shown = 0;
@@ -868,6 +879,20 @@ static int owalk_cb(void *ctx, const pc_entry *e)
     return 0;
 }
 
+/* One ordered walk from a clean tally; returns how many stable keys it missed. */
+static unsigned owalk_run(pc_coll *co, struct owalk *w)
+{
+    w->bad_order = w->bad_value = w->dup = 0;
+    w->have_prev = 0;
+    w->others = 0;
+    memset(w->seen, 0, sizeof w->seen);
+    check_rc(pc_walk_ordered(co, PC_WALK_VALUES, owalk_cb, w), PC_OK);
+    unsigned missing = 0;
+    for (unsigned i = 0; i < w->nstable; i++)
+        missing += !w->seen[i];
+    return missing;
+}
+
 static void ordered_walk_while_growing(void **state)
 {
     (void)state;
@@ -875,6 +900,7 @@ static void ordered_walk_while_growing(void **state)
     pc_cache *c = mk_cache("s=4", 96, 4, 2);
     pc_coll *co = coll_of(c, "s");
     static struct owalk w;
+    w.nstable = NSTABLE;
     char k[32];
     for (unsigned i = 0; i < NSTABLE; i++) {
         size_t kl = stable_key(k, i);
@@ -887,26 +913,11 @@ static void ordered_walk_while_growing(void **state)
     }
     struct conc *sh = conc_map();
     int64_t dur = run_ms();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        grow_child(c, co, sh, NSTABLE, NCHURN, now_ms() + dur + 30000);
-    int64_t t0 = now_ms();
-    while (!atomic_load(&sh->ready) && now_ms() < t0 + 10000)
-        sleep_ms(1);
-    assert_true(atomic_load(&sh->ready));
+    pid_t pid = start_grow_child(c, co, sh, NSTABLE, NCHURN, dur);
     unsigned walks = 0, overlapped = 0, failed = 0;
     for (int64_t end = now_ms() + dur; now_ms() < end || walks < 3; walks++) {
         uint64_t sp0 = atomic_load(&sh->splits);
-        w.nstable = NSTABLE;
-        w.bad_order = w.bad_value = w.dup = 0;
-        w.have_prev = 0;
-        w.others = 0;
-        memset(w.seen, 0, sizeof w.seen);
-        check_rc(pc_walk_ordered(co, PC_WALK_VALUES, owalk_cb, &w), PC_OK);
-        unsigned missing = 0;
-        for (unsigned i = 0; i < NSTABLE; i++)
-            missing += !w.seen[i];
+        unsigned missing = owalk_run(co, &w);
         overlapped += atomic_load(&sh->splits) > sp0;
         if (missing || w.bad_order || w.bad_value || w.dup) {
             if (failed++ < 5)
@@ -923,13 +934,7 @@ static void ordered_walk_while_growing(void **state)
     assert_int_equal(failed, 0);
     assert_true(overlapped >= 3 && atomic_load(&sh->splits) >= 100);
     /* quiescent: everything, churn keys included, exactly once */
-    w.bad_order = w.bad_value = w.dup = 0;
-    w.have_prev = 0;
-    w.others = 0;
-    memset(w.seen, 0, sizeof w.seen);
-    check_rc(pc_walk_ordered(co, PC_WALK_VALUES, owalk_cb, &w), PC_OK);
-    for (unsigned i = 0; i < NSTABLE; i++)
-        assert_true(w.seen[i]);
+    assert_int_equal(owalk_run(co, &w), 0);
     assert_int_equal(w.bad_order + w.bad_value + w.dup, 0);
     assert_int_equal(w.others, atomic_load(&sh->live_churn));
     verify(c);

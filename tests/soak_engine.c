@@ -610,20 +610,86 @@ static int maint_main(pc_cache *c, struct shared *sh)
  * points, which stretches whatever window it is in from microseconds to
  * milliseconds. Nothing is removed, so any miss is a key lost in transit
  * (as when the drain unlinked the node before opening the bucket's version
- * bracket: ~1 round in 6 missed). A fresh cache per round, as many rounds
- * as fit budget_ms. */
+ * bracket: ~1 round in 6 missed). Every way of finding a key takes its
+ * turn, key by key: pc_get_buf (and with a buffer too small: the size it
+ * needs), pc_get, pc_probe, pc_get_counter (a string: PC_ENOTNUM, never
+ * PC_ENOTFOUND), and the writes' locked lookup - an identical XX set (the
+ * TTL-only refresh), an NX set (PC_EEXIST), pc_expire, pc_add of 0 on a
+ * counter (its value, not a restart from 0). One key in four is a native
+ * counter. A fresh cache per round, as many rounds as fit budget_ms. */
+#define RACE_WAYS 8u
+
+static int race_is_counter(uint32_t i)
+{
+    return i % 4 == 3;
+}
+
+/* Finds key i the way number `way` does; 0 when it is there as stored. */
+static int race_find(pc_coll *coll, uint32_t i, unsigned way, const char **what)
+{
+    char k[32], want[32], v[32];
+    size_t kl = (size_t)sprintf(k, "race%" PRIu32, i), vlen = 0, needed = 0;
+    int ctr = race_is_counter(i);
+    size_t wl = ctr ? (size_t)sprintf(want, "%" PRIu32, i) : (size_t)sprintf(want, "%s", k);
+    int rc;
+    pc_meta m;
+    void *got = NULL;
+    int64_t n = -1;
+    switch (way) {
+    case 0:
+        *what = "pc_get_buf";
+        rc = pc_get_buf(coll, k, kl, v, sizeof v, &vlen, &needed, &m);
+        return rc != 0 ? rc : vlen != wl || memcmp(v, want, wl) != 0 || m.is_counter != ctr;
+    case 1:
+        *what = "pc_get_buf (too small)";
+        rc = pc_get_buf(coll, k, kl, v, 2, &vlen, &needed, NULL);
+        if (wl <= 2) /* counters 3 and 7 fit */
+            return rc != 0 ? rc : vlen != wl || memcmp(v, want, wl) != 0;
+        return rc != PC_ETOOSMALL ? (rc != 0 ? rc : -100) : needed != wl;
+    case 2:
+        *what = "pc_get";
+        if ((rc = pc_get(coll, k, kl, &got, &vlen, NULL)) == 0) {
+            rc = vlen != wl || memcmp(got, want, wl) != 0;
+            free(got);
+        }
+        return rc;
+    case 3:
+        *what = "pc_probe";
+        rc = pc_probe(coll, k, kl, &m);
+        return rc != 0 ? rc : m.is_counter != ctr || m.vlen != (ctr ? 8 : wl);
+    case 4:
+        *what = "pc_get_counter";
+        rc = pc_get_counter(coll, k, kl, &n);
+        return ctr                ? (rc != 0 ? rc : n != (int64_t)i)
+               : rc != PC_ENOTNUM ? (rc != 0 ? rc : -100)
+                                  : 0;
+    case 5:
+        *what = ctr ? "pc_add 0" : "pc_set XX (identical: TTL refresh)";
+        if (ctr)
+            return (rc = pc_add(coll, k, kl, 0, 0, &n)) != 0 ? rc : n != (int64_t)i;
+        return pc_set(coll, k, kl, want, wl, 0, PC_SET_XX);
+    case 6:
+        *what = "pc_set NX";
+        rc = pc_set(coll, k, kl, "nx", 2, 0, PC_SET_NX);
+        return rc == PC_EEXIST ? 0 : rc != 0 ? rc : -100;
+    default:
+        *what = "pc_expire";
+        return pc_expire(coll, k, kl, 0);
+    }
+}
+
 static void race_reader(pc_coll *coll, struct shared *sh, int up)
 {
-    char k[32], v[32];
     uint64_t miss = 0;
     if (write(up, "r", 1) != 1)
         _exit(2);
-    while (!atomic_load_explicit(&sh->race_stop, memory_order_relaxed))
+    for (unsigned pass = 0; !atomic_load_explicit(&sh->race_stop, memory_order_relaxed); pass++)
         for (uint32_t i = 0; i < RACE_KEYS; i++) {
-            size_t kl = (size_t)sprintf(k, "race%" PRIu32, i), vlen, needed;
-            int rc = pc_get_buf(coll, k, kl, v, sizeof v, &vlen, &needed, NULL);
-            if ((rc != 0 || vlen != kl || memcmp(v, k, kl) != 0) && miss++ == 0)
-                report("race", "%s: %s", k, rc ? pc_strerror(rc) : "wrong value");
+            const char *what = "";
+            int rc = race_find(coll, i, (i + pass) % RACE_WAYS, &what);
+            if (rc != 0 && miss++ == 0)
+                report("race", "race%" PRIu32 " by %s: %s", i, what,
+                       rc < 0 && rc != -100 ? pc_strerror(rc) : "wrong answer");
         }
     atomic_fetch_add(&sh->race_miss, miss);
     _exit(0);
@@ -661,7 +727,8 @@ static int drain_race(struct shared *sh, int64_t budget_ms, uint64_t *rounds)
              pipe(up) == 0;
         for (uint32_t i = 0; ok && i < RACE_KEYS; i++) {
             size_t kl = (size_t)sprintf(k, "race%" PRIu32, i);
-            ok = pc_set(coll, k, kl, k, kl, 0, 0) == 0;
+            ok = (race_is_counter(i) ? pc_set_counter(coll, k, kl, i, 0)
+                                     : pc_set(coll, k, kl, k, kl, 0, 0)) == 0;
         }
         atomic_store(&sh->race_stop, 0);
         fflush(NULL);

@@ -24,8 +24,10 @@
  *    it is not;
  *  - no crash and no wedge: every child exits 0 within its deadline;
  *  - pc__test_verify() is 0 at quiescent checkpoints and at the end.
- * Before all that, a short focused stage (the drain race, below) for a key
- * in transit from an overflow chain to its bucket. Plain main, no cmocka:
+ * Before all that, two short focused stages: the drain race (below) for a
+ * key in transit from an overflow chain to its bucket, found by every
+ * lookup; the sweep race for keys that live on TTL re-arms while the sweep
+ * reaps their buckets' neighbours. Plain main, no cmocka:
  * one PASS/FAIL line per check, and "N passed, N failed" last.
  */
 #include "pc_testhooks.h"
@@ -57,7 +59,11 @@
 #define CHURN_STALE_MS 3000 /* older than this (ttl + 1 s): must be gone */
 #define CHURN_RING 256u     /* bursts remembered: > CHURN_STALE_MS / period */
 #define CHECKPOINT_MS 10000
-#define RACE_MS 2500 /* the drain race before the soak proper */
+#define RACE_MS 2500       /* the drain race before the soak proper */
+#define SWEEP_RACE_MS 2500 /* then the sweep race */
+#define SWEEP_KEYS 2000u
+#define SWEEP_TTL_MS 1500   /* refreshed keys: every pass re-arms this TTL */
+#define SWEEP_FRESH_MS 1000 /* a key re-armed less than this ago must be there */
 #define RACE_KEYS 3000u
 #define RACE_MAINT_CALLS 1400
 #define VBUF 8192u
@@ -83,6 +89,8 @@ struct shared { /* MAP_SHARED anonymous, mapped before the fork */
     _Atomic uint32_t grown[NWORKERS]; /* immortal keys worker w has added */
     _Atomic int race_stop;
     _Atomic uint64_t race_miss, race_drained;
+    _Atomic int64_t sweep_pass_ms; /* start of the refresher's last complete pass */
+    _Atomic uint64_t sweep_passes, sweep_reaped, sweep_probed, sweep_splits, sweep_stale;
     int64_t t0_ms, run_ms;
     struct wstats w[NWORKERS];
     struct mstats m;
@@ -610,20 +618,86 @@ static int maint_main(pc_cache *c, struct shared *sh)
  * points, which stretches whatever window it is in from microseconds to
  * milliseconds. Nothing is removed, so any miss is a key lost in transit
  * (as when the drain unlinked the node before opening the bucket's version
- * bracket: ~1 round in 6 missed). A fresh cache per round, as many rounds
- * as fit budget_ms. */
+ * bracket: ~1 round in 6 missed). Every way of finding a key takes its
+ * turn, key by key: pc_get_buf (and with a buffer too small: the size it
+ * needs), pc_get, pc_probe, pc_get_counter (a string: PC_ENOTNUM, never
+ * PC_ENOTFOUND), and the writes' locked lookup - an identical XX set (the
+ * TTL-only refresh), an NX set (PC_EEXIST), pc_expire, pc_add of 0 on a
+ * counter (its value, not a restart from 0). One key in four is a native
+ * counter. A fresh cache per round, as many rounds as fit budget_ms. */
+#define RACE_WAYS 8u
+
+static int race_is_counter(uint32_t i)
+{
+    return i % 4 == 3;
+}
+
+/* Finds key i the way number `way` does; 0 when it is there as stored. */
+static int race_find(pc_coll *coll, uint32_t i, unsigned way, const char **what)
+{
+    char k[32], want[32], v[32];
+    size_t kl = (size_t)sprintf(k, "race%" PRIu32, i), vlen = 0, needed = 0;
+    int ctr = race_is_counter(i);
+    size_t wl = ctr ? (size_t)sprintf(want, "%" PRIu32, i) : (size_t)sprintf(want, "%s", k);
+    int rc;
+    pc_meta m;
+    void *got = NULL;
+    int64_t n = -1;
+    switch (way) {
+    case 0:
+        *what = "pc_get_buf";
+        rc = pc_get_buf(coll, k, kl, v, sizeof v, &vlen, &needed, &m);
+        return rc != 0 ? rc : vlen != wl || memcmp(v, want, wl) != 0 || m.is_counter != ctr;
+    case 1:
+        *what = "pc_get_buf (too small)";
+        rc = pc_get_buf(coll, k, kl, v, 2, &vlen, &needed, NULL);
+        if (wl <= 2) /* counters 3 and 7 fit */
+            return rc != 0 ? rc : vlen != wl || memcmp(v, want, wl) != 0;
+        return rc != PC_ETOOSMALL ? (rc != 0 ? rc : -100) : needed != wl;
+    case 2:
+        *what = "pc_get";
+        if ((rc = pc_get(coll, k, kl, &got, &vlen, NULL)) == 0) {
+            rc = vlen != wl || memcmp(got, want, wl) != 0;
+            free(got);
+        }
+        return rc;
+    case 3:
+        *what = "pc_probe";
+        rc = pc_probe(coll, k, kl, &m);
+        return rc != 0 ? rc : m.is_counter != ctr || m.vlen != (ctr ? 8 : wl);
+    case 4:
+        *what = "pc_get_counter";
+        rc = pc_get_counter(coll, k, kl, &n);
+        return ctr                ? (rc != 0 ? rc : n != (int64_t)i)
+               : rc != PC_ENOTNUM ? (rc != 0 ? rc : -100)
+                                  : 0;
+    case 5:
+        *what = ctr ? "pc_add 0" : "pc_set XX (identical: TTL refresh)";
+        if (ctr)
+            return (rc = pc_add(coll, k, kl, 0, 0, &n)) != 0 ? rc : n != (int64_t)i;
+        return pc_set(coll, k, kl, want, wl, 0, PC_SET_XX);
+    case 6:
+        *what = "pc_set NX";
+        rc = pc_set(coll, k, kl, "nx", 2, 0, PC_SET_NX);
+        return rc == PC_EEXIST ? 0 : rc != 0 ? rc : -100;
+    default:
+        *what = "pc_expire";
+        return pc_expire(coll, k, kl, 0);
+    }
+}
+
 static void race_reader(pc_coll *coll, struct shared *sh, int up)
 {
-    char k[32], v[32];
     uint64_t miss = 0;
     if (write(up, "r", 1) != 1)
         _exit(2);
-    while (!atomic_load_explicit(&sh->race_stop, memory_order_relaxed))
+    for (unsigned pass = 0; !atomic_load_explicit(&sh->race_stop, memory_order_relaxed); pass++)
         for (uint32_t i = 0; i < RACE_KEYS; i++) {
-            size_t kl = (size_t)sprintf(k, "race%" PRIu32, i), vlen, needed;
-            int rc = pc_get_buf(coll, k, kl, v, sizeof v, &vlen, &needed, NULL);
-            if ((rc != 0 || vlen != kl || memcmp(v, k, kl) != 0) && miss++ == 0)
-                report("race", "%s: %s", k, rc ? pc_strerror(rc) : "wrong value");
+            const char *what = "";
+            int rc = race_find(coll, i, (i + pass) % RACE_WAYS, &what);
+            if (rc != 0 && miss++ == 0)
+                report("race", "race%" PRIu32 " by %s: %s", i, what,
+                       rc < 0 && rc != -100 ? pc_strerror(rc) : "wrong answer");
         }
     atomic_fetch_add(&sh->race_miss, miss);
     _exit(0);
@@ -661,7 +735,8 @@ static int drain_race(struct shared *sh, int64_t budget_ms, uint64_t *rounds)
              pipe(up) == 0;
         for (uint32_t i = 0; ok && i < RACE_KEYS; i++) {
             size_t kl = (size_t)sprintf(k, "race%" PRIu32, i);
-            ok = pc_set(coll, k, kl, k, kl, 0, 0) == 0;
+            ok = (race_is_counter(i) ? pc_set_counter(coll, k, kl, i, 0)
+                                     : pc_set(coll, k, kl, k, kl, 0, 0)) == 0;
         }
         atomic_store(&sh->race_stop, 0);
         fflush(NULL);
@@ -687,6 +762,158 @@ static int drain_race(struct shared *sh, int64_t budget_ms, uint64_t *rounds)
         pc_cache_destroy(c);
     }
     return ok ? 0 : -1;
+}
+
+/* ---- the sweep race: reclamation against TTL re-arms -------------------------
+ * The soak's refreshed keys are few; here every key lives on re-arms. A
+ * 16-bucket table holds SWEEP_KEYS keys with a SWEEP_TTL_MS TTL (one in four
+ * a native counter). A refresher process re-arms them all, pass after pass,
+ * each key by one of four writes in turn: pc_expire, an identical pc_set
+ * (the versionless TTL-only refresh), pc_add of 0 with a TTL on a counter,
+ * and a pc_set_counter / different-value pc_set (a new record). A
+ * maintainer inserts bursts of 20 ms keys into the same table (their
+ * buckets' hints pass all the time, so the sweep locks the refreshed keys'
+ * buckets and reads their deadlines) and calls pc_maintain(PC_MAINT_ALL):
+ * splits, drains and a sweep every call. It also reads its own bursts back
+ * 50 ms after their TTL: an expired key must never be returned. The parent
+ * reads every refreshed key; one re-armed less than SWEEP_FRESH_MS ago has
+ * a deadline at least SWEEP_TTL_MS - SWEEP_FRESH_MS ahead, so the sweep
+ * must not have taken it. A stalled refresher only makes the parent check
+ * less. */
+static size_t sweep_key(char *k, uint32_t i)
+{
+    return (size_t)sprintf(k, "ttl%" PRIu32, i);
+}
+
+static void sweep_refresher(pc_coll *coll, struct shared *sh)
+{
+    static char cur[SWEEP_KEYS]; /* a string key's stored value: 'a' or 'b' */
+    memset(cur, 'a', sizeof cur);
+    char k[32];
+    for (unsigned pass = 0; !atomic_load(&sh->race_stop); pass++) {
+        int64_t t = now_ms();
+        for (uint32_t i = 0; i < SWEEP_KEYS; i++) {
+            size_t kl = sweep_key(k, i);
+            int rc, ctr = i % 4 == 3;
+            switch ((i + pass) % 4) {
+            case 0: /* a refresher stalled past the TTL finds it gone: set it again */
+                rc = pc_expire(coll, k, kl, SWEEP_TTL_MS);
+                if (rc == PC_ENOTFOUND)
+                    rc = ctr ? pc_set_counter(coll, k, kl, 0, SWEEP_TTL_MS)
+                             : pc_set(coll, k, kl, &cur[i], 1, SWEEP_TTL_MS, 0);
+                break;
+            case 1: /* the same value: the TTL-only refresh (a counter: pc_add 0) */
+                rc = ctr ? pc_add(coll, k, kl, 0, SWEEP_TTL_MS, NULL)
+                         : pc_set(coll, k, kl, &cur[i], 1, SWEEP_TTL_MS, 0);
+                break;
+            default: /* a new record */
+                cur[i] = cur[i] == 'a' ? 'b' : 'a';
+                rc = ctr ? pc_set_counter(coll, k, kl, (int64_t)pass, SWEEP_TTL_MS)
+                         : pc_set(coll, k, kl, &cur[i], 1, SWEEP_TTL_MS, 0);
+                break;
+            }
+            if (rc != 0) {
+                report("sweep", "re-arm %s: %s", k, pc_strerror(rc));
+                _exit(3);
+            }
+        }
+        atomic_store(&sh->sweep_pass_ms, t);
+    }
+    _exit(0);
+}
+
+static void sweep_maintainer(pc_cache *c, pc_coll *coll, struct shared *sh)
+{
+    enum { RING = 256 };
+    static struct {
+        uint64_t seq0;
+        int64_t t;
+    } ring[RING];
+    char k[32];
+    uint64_t seq = 0, stale = 0;
+    for (unsigned n = 0; !atomic_load(&sh->race_stop); n++) {
+        ring[n % RING].seq0 = seq;
+        ring[n % RING].t = now_ms();
+        for (int j = 0; j < 32; j++, seq++) {
+            size_t kl = (size_t)sprintf(k, "short%" PRIu64, seq);
+            if (pc_set(coll, k, kl, "x", 1, 20, 0) != 0)
+                _exit(3);
+        }
+        unsigned old = (n + 1) % RING; /* the oldest burst remembered */
+        if (n >= RING && now_ms() - ring[old].t >= 70)
+            for (int j = 0; j < 32; j += 4) {
+                size_t kl = (size_t)sprintf(k, "short%" PRIu64, ring[old].seq0 + (uint64_t)j);
+                if (pc_probe(coll, k, kl, NULL) != PC_ENOTFOUND && stale++ == 0)
+                    report("sweep", "%s read 50 ms past its TTL", k);
+            }
+        pc_maint_report r;
+        if (pc_maintain(c, PC_MAINT_ALL, &r) != 0)
+            _exit(4);
+        atomic_fetch_add(&sh->sweep_reaped, r.reaped);
+        atomic_fetch_add(&sh->sweep_probed, r.buckets_probed);
+        atomic_fetch_add(&sh->sweep_splits, r.splits);
+        usleep(1000);
+    }
+    atomic_fetch_add(&sh->sweep_stale, stale);
+    _exit(0);
+}
+
+/* Returns the refreshed keys the sweep took while fresh; -1 on a setup or
+ * child failure. *checked counts the reads that made a claim. */
+static int64_t sweep_race(struct shared *sh, int64_t budget_ms, uint64_t *checked)
+{
+    pc_config cfg;
+    pc_config_init(&cfg);
+    cfg.collections = "sweep=4";
+    cfg.mem_mb = 32;
+    cfg.growth_budget = 2;
+    cfg.log = log_cb;
+    cfg.log_level = PC_LOG_WARN;
+    pc_cache *c = NULL;
+    pc_coll *coll = NULL;
+    char k[32], buf[64];
+    int ok = pc_cache_create(&cfg, &c) == 0 && pc_coll_find(c, "sweep", 5, &coll) == 0;
+    for (uint32_t i = 0; ok && i < SWEEP_KEYS; i++) {
+        size_t kl = sweep_key(k, i);
+        ok = (i % 4 == 3 ? pc_set_counter(coll, k, kl, 0, SWEEP_TTL_MS)
+                         : pc_set(coll, k, kl, "a", 1, SWEEP_TTL_MS, 0)) == 0;
+    }
+    atomic_store(&sh->race_stop, 0);
+    atomic_store(&sh->sweep_pass_ms, now_ms());
+    fflush(NULL);
+    pid_t rf = ok ? fork() : -1;
+    if (rf == 0)
+        sweep_refresher(coll, sh);
+    pid_t mt = rf > 0 ? fork() : -1;
+    if (mt == 0)
+        sweep_maintainer(c, coll, sh);
+    int64_t lost = 0;
+    for (int64_t end = now_ms() + budget_ms; mt > 0 && now_ms() < end;)
+        for (uint32_t i = 0; i < SWEEP_KEYS; i++) {
+            int64_t pass = atomic_load(&sh->sweep_pass_ms);
+            size_t kl = sweep_key(k, i), vlen, needed;
+            int rc = pc_get_buf(coll, k, kl, buf, sizeof buf, &vlen, &needed, NULL);
+            if (now_ms() - pass >= SWEEP_FRESH_MS)
+                continue; /* the refresher stalled: no claim */
+            (*checked)++;
+            if (rc != 0 && lost++ == 0)
+                report("sweep", "%s re-armed < %d ms ago: %s", k, SWEEP_FRESH_MS, pc_strerror(rc));
+        }
+    atomic_store(&sh->race_stop, 1);
+    int st = 0;
+    ok = ok && rf > 0 && waitpid(rf, &st, 0) == rf && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    ok = mt > 0 && waitpid(mt, &st, 0) == mt && WIFEXITED(st) && WEXITSTATUS(st) == 0 && ok;
+    /* everything lapses now: the sweep must take it all, and the table
+     * must be whole */
+    for (uint32_t i = 0; ok && i < SWEEP_KEYS; i++)
+        ok = pc_expire(coll, k, sweep_key(k, i), 1) == 0;
+    usleep(30000);
+    pc_maint_report r;
+    pc_coll_stats st2;
+    ok = ok && pc_maintain(c, PC_MAINT_ALL, &r) == 0 && pc_coll_stats_get(coll, &st2) == 0 &&
+         st2.entries == 0 && pc__test_verify(c, buf, sizeof buf) == 0;
+    pc_cache_destroy(c);
+    return ok ? lost : -1;
 }
 
 /* ---- the parent ------------------------------------------------------------ */
@@ -964,6 +1191,14 @@ int main(void)
     check(rc == 0 && sh->race_miss == 0 && race_rounds > 0, "drain race: no key lost in transit",
           "%" PRIu64 " misses in %" PRIu64 " rounds, %" PRIu64 " entries drained",
           (uint64_t)sh->race_miss, race_rounds, (uint64_t)sh->race_drained);
+    uint64_t sweep_checked = 0;
+    int64_t sweep_lost = sweep_race(sh, SWEEP_RACE_MS, &sweep_checked);
+    check(sweep_lost == 0 && sh->sweep_stale == 0 && sweep_checked > 0 && sh->sweep_reaped > 0,
+          "sweep race: no re-armed key reaped",
+          "%" PRId64 " lost of %" PRIu64 " checked reads, %" PRIu64 " stale; %" PRIu64
+          " reaped, %" PRIu64 " buckets probed, %" PRIu64 " splits",
+          sweep_lost, sweep_checked, (uint64_t)sh->sweep_stale, (uint64_t)sh->sweep_reaped,
+          (uint64_t)sh->sweep_probed, (uint64_t)sh->sweep_splits);
 
     pc_config cfg;
     pc_config_init(&cfg);
@@ -980,9 +1215,9 @@ int main(void)
     check(ok, "setup: cache and data before the fork", "%s; %u immortal keys, a private hoard",
           pc_strerror(rc), NIMMORTAL);
     if (ok) {
-        /* Total ~secs: the drain race, the run, ~3 s of setup, reaping, checks. */
+        /* Total ~secs: the two races, the run, ~3 s of setup, reaping, checks. */
         sh->t0_ms = now_ms();
-        sh->run_ms = (int64_t)secs * 1000 - 3000 - RACE_MS;
+        sh->run_ms = (int64_t)secs * 1000 - 3000 - RACE_MS - SWEEP_RACE_MS;
         int clean = run_children(c, sh, buf);
         int64_t t_stop = now_ms();
         check(clean, "no crash: every child exited 0", "%d workers + maintenance", NWORKERS);

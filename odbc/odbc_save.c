@@ -66,10 +66,12 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
     if (rc == 0 && source != NULL)
         rc = pc_odbc_set_source(o, name, source);
     t[2] = pc_odbc_mono_s();
-    if (rc == 0)
+    if (rc == 0) {
         rc = pc_odbc_end(o, true);
-    else
+    } else {
+        pc_odbc_writer_stop(s.w); /* a batch may be in flight (an engine error of the walk) */
         pc_odbc_end(o, false);
+    }
     t[3] = pc_odbc_mono_s();
 out:
     if (rc == 0) {

@@ -86,11 +86,12 @@ out:
         pc_odbc_log(
             o, PC_LOG_INFO, "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
             o->target, name, (unsigned long long)r.rows, secs, r.rate, (unsigned long long)gen);
-        pc_odbc_log(o, PC_LOG_DEBUG,
-                    "pcache: %s: save of %s: generation row and DELETE %.3f s, %llu rows in %llu "
-                    "statements (with the walk) %.3f s, entry count %.3f s, commit %.3f s",
-                    o->target, name, t[0] - t0, (unsigned long long)r.rows,
-                    (unsigned long long)r.batches, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
+        pc_odbc_log(
+            o, PC_LOG_DEBUG,
+            "pcache: %s: save of %s: generation row and DELETE %.3f s, %llu rows in %llu "
+            "statements (with the walk) %.3f s, last batch and entry count %.3f s, commit %.3f s",
+            o->target, name, t[0] - t0, (unsigned long long)r.rows, (unsigned long long)r.batches,
+            t[1] - t[0], t[2] - t[1], t[3] - t[2]);
         if (result != NULL)
             *result = r;
     } else {

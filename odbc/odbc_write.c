@@ -45,8 +45,9 @@
  * run): on for MULTI, ARRAY and PACKED, where the caller's walk and
  * packing overlap the driver and the server - PostgreSQL PACKED x1.00-1.22
  * at 100k and x1.14 at 1M, SQLite MULTI x1.08-1.55 at 100k (x0.97 at 1M
- * under load; SQLite's own work runs on the sender), MariaDB ARRAY x0.86-1.08 (bound by the server; kept on:
- * above 1 in five runs of six, and its cost is one more batch of memory).
+ * under load; SQLite's own work runs on the sender), MariaDB ARRAY
+ * x0.86-1.15 (bound by the server; kept on: above 1 in five runs of six,
+ * and its cost is one more batch of memory).
  * The gain shrinks to nothing when other jobs hold both cores. Off for
  * ROW: one row per hand-off made a save slower (x0.54 SQLite, x0.64
  * PostgreSQL).

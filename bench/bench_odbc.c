@@ -8,6 +8,13 @@
  * and 1M entries (--quick: 100k only). The servers are private ones
  * started for the run (tests/odbc_servers.sh) with their default
  * durability settings, so a commit is an fsync as in production.
+ *
+ * Saves and \copy run in interleaved rounds - the save as configured (the
+ * dialect's default pipeline), `\copy` (PostgreSQL), the save with the
+ * pipeline off (first in odd rounds); again - each into an emptied table (vacuumed on
+ * PostgreSQL), so that every round compares the same work under the same
+ * machine load. Reported: the median of each rate and the median of the
+ * per-round ratios (5 rounds at 100k, 3 with --quick and at 1M).
  */
 #include "bench_cmds.h"
 #include "bench_util.h"
@@ -23,11 +30,15 @@
 
 #define KLEN 16
 #define VLEN 200
+#define ROUNDS_MAX 15
 
 struct drv {
     const char *name; /* JSON prefix */
     const char *target;
-    double save_rps, load_rps, rowwise_rps, copy_rps;
+    /* medians over the rounds */
+    double save_rps, serial_rps, load_rps, rowwise_rps, copy_rps;
+    double ratio_copy, ratio_copy_serial, gain; /* of the per-round ratios */
+    int private_target; /* the bench's own server, not a PCACHE_BENCH_ODBC_* target */
     int ok;
 };
 
@@ -98,15 +109,13 @@ out_env:
     return rps;
 }
 
-/* psql \copy of the same n rows (text format, bytea as hex): rows/s of
- * the psql run, connection included (a few ms). */
-static double pg_copy(size_t n)
+/* The text-format file of the same n rows for psql \copy (bytea as hex),
+ * written once per size. */
+static int pg_copy_file(size_t n, const char *path)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/copy.txt", odbc_env_dir());
     FILE *f = fopen(path, "w");
     if (f == NULL)
-        return 0;
+        return -1;
     char k[KLEN + 1], v[VLEN];
     for (size_t i = 0; i < n; i++) {
         mk_key(i, k);
@@ -119,18 +128,37 @@ static double pg_copy(size_t n)
             fprintf(f, "%02x", (unsigned char)v[j]);
         fputs("\t0\t0\n", f);
     }
-    fclose(f);
-    odbc_env_sh("psql '%s' pcachetest \"DELETE FROM pcache_entries WHERE collection = 'copy'\"",
-                odbc_env_dir());
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* psql \copy of the n rows of path: rows/s of the psql run, connection
+ * included (a few ms). */
+static double pg_copy(size_t n, const char *path)
+{
     uint64_t t0 = bench_now_ns();
     int rc = odbc_env_sh("psql '%s' pcachetest '\\copy pcache_entries (collection, pkey, pvalue, "
                          "expires, is_counter) FROM %s'",
                          odbc_env_dir(), path);
     double secs = (double)(bench_now_ns() - t0) / 1e9;
-    odbc_env_sh("psql '%s' pcachetest \"DELETE FROM pcache_entries WHERE collection = 'copy'\"",
-                odbc_env_dir());
-    remove(path);
     return rc == 0 && secs > 0 ? (double)n / secs : 0;
+}
+
+/* Before each timed save or \copy: no rows of either (the save's own
+ * DELETE finds none, as \copy's table has none), and no dead rows left for
+ * the server to clean up in the background during the next round (InnoDB's
+ * purge of 100k deleted rows halved the next save's rate): TRUNCATE on the
+ * bench's private servers, DELETE (and VACUUM on PostgreSQL) on a target
+ * given by PCACHE_BENCH_ODBC_*, whose other rows stay. */
+static void empty_table(const struct drv *d)
+{
+    if (d->private_target) {
+        odbc_env_sql(d->target, strcmp(d->name, "sqlite") == 0 ? "DELETE FROM pcache_entries"
+                                                               : "TRUNCATE TABLE pcache_entries");
+        return;
+    }
+    odbc_env_sql(d->target, "DELETE FROM pcache_entries WHERE collection IN ('bench', 'copy')");
+    if (strcmp(d->name, "pg") == 0)
+        odbc_env_sql(d->target, "VACUUM pcache_entries");
 }
 
 /* PCACHE_BENCH_ODBC_LOG=1: the exporter's log (with the save's phase
@@ -142,29 +170,12 @@ static void log_stderr(void *ctx, int level, const char *msg)
     fprintf(stderr, "%s\n", msg);
 }
 
-static int run_size(struct drv *d, size_t n, int json)
+static int open_target(const struct drv *d, int pipeline, pc_odbc **o)
 {
-    pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "bench=20";
-    cfg.mem_mb = 64 + n * (KLEN + VLEN + 96) / (1024 * 1024);
-    cfg.lock_memory = 0;
-    pc_cache *c = NULL;
-    pc_coll *co = NULL;
-    pc_odbc *o = NULL;
-    char err[1024];
-    int rc = pc_cache_create(&cfg, &c);
-    if (rc == 0)
-        rc = pc_coll_find(c, "bench", 5, &co);
-    char k[KLEN + 1], v[VLEN];
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        mk_key(i, k);
-        bench_fill_value(v, VLEN, i);
-        rc = pc_set(co, k, KLEN, v, VLEN, 0, 0);
-    }
     pc_odbc_config oc;
     pc_odbc_config_init(&oc);
     oc.flags = PC_ODBC_CREATE;
+    oc.pipeline = pipeline;
     const char *shape = getenv("PCACHE_BENCH_ODBC_SHAPE"); /* 1 row, 2 multi, 3 array, 4 packed */
     if (shape != NULL)
         oc.shape = atoi(shape);
@@ -176,13 +187,93 @@ static int run_size(struct drv *d, size_t n, int json)
         oc.log = log_stderr;
         oc.log_level = PC_LOG_DEBUG;
     }
-    if (rc == 0 && (rc = pc_odbc_open(d->target, &oc, &o, err, sizeof err)) != 0)
+    char err[1024];
+    int rc = pc_odbc_open(d->target, &oc, o, err, sizeof err);
+    if (rc != 0)
         fprintf(stderr, "bench odbc: %s: %s\n", d->name, err);
+    return rc;
+}
+
+static int timed_save(const struct drv *d, pc_odbc *o, pc_coll *co, double *rps)
+{
+    empty_table(d);
     pc_odbc_result r;
-    if (rc == 0 && (rc = pc_odbc_save(o, co, &r)) != 0)
+    int rc = pc_odbc_save(o, co, &r);
+    if (rc != 0)
         fprintf(stderr, "bench odbc: %s: save: %s\n", d->name, pc_odbc_errmsg(o));
+    *rps = rc == 0 ? r.rate : 0;
+    return rc;
+}
+
+static int run_size(struct drv *d, size_t n, unsigned rounds, int json)
+{
+    pc_config cfg;
+    pc_config_init(&cfg);
+    cfg.collections = "bench=20";
+    cfg.mem_mb = 64 + n * (KLEN + VLEN + 96) / (1024 * 1024);
+    cfg.lock_memory = 0;
+    pc_cache *c = NULL;
+    pc_coll *co = NULL;
+    pc_odbc *o = NULL, *os = NULL;
+    int rc = pc_cache_create(&cfg, &c);
+    if (rc == 0)
+        rc = pc_coll_find(c, "bench", 5, &co);
+    char k[KLEN + 1], v[VLEN];
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        mk_key(i, k);
+        bench_fill_value(v, VLEN, i);
+        rc = pc_set(co, k, KLEN, v, VLEN, 0, 0);
+    }
+    /* PCACHE_BENCH_ODBC_PIPELINE (1 on, 2 off) forces the configured saves' pipeline */
+    const char *pl = getenv("PCACHE_BENCH_ODBC_PIPELINE");
+    if (rc == 0)
+        rc = open_target(d, pl != NULL ? atoi(pl) : PC_ODBC_PIPELINE_DEFAULT, &o);
+    if (rc == 0)
+        rc = open_target(d, PC_ODBC_PIPELINE_OFF, &os);
+    char path[400];
+    snprintf(path, sizeof path, "%s/copy.txt", odbc_env_dir());
+    int copy = rc == 0 && strcmp(d->name, "pg") == 0 && pc_odbc_is_url(d->target) &&
+               pg_copy_file(n, path) == 0;
+    double save[ROUNDS_MAX], serial[ROUNDS_MAX], cp[ROUNDS_MAX];
+    double rc_ratio[ROUNDS_MAX], rs_ratio[ROUNDS_MAX], gain[ROUNDS_MAX];
+    for (unsigned i = 0; rc == 0 && i < rounds; i++) {
+        /* odd rounds run the serial save first: a drift of the machine's
+         * load within a round favours neither */
+        if (i % 2 == 1)
+            rc = timed_save(d, os, co, &serial[i]);
+        if (rc == 0)
+            rc = timed_save(d, o, co, &save[i]);
+        if (rc == 0 && copy) {
+            empty_table(d);
+            cp[i] = pg_copy(n, path);
+            copy = cp[i] > 0;
+        }
+        if (rc == 0 && i % 2 == 0)
+            rc = timed_save(d, os, co, &serial[i]);
+        if (rc != 0)
+            break;
+        gain[i] = serial[i] > 0 ? save[i] / serial[i] : 0;
+        rc_ratio[i] = copy ? save[i] / cp[i] : 0;
+        rs_ratio[i] = copy ? serial[i] / cp[i] : 0;
+        if (!json)
+            printf("%-8s %8zu rows: round %u: save %9.0f rows/s, serial %9.0f (x%.2f)%s", d->name,
+                   n, i + 1, save[i], serial[i], gain[i], copy ? "" : "\n");
+        if (!json && copy)
+            printf(", \\copy %9.0f (save/copy %.2f, serial/copy %.2f)\n", cp[i], rc_ratio[i],
+                   rs_ratio[i]);
+        fflush(stdout);
+    }
+    if (copy)
+        remove(path);
     if (rc == 0) {
-        d->save_rps = r.rate;
+        d->save_rps = bench_median(save, rounds);
+        d->serial_rps = bench_median(serial, rounds);
+        d->gain = bench_median(gain, rounds);
+        d->copy_rps = copy ? bench_median(cp, rounds) : 0;
+        d->ratio_copy = copy ? bench_median(rc_ratio, rounds) : 0;
+        d->ratio_copy_serial = copy ? bench_median(rs_ratio, rounds) : 0;
+        /* the last save left the rows: load them into an empty cache */
+        pc_odbc_result r;
         pc_cache_destroy(c);
         c = NULL;
         rc = pc_cache_create(&cfg, &c);
@@ -195,24 +286,23 @@ static int run_size(struct drv *d, size_t n, int json)
                     (unsigned long long)r.rows, n);
             rc = PC_EIO;
         }
-        d->load_rps = r.rate;
+        d->load_rps = rc == 0 ? r.rate : 0;
     }
     pc_odbc_close(o);
+    pc_odbc_close(os);
     pc_cache_destroy(c);
     if (rc != 0)
         return rc;
     d->rowwise_rps = rowwise(d->target, n, 4.0);
-    if (strcmp(d->name, "pg") == 0)
-        d->copy_rps = pc_odbc_is_url(d->target) ? pg_copy(n) : 0;
     d->ok = 1;
     if (!json)
-        printf("%-8s %8zu rows: save %9.0f rows/s, load %9.0f rows/s, row-by-row autocommit "
-               "%7.0f rows/s (x%.0f)%s",
-               d->name, n, d->save_rps, d->load_rps, d->rowwise_rps,
+        printf("%-8s %8zu rows: median of %u: save %9.0f rows/s (serial %.0f, x%.2f), load %9.0f "
+               "rows/s, row-by-row autocommit %7.0f rows/s (x%.0f)%s",
+               d->name, n, rounds, d->save_rps, d->serial_rps, d->gain, d->load_rps, d->rowwise_rps,
                d->rowwise_rps > 0 ? d->save_rps / d->rowwise_rps : 0, d->copy_rps > 0 ? "" : "\n");
     if (!json && d->copy_rps > 0)
-        printf(", psql \\copy %.0f rows/s (save/copy %.2f)\n", d->copy_rps,
-               d->save_rps / d->copy_rps);
+        printf(", psql \\copy %.0f rows/s (save/copy %.2f, serial/copy %.2f)\n", d->copy_rps,
+               d->ratio_copy, d->ratio_copy_serial);
     return 0;
 }
 
@@ -229,6 +319,13 @@ int bench_cmd_odbc(int argc, char **argv)
             return 2;
         }
     }
+    /* PCACHE_BENCH_ODBC_ROUNDS: rounds at 100k (1M runs 3) */
+    const char *rs = getenv("PCACHE_BENCH_ODBC_ROUNDS");
+    unsigned rounds = rs != NULL ? (unsigned)atoi(rs) : quick ? 3 : 5;
+    if (rounds < 1)
+        rounds = 1;
+    if (rounds > ROUNDS_MAX)
+        rounds = ROUNDS_MAX;
     int rc = odbc_env_start("pcache-bench odbc", 1);
     if (rc != 0)
         return rc;
@@ -238,14 +335,17 @@ int bench_cmd_odbc(int argc, char **argv)
     const char *ov_s = getenv("PCACHE_BENCH_ODBC_SQLITE"), *ov_p = getenv("PCACHE_BENCH_ODBC_PG");
     const char *ov_m = getenv("PCACHE_BENCH_ODBC_MARIADB");
     struct drv drivers[3] = {
-        {"sqlite", ov_s != NULL ? ov_s : odbc_env_sqlite(), 0, 0, 0, 0, 0},
-        {"pg", ov_p != NULL ? ov_p : odbc_env_pg(), 0, 0, 0, 0, 0},
+        {"sqlite", ov_s != NULL ? ov_s : odbc_env_sqlite(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"pg", ov_p != NULL ? ov_p : odbc_env_pg(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         {"mariadb",
          ov_m != NULL              ? ov_m
          : odbc_env_have_mariadb() ? odbc_env_mariadb()
                                    : NULL,
-         0, 0, 0, 0, 0},
+         0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     };
+    drivers[0].private_target = ov_s == NULL;
+    drivers[1].private_target = ov_p == NULL;
+    drivers[2].private_target = ov_m == NULL;
     for (size_t i = 0; i < 3; i++) /* an empty override leaves the driver out */
         if (drivers[i].target != NULL && drivers[i].target[0] == '\0')
             drivers[i].target = NULL;
@@ -259,6 +359,7 @@ int bench_cmd_odbc(int argc, char **argv)
         bench_json_str(&j, "utc", now);
         bench_json_int(&j, "key_bytes", KLEN);
         bench_json_int(&j, "value_bytes", VLEN);
+        bench_json_int(&j, "rounds", (long long)rounds);
     }
     int failed = 0;
     for (size_t s = 0; s < (quick ? 1u : 2u); s++) {
@@ -266,7 +367,7 @@ int bench_cmd_odbc(int argc, char **argv)
             struct drv *d = &drivers[i];
             if (d->target == NULL)
                 continue;
-            if (run_size(d, sizes[s], json) != 0) {
+            if (run_size(d, sizes[s], s == 0 ? rounds : 3, json) != 0) {
                 failed = 1;
                 continue;
             }
@@ -277,6 +378,10 @@ int bench_cmd_odbc(int argc, char **argv)
             char key[64];
             snprintf(key, sizeof key, "%s_rows_per_s%s", d->name, sfx);
             bench_json_num(&j, key, d->save_rps);
+            snprintf(key, sizeof key, "%s_rows_per_s_serial%s", d->name, sfx);
+            bench_json_num(&j, key, d->serial_rps);
+            snprintf(key, sizeof key, "%s_pipeline_gain%s", d->name, sfx);
+            bench_json_num(&j, key, d->gain);
             snprintf(key, sizeof key, "%s_load_rows_per_s%s", d->name, sfx);
             bench_json_num(&j, key, d->load_rps);
             snprintf(key, sizeof key, "%s_rowwise_rows_per_s%s", d->name, sfx);
@@ -287,7 +392,9 @@ int bench_cmd_odbc(int argc, char **argv)
                 snprintf(key, sizeof key, "%s_copy_rows_per_s%s", d->name, sfx);
                 bench_json_num(&j, key, d->copy_rps);
                 snprintf(key, sizeof key, "%s_ratio_vs_copy%s", d->name, sfx);
-                bench_json_num(&j, key, d->save_rps / d->copy_rps);
+                bench_json_num(&j, key, d->ratio_copy);
+                snprintf(key, sizeof key, "%s_ratio_vs_copy_serial%s", d->name, sfx);
+                bench_json_num(&j, key, d->ratio_copy_serial);
             }
         }
     }

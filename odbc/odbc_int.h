@@ -6,6 +6,8 @@
  *                  dialect detection, DDL
  *   odbc_write.c   the batch writer: one transaction that replaces a
  *                  collection's rows (save and export share it)
+ *   odbc_pipe.c    the sender thread that executes the writer's batches
+ *                  while the caller fills the next one
  *   odbc_save.c    pc_odbc_save / pc_odbc_load / pc_odbc_generation
  *   odbc_move.c    pc_odbc_export / pc_odbc_import (LMDB <-> SQL)
  *   odbc_persist.c the pc_persist_backend for db_url "odbc:..."
@@ -78,16 +80,41 @@ int pc_odbc_read_generation(pc_odbc *o, const char *name, uint64_t *gen, bool *f
  * pc_odbc_writer_begin bumps the generation row and deletes the rows;
  * pc_odbc_writer_add buffers one row (copying it) and executes a batch when
  * the buffer is full; pc_odbc_writer_finish flushes the rest and sets the
- * generation row's entry count. The caller commits or rolls back. */
+ * generation row's entry count. The caller commits or rolls back.
+ *
+ * Pipelined (pc_odbc_config.pipeline, docs/odbc.md §3): add hands a full
+ * batch to a sender thread and fills a second one meanwhile; a failure of
+ * the sender is returned by the next add (or finish). While a batch is in
+ * flight the sender owns the connection: between begin and a successful
+ * finish, the caller makes no other call on the connection unless it
+ * called pc_odbc_writer_stop first - on every error path, before rolling
+ * back. finish and free stop it too; no thread outlives either. */
 typedef struct pc_odbc_writer pc_odbc_writer;
 int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out);
-void pc_odbc_writer_free(pc_odbc_writer *w); /* accepts NULL */
+void pc_odbc_writer_free(pc_odbc_writer *w); /* accepts NULL; stops the sender */
+/* Waits for the batch in flight (its result dropped) and joins the sender
+ * thread; a no-op when there is none. Accepts NULL. */
+void pc_odbc_writer_stop(pc_odbc_writer *w);
 int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total);
 int pc_odbc_writer_add(pc_odbc_writer *w, const void *key, size_t klen, const void *val,
                        size_t vlen, int64_t expires_ms, bool is_counter);
 int pc_odbc_writer_finish(pc_odbc_writer *w, uint64_t *generation);
 uint64_t pc_odbc_writer_rows(const pc_odbc_writer *w);
 uint64_t pc_odbc_writer_batches(const pc_odbc_writer *w);
+
+/* ---- the sender thread (odbc_pipe.c) -------------------------------------
+ * One job at a time: fn(ctx, job) runs on the thread. start creates it
+ * (PC_ESYS when it cannot); submit requires it idle (after start or wait);
+ * wait blocks until it is idle and returns fn's value for the last job;
+ * failed says, lock-free, whether a job returned non-zero; stop lets the
+ * job in flight end, joins and frees (accepts NULL). */
+typedef struct pc_odbc_pipe pc_odbc_pipe;
+typedef int (*pc_odbc_job_fn)(void *ctx, void *job);
+int pc_odbc_pipe_start(pc_odbc_job_fn fn, void *ctx, pc_odbc_pipe **out);
+void pc_odbc_pipe_submit(pc_odbc_pipe *p, void *job);
+int pc_odbc_pipe_wait(pc_odbc_pipe *p);
+bool pc_odbc_pipe_failed(pc_odbc_pipe *p);
+void pc_odbc_pipe_stop(pc_odbc_pipe *p);
 
 /* ---- the reader (odbc_read.c) --------------------------------------------
  * Visits the live rows of one collection through a block cursor inside the

@@ -90,10 +90,12 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
         rows += pc_odbc_writer_rows(x.w);
         batches += pc_odbc_writer_batches(x.w);
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = pc_odbc_end(o, true);
-    else
+    } else {
+        pc_odbc_writer_stop(x.w); /* a batch may be in flight (the store's iteration failed) */
         pc_odbc_end(o, false);
+    }
 out:
     if (rc == 0 && result != NULL) {
         double secs = pc_odbc_mono_s() - t0;

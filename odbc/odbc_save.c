@@ -66,10 +66,12 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
     if (rc == 0 && source != NULL)
         rc = pc_odbc_set_source(o, name, source);
     t[2] = pc_odbc_mono_s();
-    if (rc == 0)
+    if (rc == 0) {
         rc = pc_odbc_end(o, true);
-    else
+    } else {
+        pc_odbc_writer_stop(s.w); /* a batch may be in flight (an engine error of the walk) */
         pc_odbc_end(o, false);
+    }
     t[3] = pc_odbc_mono_s();
 out:
     if (rc == 0) {
@@ -84,11 +86,12 @@ out:
         pc_odbc_log(
             o, PC_LOG_INFO, "pcache: %s: saved %s: %llu rows in %.3f s (%.0f/s), generation %llu",
             o->target, name, (unsigned long long)r.rows, secs, r.rate, (unsigned long long)gen);
-        pc_odbc_log(o, PC_LOG_DEBUG,
-                    "pcache: %s: save of %s: generation row and DELETE %.3f s, %llu rows in %llu "
-                    "statements (with the walk) %.3f s, entry count %.3f s, commit %.3f s",
-                    o->target, name, t[0] - t0, (unsigned long long)r.rows,
-                    (unsigned long long)r.batches, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
+        pc_odbc_log(
+            o, PC_LOG_DEBUG,
+            "pcache: %s: save of %s: generation row and DELETE %.3f s, %llu rows in %llu "
+            "statements (with the walk) %.3f s, last batch and entry count %.3f s, commit %.3f s",
+            o->target, name, t[0] - t0, (unsigned long long)r.rows, (unsigned long long)r.batches,
+            t[1] - t[0], t[2] - t[1], t[3] - t[2]);
         if (result != NULL)
             *result = r;
     } else {

@@ -98,9 +98,21 @@ enum pc_odbc_shape {
     PC_ODBC_SHAPE_PACKED = 4
 };
 
+/* Whether a save executes its batches on a sender thread while the caller
+ * walks the collection and fills the next batch (two batches buffered
+ * instead of one; the thread lives only during the save, created after
+ * the first full batch and joined before the save returns). DEFAULT is
+ * where it was measured to help (docs/odbc.md §4). */
+enum pc_odbc_pipeline {
+    PC_ODBC_PIPELINE_DEFAULT = 0,
+    PC_ODBC_PIPELINE_ON = 1,
+    PC_ODBC_PIPELINE_OFF = 2
+};
+
 typedef struct pc_odbc_config {
     unsigned flags;      /* PC_ODBC_CREATE */
     int shape;           /* enum pc_odbc_shape */
+    int pipeline;        /* enum pc_odbc_pipeline */
     unsigned batch_rows; /* rows per insert batch / fetch block; 0 = the dialect's default */
     size_t batch_bytes;  /* key + value bytes buffered per batch; 0 = 4 MiB */
     pc_odbc_progress_fn progress; /* NULL = none */
@@ -110,7 +122,8 @@ typedef struct pc_odbc_config {
     int log_level;
 } pc_odbc_config;
 
-/* flags 0, batch_rows 0, batch_bytes 0, no progress, log NULL, PC_LOG_INFO. */
+/* flags 0, shape and pipeline DEFAULT, batch_rows 0, batch_bytes 0, no progress, log
+ * NULL, PC_LOG_INFO. */
 void pc_odbc_config_init(pc_odbc_config *cfg);
 
 /* 1 when where names an ODBC target: "odbc://DSN", "odbc:CONNSTR", or a

@@ -178,3 +178,16 @@ int odbc_env_sql(const char *connstr, const char *sql)
     SQLFreeHandle(SQL_HANDLE_ENV, env);
     return rc;
 }
+
+int odbc_env_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}

@@ -24,5 +24,8 @@ int odbc_env_sql(const char *connstr, const char *sql);
 const char *odbc_env_sqlite(void);
 const char *odbc_env_pg(void);
 const char *odbc_env_mariadb(void);
+/* Threads of this process (/proc/self/status), -1 when unknown: a save's
+ * sender thread is joined before the save returns, on every path. */
+int odbc_env_threads(void);
 
 #endif

@@ -201,36 +201,81 @@ static void t_roundtrip_mixed(void **state)
     pc_odbc_close(o);
 }
 
+/* An order-independent digest of a collection's rows in SQL (through
+ * pc_odbc_visit): two saves of the same entries must leave the same rows.
+ * Expiries enter as "has one" (a save computes them from its own clock). */
+struct digest {
+    uint64_t sum, mix, rows;
+};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int digest_row(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                      int64_t expires_ms, int is_counter)
+{
+    struct digest *d = ctx;
+    uint64_t h = fnv(0xcbf29ce484222325ull, &klen, sizeof klen);
+    h = fnv(fnv(h, key, klen), &vlen, sizeof vlen);
+    h = fnv(h, val, vlen);
+    unsigned char flags = (unsigned char)((expires_ms != 0) * 2 + (is_counter != 0));
+    h = fnv(h, &flags, 1);
+    d->sum += h;
+    d->mix ^= h * 0x9e3779b97f4a7c15ull;
+    d->rows++;
+    return 0;
+}
+
 /* Every statement shape on every driver with the variable-length binary
  * set, so a shape that is not the dialect's default is still known to
  * round-trip (libsqliteodbc's trap: its ARRAY is MULTI; PACKED is
- * PostgreSQL's, MULTI elsewhere). */
+ * PostgreSQL's, MULTI elsewhere); each with the pipeline on (batches of 97
+ * rows: about 20 hand-offs to the sender thread, the 64 KiB key and the
+ * 1 MiB value among them) and off, which must leave identical rows and no
+ * thread behind. */
 static void t_shapes(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
         skip();
     for (int shape = PC_ODBC_SHAPE_ROW; shape <= PC_ODBC_SHAPE_PACKED; shape++) {
-        pc_odbc_config cfg;
-        pc_odbc_config_init(&cfg);
-        cfg.shape = shape;
-        cfg.batch_rows = 97; /* batches that do not divide the row count */
-        pc_odbc *o = NULL;
-        assert_int_equal(pc_odbc_open(target, &cfg, &o, NULL, 0), 0);
-        pc_cache *c = mk_cache();
-        fill_mixed(c);
-        pc_odbc_result r, l;
-        assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r), 0);
-        assert_int_equal(r.rows, 2000 + 12);
-        pc_cache_destroy(c);
-        c = mk_cache();
-        assert_int_equal(pc_odbc_load(o, coll(c, "a"), &l), 0);
-        assert_int_equal(l.rows, 2000 + 12);
-        check_mixed(c);
-        printf("# %s: shape %d: %llu statements\n", pc_odbc_dialect_name(pc_odbc_dialect(o)), shape,
-               (unsigned long long)r.batches);
-        pc_cache_destroy(c);
-        pc_odbc_close(o);
+        struct digest dg[2];
+        for (int p = 0; p < 2; p++) {
+            pc_odbc_config cfg;
+            pc_odbc_config_init(&cfg);
+            cfg.shape = shape;
+            cfg.batch_rows = 97; /* batches that do not divide the row count */
+            cfg.pipeline = p == 0 ? PC_ODBC_PIPELINE_ON : PC_ODBC_PIPELINE_OFF;
+            pc_odbc *o = NULL;
+            assert_int_equal(pc_odbc_open(target, &cfg, &o, NULL, 0), 0);
+            pc_cache *c = mk_cache();
+            fill_mixed(c);
+            pc_odbc_result r, l;
+            int threads = odbc_env_threads();
+            assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r), 0);
+            assert_int_equal(odbc_env_threads(), threads);
+            assert_int_equal(r.rows, 2000 + 12);
+            pc_cache_destroy(c);
+            c = mk_cache();
+            assert_int_equal(pc_odbc_load(o, coll(c, "a"), &l), 0);
+            assert_int_equal(l.rows, 2000 + 12);
+            check_mixed(c);
+            uint64_t gen = 0;
+            memset(&dg[p], 0, sizeof dg[p]);
+            assert_int_equal(pc_odbc_visit(o, "a", 0, digest_row, &dg[p], &gen, NULL, 0, NULL), 0);
+            assert_int_equal(dg[p].rows, 2000 + 12);
+            printf("# %s: shape %d, pipeline %s: %llu statements\n",
+                   pc_odbc_dialect_name(pc_odbc_dialect(o)), shape, p == 0 ? "on" : "off",
+                   (unsigned long long)r.batches);
+            pc_cache_destroy(c);
+            pc_odbc_close(o);
+        }
+        assert_true(dg[0].sum == dg[1].sum && dg[0].mix == dg[1].mix);
     }
 }
 
@@ -365,6 +410,127 @@ static void t_constraint_rollback(void **state)
     assert_int_equal(pc_odbc_load(o, p, &l), 0);
     assert_int_equal(l.rows, 1000);
     for (unsigned i = 0; i < 1000; i++) {
+        int kl = snprintf(k, sizeof k, "old%u", i);
+        expect_bytes(p, k, (size_t)kl, "old", 3);
+    }
+    assert_int_equal(pc_probe(p, "new1", 4, NULL), PC_ENOTFOUND);
+    pc_cache_destroy(c);
+    pc_odbc_close(o);
+}
+
+/* The failure of a batch that the sender thread executes, in the middle
+ * of a pipelined save: a constraint refuses the key at walk position 2950
+ * of 5000 (batches of 100, so batch 30). The save returns the driver's
+ * SQLSTATE for that batch; the 29 batches before it were reported to the
+ * progress callback and none after it (the walk stopped); no thread is
+ * left; the previous rows and generation stand. */
+struct ord {
+    uint64_t key;
+    unsigned i;
+};
+static int ord_cmp(const void *a, const void *b)
+{
+    const struct ord *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+static int count_calls(void *ctx, const char *name, uint64_t done, uint64_t total)
+{
+    (void)name;
+    (void)done;
+    (void)total;
+    ++*(unsigned *)ctx;
+    return 0;
+}
+
+static void t_pipeline_failure(void **state)
+{
+    const char *target = *state;
+    if (target[0] == '\0')
+        skip();
+    pc_odbc *o = open_db(target, PC_ODBC_CREATE);
+    int d = pc_odbc_dialect(o);
+    pc_cache *c = mk_cache();
+    pc_coll *p = coll(c, "p1");
+    char k[32];
+    for (unsigned i = 0; i < 500; i++) {
+        int kl = snprintf(k, sizeof k, "old%u", i);
+        assert_int_equal(pc_set(p, k, (size_t)kl, "old", 3, 0, 0), 0);
+    }
+    pc_odbc_result r;
+    assert_int_equal(pc_odbc_save(o, p, &r), 0);
+    uint64_t gen = r.generation;
+    pc_odbc_close(o);
+    /* the new entries, and the one at walk position 2950 among them */
+    static struct ord ord[5000];
+    for (unsigned i = 0; i < 5000; i++) {
+        int kl = snprintf(k, sizeof k, "new%u", i);
+        assert_int_equal(pc_set(p, k, (size_t)kl, "new", 3, 0, 0), 0);
+        ord[i].key = pc_order_key(pc_hash(k, (size_t)kl));
+        ord[i].i = i;
+    }
+    assert_int_equal(pc_remove(p, "old0", 4), 0); /* the old rows go from the cache */
+    for (unsigned i = 1; i < 500; i++) {
+        int kl = snprintf(k, sizeof k, "old%u", i);
+        assert_int_equal(pc_remove(p, k, (size_t)kl), 0);
+    }
+    qsort(ord, 5000, sizeof *ord, ord_cmp);
+    int pl = snprintf(k, sizeof k, "new%u", ord[2950].i);
+    char hex[64] = "", add[300], drop[100];
+    for (int i = 0; i < pl; i++)
+        snprintf(hex + 2 * i, sizeof hex - 2 * (size_t)i, "%02x", (unsigned char)k[i]);
+    if (d == PC_ODBC_SQLITE)
+        snprintf(add, sizeof add,
+                 "CREATE TRIGGER pcache_pipefail BEFORE INSERT ON pcache_entries WHEN NEW.pkey = "
+                 "X'%s' BEGIN SELECT RAISE(ABORT, 'poisoned key'); END",
+                 hex);
+    else
+        snprintf(add, sizeof add,
+                 "ALTER TABLE pcache_entries ADD CONSTRAINT pcache_pipefail CHECK (pkey <> %s%s%s)",
+                 d == PC_ODBC_POSTGRESQL ? "'\\x" : "X'", hex,
+                 d == PC_ODBC_POSTGRESQL ? "'::bytea" : "'");
+    snprintf(drop, sizeof drop, "%s",
+             d == PC_ODBC_SQLITE ? "DROP TRIGGER pcache_pipefail"
+                                 : "ALTER TABLE pcache_entries DROP CONSTRAINT pcache_pipefail");
+    assert_int_equal(odbc_env_sql(target, add), 0);
+
+    pc_odbc_config cfg;
+    pc_odbc_config_init(&cfg);
+    cfg.pipeline = PC_ODBC_PIPELINE_ON;
+    cfg.batch_rows = 100;
+    unsigned calls = 0;
+    cfg.progress = count_calls;
+    cfg.progress_ctx = &calls;
+    assert_int_equal(pc_odbc_open(target, &cfg, &o, NULL, 0), 0);
+    int threads = odbc_env_threads();
+    int rc = pc_odbc_save(o, p, &r);
+    int threads_after = odbc_env_threads();
+    const char *msg = pc_odbc_errmsg(o);
+    printf("# %s: pipelined save failing in batch 30: %s\n", pc_odbc_dialect_name(d), msg);
+    assert_int_equal(odbc_env_sql(target, drop), 0);
+    assert_int_equal(rc, PC_EIO);
+    if (d == PC_ODBC_SQLITE)
+        assert_non_null(strstr(msg, "[HY000]") && strstr(msg, "(19)") ? msg : NULL);
+    else
+        assert_non_null(strstr(msg, "[23"));
+    assert_non_null(strstr(msg, "\"p1\""));
+    /* the failing batch is named: a statement failure, or (MariaDB's
+     * parameter arrays) the row of the batch that was not inserted */
+    assert_non_null(strstr(msg, "after 2900 rows") || strstr(msg, "row 2950 ") ? msg : NULL);
+    assert_null(strstr(msg, ODBC_TEST_PW));
+    assert_int_equal(calls, 29);
+    assert_int_equal(threads_after, threads);
+    uint64_t g = 0;
+    assert_int_equal(pc_odbc_generation(o, "p1", &g), 0);
+    assert_true(g == gen);
+    pc_odbc_close(o);
+    pc_cache_destroy(c);
+    o = open_db(target, 0);
+    c = mk_cache();
+    p = coll(c, "p1");
+    pc_odbc_result l;
+    assert_int_equal(pc_odbc_load(o, p, &l), 0);
+    assert_int_equal(l.rows, 500);
+    for (unsigned i = 0; i < 500; i++) {
         int kl = snprintf(k, sizeof k, "old%u", i);
         expect_bytes(p, k, (size_t)kl, "old", 3);
     }
@@ -634,6 +800,7 @@ static char t_sqlite[600], t_pg[600], t_my[600];
         cmocka_unit_test_prestate(t_roundtrip_100k, target),                                       \
         cmocka_unit_test_prestate(t_empty, target),                                                \
         cmocka_unit_test_prestate(t_constraint_rollback, target),                                  \
+        cmocka_unit_test_prestate(t_pipeline_failure, target),                                     \
         cmocka_unit_test_prestate(t_export_import, target),                                        \
         cmocka_unit_test_prestate(t_persist, target)
 

@@ -4,7 +4,9 @@
  *   - PostgreSQL stopped (immediate shutdown) in the middle of a save, and
  *     the connection killed in the middle of a save (PostgreSQL, MariaDB):
  *     the save fails and, after a reconnect, the previous rows and
- *     generation are all there;
+ *     generation are all there; with the pipeline on and off, no thread
+ *     left behind;
+ *   - the batch writer freed with a batch in flight on its sender thread;
  *   - a progress callback that aborts: rolled back, its value returned;
  *   - an export of a whole store failing on its second collection: the
  *     first one's SQL rows are untouched too (one transaction);
@@ -16,6 +18,7 @@
  * The tests run in the order listed: t_missing_tables needs the pcachero
  * database before t_readonly creates its tables.
  */
+#include "odbc_int.h" /* t_writer_freed_midbatch: the writer itself */
 #include "odbc_testenv.h"
 #include "pcache.h"
 #include "pcache_mgmt.h"
@@ -55,11 +58,13 @@ static pc_coll *coll(pc_cache *c, const char *n)
     return co;
 }
 
-static pc_odbc *open_with(const char *target, unsigned flags, pc_odbc_progress_fn fn, void *ctx)
+static pc_odbc *open_pipe(const char *target, unsigned flags, pc_odbc_progress_fn fn, void *ctx,
+                          int pipeline)
 {
     pc_odbc_config cfg;
     pc_odbc_config_init(&cfg);
     cfg.flags = flags;
+    cfg.pipeline = pipeline;
     cfg.progress = fn;
     cfg.progress_ctx = ctx;
     pc_odbc *o = NULL;
@@ -68,6 +73,11 @@ static pc_odbc *open_with(const char *target, unsigned flags, pc_odbc_progress_f
     if (rc != 0)
         fail_msg("pc_odbc_open(%s): %s: %s", target, pc_strerror(rc), err);
     return o;
+}
+
+static pc_odbc *open_with(const char *target, unsigned flags, pc_odbc_progress_fn fn, void *ctx)
+{
+    return open_pipe(target, flags, fn, ctx, PC_ODBC_PIPELINE_DEFAULT);
 }
 
 static void fill(pc_coll *co, const char *prefix, unsigned n)
@@ -122,7 +132,9 @@ static int inject(void *ctx, const char *name, uint64_t done, uint64_t total)
     return 0;
 }
 
-static void midsave(const char *target, const char *action, bool restart)
+/* Once with the pipeline on (the failing batch is executed by the sender
+ * thread) and once off. */
+static void midsave(const char *target, const char *action, bool restart, int pipeline)
 {
     pc_odbc *o = open_with(target, PC_ODBC_CREATE, NULL, NULL);
     pc_cache *c = mk_cache();
@@ -134,12 +146,15 @@ static void midsave(const char *target, const char *action, bool restart)
     pc_cache_destroy(c);
 
     struct injector in = {action, 3, 0};
-    o = open_with(target, 0, inject, &in);
+    o = open_pipe(target, 0, inject, &in, pipeline);
     c = mk_cache();
     fill(coll(c, "a"), "new", 50000);
+    int threads = odbc_env_threads();
     int rc = pc_odbc_save(o, coll(c, "a"), &r);
-    printf("# %s mid-save (%s): %s: %s\n", action, pc_odbc_dialect_name(pc_odbc_dialect(o)),
+    printf("# %s mid-save (%s, pipeline %s): %s: %s\n", action,
+           pc_odbc_dialect_name(pc_odbc_dialect(o)), pipeline == PC_ODBC_PIPELINE_ON ? "on" : "off",
            pc_strerror(rc), pc_odbc_errmsg(o));
+    assert_int_equal(odbc_env_threads(), threads);
     assert_true(in.calls >= 3);
     assert_int_equal(rc, PC_EIO);
     assert_non_null(strchr(pc_odbc_errmsg(o), '['));
@@ -154,13 +169,15 @@ static void midsave(const char *target, const char *action, bool restart)
 static void t_pg_stopped_midsave(void **state)
 {
     (void)state;
-    midsave(odbc_env_pg(), "pg_stop", true);
+    midsave(odbc_env_pg(), "pg_stop", true, PC_ODBC_PIPELINE_ON);
+    midsave(odbc_env_pg(), "pg_stop", true, PC_ODBC_PIPELINE_OFF);
 }
 
 static void t_pg_killed_midsave(void **state)
 {
     (void)state;
-    midsave(odbc_env_pg(), "pg_kill", false);
+    midsave(odbc_env_pg(), "pg_kill", false, PC_ODBC_PIPELINE_ON);
+    midsave(odbc_env_pg(), "pg_kill", false, PC_ODBC_PIPELINE_OFF);
 }
 
 static void t_my_killed_midsave(void **state)
@@ -168,7 +185,49 @@ static void t_my_killed_midsave(void **state)
     (void)state;
     if (!odbc_env_have_mariadb())
         skip();
-    midsave(odbc_env_mariadb(), "my_kill", false);
+    midsave(odbc_env_mariadb(), "my_kill", false, PC_ODBC_PIPELINE_ON);
+    midsave(odbc_env_mariadb(), "my_kill", false, PC_ODBC_PIPELINE_OFF);
+}
+
+/* White box (odbc_int.h): a writer freed with a batch in flight on the
+ * sender thread - the path of a save whose walk fails for a reason of its
+ * own - joins the thread before its statements go; the caller's rollback
+ * then leaves the previous rows, and the handle works on. */
+static void t_writer_freed_midbatch(void **state)
+{
+    (void)state;
+    const char *t = odbc_env_pg();
+    pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
+    pc_cache *c = mk_cache();
+    fill(coll(c, "c"), "old", 300);
+    pc_odbc_result r;
+    assert_int_equal(pc_odbc_save(o, coll(c, "c"), &r), 0);
+    pc_odbc_close(o);
+    for (int round = 0; round < 3; round++) {
+        o = open_pipe(t, 0, NULL, NULL, PC_ODBC_PIPELINE_ON);
+        int threads = odbc_env_threads();
+        assert_int_equal(pc_odbc_enter(o), 0);
+        assert_int_equal(pc_odbc_begin(o, false), 0);
+        pc_odbc_writer *w = NULL;
+        assert_int_equal(pc_odbc_writer_new(o, &w), 0);
+        assert_int_equal(pc_odbc_writer_begin(w, "c", 0), 0);
+        char k[32];
+        /* one full PACKED batch (5000 rows) handed to the sender, a few
+         * more rows in the other; round 2 frees while the first executes */
+        unsigned n = round == 0 ? 4999 : round == 1 ? 5003 : 10007;
+        for (unsigned i = 0; i < n; i++) {
+            int kl = snprintf(k, sizeof k, "new%u", i);
+            assert_int_equal(pc_odbc_writer_add(w, k, (size_t)kl, "v", 1, 0, false), 0);
+        }
+        if (round == 1)
+            pc_odbc_writer_stop(w); /* what save does on its error path */
+        pc_odbc_writer_free(w);
+        assert_int_equal(odbc_env_threads(), threads);
+        assert_int_equal(pc_odbc_end(o, false), 0);
+        pc_odbc_close(o);
+        expect_exactly(t, "c", "old", 300, r.generation);
+    }
+    pc_cache_destroy(c);
 }
 
 static int abort_at_2(void *ctx, const char *name, uint64_t done, uint64_t total)
@@ -189,9 +248,11 @@ static void t_progress_abort(void **state)
     pc_odbc_result r;
     assert_int_equal(pc_odbc_save(o, coll(c, "b"), &r), 0);
     pc_odbc_close(o);
-    o = open_with(t, 0, abort_at_2, NULL);
+    o = open_pipe(t, 0, abort_at_2, NULL, PC_ODBC_PIPELINE_ON);
     fill(coll(c, "b"), "new", 100);
+    int threads = odbc_env_threads();
     assert_int_equal(pc_odbc_save(o, coll(c, "b"), NULL), 42);
+    assert_int_equal(odbc_env_threads(), threads);
     pc_odbc_close(o);
     pc_cache_destroy(c);
     expect_exactly(t, "b", "old", 100, r.generation);
@@ -386,6 +447,7 @@ int main(void)
         cmocka_unit_test(t_pg_killed_midsave),
         cmocka_unit_test(t_my_killed_midsave),
         cmocka_unit_test(t_pg_stopped_midsave),
+        cmocka_unit_test(t_writer_freed_midbatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) == 0 ? 0 : 1;
 }

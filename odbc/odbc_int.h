@@ -6,6 +6,8 @@
  *                  dialect detection, DDL
  *   odbc_write.c   the batch writer: one transaction that replaces a
  *                  collection's rows (save and export share it)
+ *   odbc_shapes.c  its INSERT shapes per dialect: prepare, lay out and
+ *                  execute a batch (odbc_write_int.h)
  *   odbc_pipe.c    the sender thread that executes the writer's batches
  *                  while the caller fills the next one
  *   odbc_save.c    pc_odbc_save / pc_odbc_load / pc_odbc_generation

@@ -116,7 +116,9 @@ static void child_init(void)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
-static pc_cache *new_cache(const char *colls, size_t mem_mb)
+/* growth_load_factor and growth_budget: 0 keeps the default. */
+static pc_cache *new_cache_grow(const char *colls, size_t mem_mb, unsigned load_factor,
+                                unsigned budget)
 {
     pc_config cfg;
     pc_config_init(&cfg);
@@ -124,9 +126,18 @@ static pc_cache *new_cache(const char *colls, size_t mem_mb)
     cfg.mem_mb = mem_mb;
     cfg.hugepage_mb = 0;
     cfg.lock_memory = 0;
+    if (load_factor != 0)
+        cfg.growth_load_factor = load_factor;
+    if (budget != 0)
+        cfg.growth_budget = budget;
     pc_cache *c = NULL;
     assert_int_equal(pc_cache_create(&cfg, &c), 0);
     return c;
+}
+
+static pc_cache *new_cache(const char *colls, size_t mem_mb)
+{
+    return new_cache_grow(colls, mem_mb, 0, 0);
 }
 
 static pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
@@ -727,14 +738,13 @@ static void test_roundtrip_always(void **state)
 
 #define NKEYS 300
 
-/* One random operation on one of NKEYS keys; TTLs long enough that nothing
- * lapses during the test. */
-static void random_op(pc_coll *co, unsigned id, unsigned n)
+/* Operation x (its bits pick the operation and its arguments) of writer id
+ * on key k with TTL ttl (0 = none): a set, pc_add, pc_set_counter, a
+ * delete, pc_expire or a KEEPTTL/XX/NX set. */
+static void apply_op(pc_coll *co, unsigned id, unsigned n, uint64_t x, const char *k, size_t kl,
+                     int64_t ttl)
 {
-    char k[32], v[400];
-    uint64_t x = rnd();
-    int kl = snprintf(k, sizeof k, "key-%u", (unsigned)(x % NKEYS));
-    int64_t ttl = (x >> 20) % 3 == 0 ? 0 : 3600000 + (int64_t)((x >> 24) % 100000);
+    char v[400];
     unsigned what = (unsigned)((x >> 40) % 100);
     int rc;
     if (what < 40) {
@@ -744,25 +754,25 @@ static void random_op(pc_coll *co, unsigned id, unsigned n)
                           "................................................................"
                           "................................................................"
                           "............................................................");
-        rc = pc_set(co, k, (size_t)kl, v, (size_t)vl, ttl, 0);
+        rc = pc_set(co, k, kl, v, (size_t)vl, ttl, 0);
     } else if (what < 55) {
-        rc = pc_add(co, k, (size_t)kl, (int64_t)(x % 1000) - 500, (x & 1) ? ttl : 0, NULL);
+        rc = pc_add(co, k, kl, (int64_t)(x % 1000) - 500, (x & 1) ? ttl : 0, NULL);
         if (rc == PC_ENOTNUM)
             rc = 0;
     } else if (what < 65) {
-        rc = pc_set_counter(co, k, (size_t)kl, (int64_t)(x >> 8), ttl);
+        rc = pc_set_counter(co, k, kl, (int64_t)(x >> 8), ttl);
     } else if (what < 80) {
-        rc = pc_remove(co, k, (size_t)kl);
+        rc = pc_remove(co, k, kl);
         if (rc == PC_ENOTFOUND)
             rc = 0;
     } else if (what < 90) {
-        rc = pc_expire(co, k, (size_t)kl, (x & 2) ? 0 : ttl);
+        rc = pc_expire(co, k, kl, (x & 2) ? 0 : ttl);
         if (rc == PC_ENOTFOUND)
             rc = 0;
     } else {
         unsigned fl = what < 94 ? PC_SET_KEEPTTL : what < 97 ? PC_SET_XX : PC_SET_NX;
         int vl = snprintf(v, sizeof v, "f%u-%u", id, n);
-        rc = pc_set(co, k, (size_t)kl, v, (size_t)vl, ttl, fl);
+        rc = pc_set(co, k, kl, v, (size_t)vl, ttl, fl);
         if (rc == PC_EEXIST || rc == PC_ENOTFOUND)
             rc = 0;
     }
@@ -772,9 +782,23 @@ static void random_op(pc_coll *co, unsigned id, unsigned n)
     }
 }
 
-/* Forks nw writers doing ops operations each (ticking the journal every
- * 256); they flush and exit. Returns after all exited cleanly. */
-static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, pid_t *pids)
+/* One random operation on one of NKEYS keys; TTLs long enough that nothing
+ * lapses during the test. */
+static void random_op(pc_coll *co, unsigned id, unsigned n)
+{
+    char k[32];
+    uint64_t x = rnd();
+    int kl = snprintf(k, sizeof k, "key-%u", (unsigned)(x % NKEYS));
+    int64_t ttl = (x >> 20) % 3 == 0 ? 0 : 3600000 + (int64_t)((x >> 24) % 100000);
+    apply_op(co, id, n, x, k, (size_t)kl, ttl);
+}
+
+typedef void (*op_fn)(pc_coll *co, unsigned id, unsigned n);
+
+/* Forks nw writers doing ops operations op each (ticking the journal every
+ * 256); they flush and exit. */
+static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, op_fn op,
+                        pid_t *pids)
 {
     for (unsigned w = 0; w < nw; w++) {
         pid_t p = fork();
@@ -783,7 +807,7 @@ static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, p
             child_init();
             rng_state = 0x1234567ull * (w + 1) + (uint64_t)getpid();
             for (unsigned n = 0; n < ops; n++) {
-                random_op(co, w, n);
+                op(co, w, n);
                 if ((n & 255) == 0)
                     (void)pc_journal_tick(j, (w & 1) ? PC_JOURNAL_TICK_SYNC : 0);
             }
@@ -793,14 +817,32 @@ static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, p
     }
 }
 
-static void wait_writers(unsigned nw, const pid_t *pids)
+/* Reaps the writers that exited (their pids become 0), asserting a clean
+ * exit; options 0 waits for all, WNOHANG takes those already done. Returns
+ * how many still run. */
+static unsigned reap_writers(unsigned nw, pid_t *pids, int options)
 {
+    unsigned running = 0;
     for (unsigned w = 0; w < nw; w++) {
+        if (pids[w] == 0)
+            continue;
         int st = 0;
-        assert_int_equal(waitpid(pids[w], &st, 0), pids[w]);
+        pid_t got = waitpid(pids[w], &st, options);
+        assert_true(got == pids[w] || (got == 0 && options == WNOHANG));
+        if (got == 0) {
+            running++;
+            continue;
+        }
         assert_true(WIFEXITED(st));
         assert_int_equal(WEXITSTATUS(st), 0);
+        pids[w] = 0;
     }
+    return running;
+}
+
+static void wait_writers(unsigned nw, pid_t *pids)
+{
+    assert_int_equal(reap_writers(nw, pids, 0), 0);
 }
 
 static void test_multiproc_replay(void **state)
@@ -814,7 +856,7 @@ static void test_multiproc_replay(void **state)
     for (int i = 0; i < 50; i++) /* the parent writes too, before and after */
         random_op(ca, 99, (unsigned)i);
     pid_t pids[4];
-    run_writers(ja, ca, 4, 20000, pids);
+    run_writers(ja, ca, 4, 20000, random_op, pids);
     wait_writers(4, pids);
     for (int i = 0; i < 50; i++)
         random_op(ca, 99, (unsigned)(1000 + i));
@@ -916,7 +958,7 @@ static void test_save_while_writing(void **state)
     memset(&s, 0, sizeof s);
     fake_save(ja, ca, &s); /* a first snapshot before the writers */
     pid_t pids[3];
-    run_writers(ja, ca, 3, 60000, pids);
+    run_writers(ja, ca, 3, 60000, random_op, pids);
     /* saves while they write; the last one is the snapshot that counts */
     for (int i = 0; i < 4; i++) {
         usleep(20 * 1000);
@@ -1083,7 +1125,7 @@ static void test_store_save_restore(void **state)
     assert_int_equal(pc_journal_save(ja, s, ca, NULL, &retired), 0);
     total_retired += retired;
     pid_t pids[3];
-    run_writers(ja, ca, 3, 50000, pids);
+    run_writers(ja, ca, 3, 50000, random_op, pids);
     for (int i = 0; i < 3; i++) { /* saves while they write */
         usleep(30 * 1000);
         pc_store_save_result sr;

@@ -38,9 +38,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1161,6 +1164,220 @@ static void test_store_save_restore(void **state)
     pc_store_close(s);
 }
 
+/* ---- saves and rotations while the table grows ------------------------------------
+ * The stamps that order a key's writes (§5.4) and the rotation record's read
+ * of the table (§5.3) must hold while buckets split under them: a split
+ * hands the old bucket's version to the new one, and a drain moves a key
+ * from its chain into its bucket inside a version bracket. Each round
+ * starts a journaled collection of 16 buckets (load factor 1, one split and
+ * one drain per pc_maintain) whose keyspace widens as the writers go, so a
+ * forked maintenance process (pc_maintain with the sweep, and
+ * pc_journal_sync_all: its drainer thread writes the rings) splits and
+ * drains throughout. Three writers set, retype, delete, re-set and re-arm
+ * overlapping keys, one in sixteen "hot" (the hash's low 8 bits fixed: they
+ * crowd into one bucket and its chains), with no TTL, an hour, or 20-119 ms
+ * (lapsing and swept during the run); the parent saves with
+ * pc_journal_save in a loop while they run. Restart: pc_journal_restore
+ * (the last snapshot through the filter + the journal) into a fresh cache
+ * must equal the live table once the short TTLs have lapsed: every key
+ * present in one is present in the other with the same value and counter
+ * type (TTL within 2 s), nothing else. PCACHE_RACE_SECONDS lengthens the
+ * run (default 2 s: as many rounds as fit, at least 2). */
+#define GROW_KEYS 3000u
+#define GROW_WRITERS 3u
+#define GROW_OPS 20000u
+#define GROW_HOT 0x5au
+
+struct grow_key {
+    char k[24];
+    size_t kl;
+};
+static struct grow_key grow_keys[GROW_KEYS];
+
+/* The maintenance process's report and the writers' progress, in shared
+ * memory. */
+struct grow_sh {
+    _Atomic int stop, rc;
+    _Atomic uint64_t calls, splits, drained, reaped;
+    _Atomic uint64_t ops; /* grow_op calls of the writers */
+};
+static struct grow_sh *grow_shared;
+
+/* "g<i>", a hot one (every 16th) with the smallest ".<nonce>" that puts
+ * the hash's low 8 bits on GROW_HOT. */
+static void grow_keys_make(void)
+{
+    for (unsigned i = 0; i < GROW_KEYS; i++) {
+        struct grow_key *gk = &grow_keys[i];
+        size_t n = (size_t)snprintf(gk->k, sizeof gk->k, "g%05u", i);
+        gk->kl = n;
+        for (unsigned nonce = 0; i % 16 == 0; nonce++) {
+            gk->kl = n + (size_t)snprintf(gk->k + n, sizeof gk->k - n, ".%u", nonce);
+            if ((pc_hash(gk->k, gk->kl) & 0xffu) == GROW_HOT)
+                break;
+        }
+    }
+}
+
+/* A random operation on a key of a window that widens from 64 keys to all
+ * of them over a writer's operations (the table grows all along); a third of the writes without
+ * TTL, half with an hour, a sixth with 20-119 ms. */
+static void grow_op(pc_coll *co, unsigned id, unsigned n)
+{
+    uint64_t x = rnd();
+    uint64_t window = 64 + (uint64_t)n * GROW_KEYS / GROW_OPS;
+    const struct grow_key *gk = &grow_keys[x % (window < GROW_KEYS ? window : GROW_KEYS)];
+    unsigned t = (unsigned)((x >> 20) % 6);
+    int64_t ttl = t < 2   ? 0
+                  : t < 5 ? 3600000 + (int64_t)((x >> 24) % 100000)
+                          : 20 + (int64_t)((x >> 24) % 100);
+    apply_op(co, id, n, x, gk->k, gk->kl, ttl);
+    atomic_fetch_add_explicit(&grow_shared->ops, 1, memory_order_relaxed);
+}
+
+/* The maintenance process: pc_maintain (grow, drain, sweep) in a loop and
+ * pc_journal_sync_all every 100 ms (its first call starts the drainer). */
+static pid_t start_maintainer(pc_cache *c, pc_journal *j, struct grow_sh *sh)
+{
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p != 0)
+        return p;
+    child_init();
+    int64_t next_sync = 0;
+    while (!atomic_load(&sh->stop)) {
+        pc_maint_report r;
+        int rc = pc_maintain(c, PC_MAINT_ALL, &r);
+        if (rc == 0 && pc_jcoarse_ms() >= next_sync) {
+            rc = pc_journal_sync_all(j);
+            next_sync = pc_jcoarse_ms() + 100;
+        }
+        if (rc != 0) {
+            atomic_store(&sh->rc, rc);
+            _exit(2);
+        }
+        atomic_fetch_add(&sh->calls, 1);
+        atomic_fetch_add(&sh->splits, r.splits);
+        atomic_fetch_add(&sh->drained, r.drained);
+        atomic_fetch_add(&sh->reaped, r.reaped);
+        if (r.splits == 0 && r.drained == 0)
+            sched_yield();
+    }
+    pc_journal_close(j);
+    _exit(0);
+}
+
+struct grow_totals {
+    unsigned saves, overlapped; /* saves, and those during which buckets split */
+    unsigned last_overlapped;   /* rounds whose last save (the restart's) did */
+    uint64_t buckets, snap_skipped, records;
+};
+
+/* One round in a fresh store directory: grow while writing and saving, then
+ * restart and compare. */
+static void grow_round(struct grow_sh *sh, struct grow_totals *t)
+{
+    pc_store *s = open_store();
+    uint64_t boot1 = 0, boot2 = 0;
+    assert_int_equal(pc_store_next_boot_gen(s, &boot1), 0);
+    pc_cache *a = new_cache_grow("default=4", 64, 1, 1);
+    pc_journal *ja = new_journal(a, boot1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    memset(sh, 0, sizeof *sh);
+    for (unsigned i = 0; i < 200; i++)
+        grow_op(ca, 99, i);
+    assert_int_equal(pc_journal_save(ja, s, ca, NULL, NULL), 0); /* on the small table */
+    atomic_store(&sh->ops, 0);
+    pid_t maint = start_maintainer(a, ja, sh);
+    pid_t pids[GROW_WRITERS];
+    run_writers(ja, ca, GROW_WRITERS, GROW_OPS, grow_op, pids);
+    /* saves until 4/5 of the writes are done: the last one leaves a fifth
+     * of them to the journal alone */
+    bool split = false;
+    do {
+        uint64_t sp0 = atomic_load(&sh->splits);
+        assert_int_equal(pc_journal_save(ja, s, ca, NULL, NULL), 0);
+        split = atomic_load(&sh->splits) > sp0;
+        t->saves++;
+        t->overlapped += split;
+    } while (atomic_load(&sh->ops) < GROW_WRITERS * GROW_OPS * 4 / 5 &&
+             reap_writers(GROW_WRITERS, pids, WNOHANG) > 0);
+    t->last_overlapped += split;
+    wait_writers(GROW_WRITERS, pids);
+    atomic_store(&sh->stop, 1);
+    int st = 0;
+    assert_int_equal(waitpid(maint, &st, 0), maint);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("maintainer status %#x: %s", st, pc_strerror(atomic_load(&sh->rc)));
+    assert_int_equal(pc_journal_flush(ja, 1), 0);
+    pc_coll_stats cs;
+    assert_int_equal(pc_coll_stats_get(ca, &cs), 0);
+    t->buckets = cs.buckets;
+    usleep(150 * 1000); /* the short TTLs lapse */
+
+    assert_int_equal(pc_store_next_boot_gen(s, &boot2), 0);
+    pc_cache *b = new_cache("default=12", 64);
+    pc_journal *jb = new_journal(b, boot2);
+    pc_coll *cb = coll_of(b, "default");
+    pc_journal_restore_result rr;
+    assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
+    assert_int_equal(rr.snapshot, 1);
+    assert_int_equal(rr.load_rc, 0);
+    assert_int_equal(rr.replay.bad_records + rr.replay.torn_tails + rr.replay.errors, 0);
+    assert_true(rr.replay.snap_skipped > 0); /* the journal superseded snapshot records */
+    t->snap_skipped += rr.replay.snap_skipped;
+    t->records += rr.replay.records;
+    assert_same_table(ca, cb);
+    pc_journal_close(jb);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache_destroy(b);
+    pc_store_close(s);
+}
+
+static int64_t race_ms(void)
+{
+    const char *e = getenv("PCACHE_RACE_SECONDS");
+    long sec = e != NULL ? strtol(e, NULL, 10) : 0;
+    return (sec > 0 ? sec : 2) * 1000;
+}
+
+static void test_save_while_growing(void **state)
+{
+    (void)state;
+    grow_keys_make();
+    struct grow_sh *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(sh != MAP_FAILED);
+    grow_shared = sh;
+    struct grow_totals t;
+    memset(&t, 0, sizeof t);
+    unsigned rounds = 0;
+    uint64_t splits = 0, drained = 0, reaped = 0;
+    for (int64_t end = pc_jcoarse_ms() + race_ms(); pc_jcoarse_ms() < end || rounds < 2; rounds++) {
+        if (rounds > 0) { /* a fresh store per round */
+            teardown_dir(NULL);
+            setup_dir(NULL);
+        }
+        grow_round(sh, &t);
+        splits += atomic_load(&sh->splits);
+        drained += atomic_load(&sh->drained);
+        reaped += atomic_load(&sh->reaped);
+    }
+    print_message("[growing] %u rounds, %u saves (%u while buckets split, %u of them a round's "
+                  "last); maintainer: %" PRIu64 " splits, %" PRIu64 " drained, %" PRIu64
+                  " reaped; %" PRIu64 " buckets at the end of the last round; restore: %" PRIu64
+                  " records, %" PRIu64 " snapshot records superseded\n",
+                  rounds, t.saves, t.overlapped, t.last_overlapped, splits, drained, reaped,
+                  t.buckets, t.records, t.snap_skipped);
+    grow_shared = NULL;
+    munmap(sh, sizeof *sh);
+    assert_true(t.overlapped >= 2 * rounds && t.last_overlapped > 0 && t.buckets >= 256);
+    assert_true(drained > 0 && reaped > 0);
+}
+
 /* No snapshot yet: the restore replays every segment. */
 static void test_store_restore_without_snapshot(void **state)
 {
@@ -2015,6 +2232,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_multiproc_replay, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_save_while_writing, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_store_save_restore, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_save_while_growing, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_store_restore_without_snapshot, setup_dir,
                                         teardown_dir),
         cmocka_unit_test_setup_teardown(test_regress_stale_set_across_save, setup_dir,

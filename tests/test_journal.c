@@ -1173,17 +1173,26 @@ static void test_store_save_restore(void **state)
  * one drain per pc_maintain) whose keyspace widens as the writers go, so a
  * forked maintenance process (pc_maintain with the sweep, and
  * pc_journal_sync_all: its drainer thread writes the rings) splits and
- * drains throughout. Three writers set, retype, delete, re-set and re-arm
- * overlapping keys, one in sixteen "hot" (the hash's low 8 bits fixed: they
- * crowd into one bucket and its chains), with no TTL, an hour, or 20-119 ms
- * (lapsing and swept during the run); the parent saves with
- * pc_journal_save in a loop while they run. Restart: pc_journal_restore
- * (the last snapshot through the filter + the journal) into a fresh cache
- * must equal the live table once the short TTLs have lapsed: every key
- * present in one is present in the other with the same value and counter
- * type (TTL within 2 s), nothing else. PCACHE_RACE_SECONDS lengthens the
- * run (default 2 s: as many rounds as fit, at least 2). */
-#define GROW_KEYS 3000u
+ * drains throughout. Before them the parent stores stable keys that nobody
+ * writes again (strings, counters, some with an hour's TTL: only the
+ * snapshots hold them once the first save retired their records). Three
+ * writers set, retype, delete, re-set and re-arm overlapping keys, with no
+ * TTL, an hour, or 20-119 ms (lapsing and swept during the run); one key in
+ * sixteen is "hot" (the hash's low 8 bits fixed: they crowd into one
+ * bucket and its chains). The parent saves with pc_journal_save in a loop
+ * while they run: only one (taken while the maintainer splits the table
+ * from 16 buckets toward the stable keys), or until 1/5, 2/5, 3/5 or 4/5 of
+ * their writes, by round: the restart's snapshot is taken at a different
+ * stage of the growth each round, the writes after it are in the journal
+ * only. Restart:
+ * pc_journal_restore (the last snapshot through the filter + the journal)
+ * into a fresh cache must equal the live table once the short TTLs have
+ * lapsed: every key present in one is present in the other with the same
+ * value and counter type (TTL within 2 s), nothing else.
+ * PCACHE_RACE_SECONDS lengthens the run (default 2 s: as many rounds as
+ * fit, at least 2). */
+#define GROW_KEYS 3000u  /* the writers' */
+#define GROW_STABLE 600u /* after them in grow_keys: written once, by the parent */
 #define GROW_WRITERS 3u
 #define GROW_OPS 20000u
 #define GROW_HOT 0x5au
@@ -1192,7 +1201,7 @@ struct grow_key {
     char k[24];
     size_t kl;
 };
-static struct grow_key grow_keys[GROW_KEYS];
+static struct grow_key grow_keys[GROW_KEYS + GROW_STABLE];
 
 /* The maintenance process's report and the writers' progress, in shared
  * memory. */
@@ -1203,13 +1212,13 @@ struct grow_sh {
 };
 static struct grow_sh *grow_shared;
 
-/* "g<i>", a hot one (every 16th) with the smallest ".<nonce>" that puts
- * the hash's low 8 bits on GROW_HOT. */
+/* "g<i>" (the writers'), "s<i>" (stable), a hot one (every 16th) with the
+ * smallest ".<nonce>" that puts the hash's low 8 bits on GROW_HOT. */
 static void grow_keys_make(void)
 {
-    for (unsigned i = 0; i < GROW_KEYS; i++) {
+    for (unsigned i = 0; i < GROW_KEYS + GROW_STABLE; i++) {
         struct grow_key *gk = &grow_keys[i];
-        size_t n = (size_t)snprintf(gk->k, sizeof gk->k, "g%05u", i);
+        size_t n = (size_t)snprintf(gk->k, sizeof gk->k, "%c%05u", i < GROW_KEYS ? 'g' : 's', i);
         gk->kl = n;
         for (unsigned nonce = 0; i % 16 == 0; nonce++) {
             gk->kl = n + (size_t)snprintf(gk->k + n, sizeof gk->k - n, ".%u", nonce);
@@ -1273,9 +1282,26 @@ struct grow_totals {
     uint64_t buckets, snap_skipped, records;
 };
 
-/* One round in a fresh store directory: grow while writing and saving, then
- * restart and compare. */
-static void grow_round(struct grow_sh *sh, struct grow_totals *t)
+/* Stable key i: a counter (every 3rd) or a string of 1..700 bytes, with
+ * an hour's TTL every 7th. */
+static void grow_stable_set(pc_coll *co, unsigned i)
+{
+    const struct grow_key *gk = &grow_keys[GROW_KEYS + i];
+    int64_t ttl = i % 7 == 0 ? 3600000 : 0;
+    if (i % 3 == 0) {
+        assert_int_equal(pc_set_counter(co, gk->k, gk->kl, (int64_t)i * -7919, ttl), 0);
+        return;
+    }
+    unsigned char v[700];
+    size_t vl = 1 + (size_t)(i * 131u) % sizeof v;
+    for (size_t b = 0; b < vl; b++)
+        v[b] = (unsigned char)(i * 31u + b);
+    assert_int_equal(pc_set(co, gk->k, gk->kl, v, vl, ttl, 0), 0);
+}
+
+/* One round in a fresh store directory: grow while writing and saving
+ * until fifths/5 of the writes (0: one save), then restart and compare. */
+static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *t)
 {
     pc_store *s = open_store();
     uint64_t boot1 = 0, boot2 = 0;
@@ -1286,15 +1312,21 @@ static void grow_round(struct grow_sh *sh, struct grow_totals *t)
     assert_int_equal(pc_journal_install(ja), 0);
     assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
     memset(sh, 0, sizeof *sh);
+    for (unsigned i = 0; i < GROW_STABLE; i++)
+        grow_stable_set(ca, i);
     for (unsigned i = 0; i < 200; i++)
         grow_op(ca, 99, i);
     assert_int_equal(pc_journal_save(ja, s, ca, NULL, NULL), 0); /* on the small table */
     atomic_store(&sh->ops, 0);
     pid_t maint = start_maintainer(a, ja, sh);
+    for (int64_t t0 = pc_jcoarse_ms(); atomic_load(&sh->calls) == 0;) { /* it splits */
+        assert_true(pc_jcoarse_ms() < t0 + 10000);
+        usleep(100);
+    }
     pid_t pids[GROW_WRITERS];
     run_writers(ja, ca, GROW_WRITERS, GROW_OPS, grow_op, pids);
-    /* saves until 4/5 of the writes are done: the last one leaves a fifth
-     * of them to the journal alone */
+    /* saves until fifths/5 of the writes are done: the last one leaves the
+     * rest to the journal alone */
     bool split = false;
     do {
         uint64_t sp0 = atomic_load(&sh->splits);
@@ -1302,7 +1334,7 @@ static void grow_round(struct grow_sh *sh, struct grow_totals *t)
         split = atomic_load(&sh->splits) > sp0;
         t->saves++;
         t->overlapped += split;
-    } while (atomic_load(&sh->ops) < GROW_WRITERS * GROW_OPS * 4 / 5 &&
+    } while (atomic_load(&sh->ops) < GROW_WRITERS * GROW_OPS / 5 * fifths &&
              reap_writers(GROW_WRITERS, pids, WNOHANG) > 0);
     t->last_overlapped += split;
     wait_writers(GROW_WRITERS, pids);
@@ -1361,7 +1393,7 @@ static void test_save_while_growing(void **state)
             teardown_dir(NULL);
             setup_dir(NULL);
         }
-        grow_round(sh, &t);
+        grow_round(sh, rounds % 5, &t);
         splits += atomic_load(&sh->splits);
         drained += atomic_load(&sh->drained);
         reaped += atomic_load(&sh->reaped);
@@ -1374,7 +1406,7 @@ static void test_save_while_growing(void **state)
                   t.buckets, t.records, t.snap_skipped);
     grow_shared = NULL;
     munmap(sh, sizeof *sh);
-    assert_true(t.overlapped >= 2 * rounds && t.last_overlapped > 0 && t.buckets >= 256);
+    assert_true(t.overlapped >= 2 && t.last_overlapped > 0 && t.buckets >= 256);
     assert_true(drained > 0 && reaped > 0);
 }
 

@@ -15,6 +15,9 @@
  *  - saves while writers run (begin_save, an ordered walk copied into
  *    memory as the snapshot, retire): snapshot + journal == the live table;
  *    the same with the real store (pc_journal_save / pc_journal_restore);
+ *  - the same while the table grows: a 16-bucket collection split, drained
+ *    and swept by a forked maintainer under writers, saves and rotations,
+ *    with stable keys, hot keys in chains and short TTLs;
  *  - the snapshot filter's decisions (journal later, snapshot later, a
  *    later EXPIRE that re-arms or removes a snapshot record, deletes, boot
  *    generations);

@@ -1391,7 +1391,8 @@ static void test_save_while_growing(void **state)
     memset(&t, 0, sizeof t);
     unsigned rounds = 0;
     uint64_t splits = 0, drained = 0, reaped = 0;
-    for (int64_t end = pc_jcoarse_ms() + race_ms(); pc_jcoarse_ms() < end || rounds < 2; rounds++) {
+    const int64_t t0 = pc_jcoarse_ms();
+    for (int64_t end = t0 + race_ms(); pc_jcoarse_ms() < end || rounds < 2; rounds++) {
         if (rounds > 0) { /* a fresh store per round */
             teardown_dir(NULL);
             setup_dir(NULL);
@@ -1401,12 +1402,13 @@ static void test_save_while_growing(void **state)
         drained += atomic_load(&sh->drained);
         reaped += atomic_load(&sh->reaped);
     }
-    print_message("[growing] %u rounds, %u saves (%u while buckets split, %u of them a round's "
-                  "last); maintainer: %" PRIu64 " splits, %" PRIu64 " drained, %" PRIu64
-                  " reaped; %" PRIu64 " buckets at the end of the last round; restore: %" PRIu64
-                  " records, %" PRIu64 " snapshot records superseded\n",
-                  rounds, t.saves, t.overlapped, t.last_overlapped, splits, drained, reaped,
-                  t.buckets, t.records, t.snap_skipped);
+    print_message(
+        "[growing] %.1f s: %u rounds, %u saves (%u while buckets split, %u of them a round's "
+        "last); maintainer: %" PRIu64 " splits, %" PRIu64 " drained, %" PRIu64 " reaped; %" PRIu64
+        " buckets at the end of the last round; restore: %" PRIu64 " records, %" PRIu64
+        " snapshot records superseded\n",
+        (double)(pc_jcoarse_ms() - t0) / 1000, rounds, t.saves, t.overlapped, t.last_overlapped,
+        splits, drained, reaped, t.buckets, t.records, t.snap_skipped);
     grow_shared = NULL;
     munmap(sh, sizeof *sh);
     assert_true(t.overlapped >= 2 && t.last_overlapped > 0 && t.buckets >= 256);

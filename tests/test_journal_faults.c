@@ -1,0 +1,637 @@
+/*
+ * test_journal_faults.c - the write-ahead journal (storage/journal*.c,
+ * docs/journal-format.md) when things go wrong on disk or in a process,
+ * and its segments' and rings' life cycle. The format and replays are in
+ * test_journal.c, races with saves in test_journal_race.c. Shared
+ * fixtures: journal_testlib.h.
+ *
+ *  - a torn tail is cut with a log line naming segment and offset; a
+ *    corrupt record in the middle is named (offset, key) and skipped; a bad
+ *    segment header is skipped; an I/O error (RLIMIT_FSIZE) is PC_EIO and
+ *    leaves the segment cut at a whole record;
+ *  - a child drops its parent's buffered records after fork; retire
+ *    removes exactly the older epochs of one collection;
+ *  - the rings (journal_ring.c): many laps of the smallest ring with the
+ *    drainer running; more writers than ring slots (the one without a slot
+ *    writes through and loses nothing to SIGKILL); a consumer killed while
+ *    it holds a ring's lock (the robust lock passes on, nothing lost or
+ *    doubled).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h> /* after the four headers it needs */
+
+#include "journal_testlib.h"
+#include "pc_journal.h"
+#include "pcache.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- segment files ---------------------------------------------------------- */
+
+static void seg_path(const char *name, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/journal/%s", tmpdir, name);
+    assert_true(n > 0 && (size_t)n < cap);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    return sb.st_size;
+}
+
+/* ---- torn tails, corrupt records, bad headers, I/O errors ------------------------- */
+
+/* Writes n records "k<i>" = "value-<i>" through the engine (always) and
+ * returns the segment's path and each record's offset. */
+static void write_records(unsigned n, char *path, size_t cap, uint64_t *offs)
+{
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    uint64_t off = PC_JSEG_HDR_SIZE;
+    for (unsigned i = 0; i < n; i++) {
+        char k[16], v[32];
+        int kl = snprintf(k, sizeof k, "k%u", i), vl = snprintf(v, sizeof v, "value-%u", i);
+        assert_int_equal(pc_set(ca, k, (size_t)kl, v, (size_t)vl, 0, 0), 0);
+        offs[i] = off;
+        off += pc_jrec_size((size_t)kl, (size_t)vl);
+    }
+    offs[n] = off;
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    char names[4][256];
+    assert_int_equal(list_segments(NULL, names, 4), 1);
+    seg_path(names[0], path, cap);
+    assert_int_equal(file_size(path), (off_t)off);
+}
+
+static pc_journal_replay_stats replay_fresh(unsigned flags, pc_cache **bout)
+{
+    pc_cache *b = new_cache("default", 16);
+    pc_journal *jb = new_journal(b, 2);
+    pc_journal_replay *rp = NULL;
+    log_reset();
+    assert_int_equal(pc_journal_replay_open(jb, coll_of(b, "default"), 0, flags, &rp), 0);
+    assert_int_equal(pc_journal_replay_apply(rp), 0);
+    pc_journal_replay_stats st;
+    pc_journal_replay_stats_get(rp, &st);
+    pc_journal_replay_close(rp);
+    pc_journal_close(jb);
+    *bout = b;
+    return st;
+}
+
+static void assert_keys(pc_cache *b, unsigned from, unsigned to, int present)
+{
+    for (unsigned i = from; i < to; i++) {
+        char k[16], v[32];
+        int kl = snprintf(k, sizeof k, "k%u", i), vl = snprintf(v, sizeof v, "value-%u", i);
+        char got[64];
+        size_t gl = 0, need = 0;
+        int rc =
+            pc_get_buf(coll_of(b, "default"), k, (size_t)kl, got, sizeof got, &gl, &need, NULL);
+        if (present) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(gl, (size_t)vl);
+            assert_memory_equal(got, v, gl);
+        } else {
+            assert_int_equal(rc, PC_ENOTFOUND);
+        }
+    }
+}
+
+static void test_torn_tail(void **state)
+{
+    (void)state;
+    char path[640], expect[640];
+    uint64_t offs[21];
+    write_records(20, path, sizeof path, offs);
+    /* cut the last record in its middle, then append garbage */
+    assert_int_equal(truncate(path, (off_t)(offs[19] + 17)), 0);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    uint8_t junk[300];
+    memset(junk, 0xab, sizeof junk);
+    assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+
+    /* read-only: reported, not cut */
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(PC_JOURNAL_RDONLY, &b);
+    assert_int_equal(st.torn_tails, 1);
+    assert_int_equal(file_size(path), (off_t)(offs[19] + 17 + 300));
+    pc_cache_destroy(b);
+
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.torn_tails, 1);
+    assert_int_equal(st.bytes_cut, 17 + 300);
+    assert_int_equal(st.records, 19);
+    assert_int_equal(st.bad_records, 0);
+    const char *name = strrchr(path, '/') + 1;
+    snprintf(expect, sizeof expect, "%s: torn tail at offset %llu (317 bytes: ", name,
+             (unsigned long long)offs[19]);
+    assert_non_null(strstr(logbuf, expect));
+    assert_non_null(strstr(logbuf, "), cut"));
+    assert_int_equal(file_size(path), (off_t)offs[19]);
+    assert_keys(b, 0, 19, 1);
+    assert_keys(b, 19, 20, 0);
+    pc_cache_destroy(b);
+
+    /* after the cut the segment is clean */
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    assert_int_equal(st.records, 19);
+    pc_cache_destroy(b);
+
+    /* an incomplete header at the very end is a torn tail too */
+    assert_int_equal(truncate(path, (off_t)(offs[18] + 5)), 0);
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.torn_tails, 1);
+    assert_int_equal(st.records, 18);
+    assert_int_equal(file_size(path), (off_t)offs[18]);
+    pc_cache_destroy(b);
+}
+
+static void test_corrupt_middle(void **state)
+{
+    (void)state;
+    char path[640], expect[640];
+    uint64_t offs[31];
+    write_records(30, path, sizeof path, offs);
+    const char *name = strrchr(path, '/') + 1;
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    /* record 7: a flipped value byte (checksum); record 15: a wild length */
+    uint8_t b1 = 0;
+    assert_int_equal(pread(fd, &b1, 1, (off_t)(offs[7] + 34)), 1);
+    b1 ^= 0x20;
+    assert_int_equal(pwrite(fd, &b1, 1, (off_t)(offs[7] + 34)), 1);
+    uint8_t len4[4] = {0xff, 0xff, 0x00, 0x10};
+    assert_int_equal(pwrite(fd, len4, 4, (off_t)(offs[15] + 4)), 4);
+    close(fd);
+    off_t size = file_size(path);
+
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.bad_records, 2);
+    assert_int_equal(st.torn_tails, 0);
+    assert_int_equal(st.records, 28);
+    snprintf(expect, sizeof expect,
+             "%s: corrupt record at offset %llu (%llu bytes skipped, key 'k7'): checksum mismatch",
+             name, (unsigned long long)offs[7], (unsigned long long)(offs[8] - offs[7]));
+    assert_non_null(strstr(logbuf, expect));
+    snprintf(expect, sizeof expect,
+             "%s: corrupt record at offset %llu (%llu bytes skipped, key 'k15'): record length "
+             "disagrees",
+             name, (unsigned long long)offs[15], (unsigned long long)(offs[16] - offs[15]));
+    assert_non_null(strstr(logbuf, expect));
+    assert_int_equal(file_size(path), size); /* never cut */
+    assert_keys(b, 0, 7, 1);
+    assert_keys(b, 7, 8, 0);
+    assert_keys(b, 8, 15, 1);
+    assert_keys(b, 15, 16, 0);
+    assert_keys(b, 16, 30, 1);
+    pc_cache_destroy(b);
+
+    /* a corrupt last record is a torn tail: nothing valid follows it */
+    fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "\1", 1, (off_t)(offs[29] + 9)), 1); /* flags byte */
+    close(fd);
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.torn_tails, 1);
+    assert_int_equal(st.bad_records, 2);
+    pc_cache_destroy(b);
+}
+
+static void test_bad_header(void **state)
+{
+    (void)state;
+    char path[640];
+    uint64_t offs[6];
+    write_records(5, path, sizeof path, offs);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "X", 1, 60), 1);
+    close(fd);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.bad_segments, 1);
+    assert_int_equal(st.records, 0);
+    assert_non_null(strstr(logbuf, "segment skipped: segment header checksum mismatch"));
+    pc_cache_destroy(b);
+    assert_int_equal(pwrite(fd = open(path, O_RDWR), "\0", 1, 60), 1); /* name byte, was 0 */
+    close(fd);
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.bad_segments, 0);
+    assert_int_equal(st.records, 5);
+    pc_cache_destroy(b);
+
+    /* a file whose name and header disagree (another epoch) */
+    char moved[600];
+    snprintf(moved, sizeof moved, "%s/journal/default.%016llx.1.wal", tmpdir, 0x700000000ull);
+    assert_int_equal(rename(path, moved), 0);
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.bad_segments, 1);
+    assert_int_equal(st.records, 0);
+    assert_non_null(strstr(logbuf, "segment skipped: its header names collection 'default' epoch "
+                                   "0000000100000000"));
+    pc_cache_destroy(b);
+
+    /* a writer that died before its header: a short file, skipped */
+    assert_int_equal(truncate(moved, 100), 0);
+    st = replay_fresh(0, &b);
+    assert_int_equal(st.bad_segments, 0);
+    assert_int_equal(st.records, 0);
+    assert_non_null(strstr(logbuf, "100 bytes, no complete segment header: skipped"));
+    pc_cache_destroy(b);
+}
+
+/* The segment stays a sequence of whole records when a write fails: the
+ * process may write only 4 KiB (RLIMIT_FSIZE), the set that does not fit
+ * gets PC_EIO. */
+static void test_write_error(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        unsigned ok = 0;
+        int rc = 0;
+        char v[100];
+        memset(v, 'v', sizeof v);
+        while (ok < 1000) {
+            char k[16];
+            int kl = snprintf(k, sizeof k, "k%u", ok);
+            if ((rc = pc_set(ca, k, (size_t)kl, v, sizeof v, 0, 0)) != 0)
+                break;
+            ok++;
+        }
+        if (write(pfd[1], &ok, sizeof ok) != sizeof ok ||
+            write(pfd[1], &rc, sizeof rc) != sizeof rc)
+            _exit(2);
+        _exit(strstr(logbuf, "write failed: File too large") != NULL ? 0 : 5);
+    }
+    close(pfd[1]);
+    unsigned ok = 0;
+    int rc = 0;
+    assert_int_equal(read(pfd[0], &ok, sizeof ok), sizeof ok);
+    assert_int_equal(read(pfd[0], &rc, sizeof rc), sizeof rc);
+    close(pfd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(rc, PC_EIO);
+    assert_true(ok > 10 && ok < 40);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    assert_int_equal(st.records, ok);
+    pc_cache_destroy(b);
+}
+
+/* ---- fork and retire ------------------------------------------------------------ */
+
+struct seg_keys {
+    char first[64];
+    unsigned n;
+};
+
+static int count_rec(void *ctx, const pc_jrec *r, uint64_t off)
+{
+    (void)off;
+    struct seg_keys *sk = ctx;
+    if (sk->n++ == 0)
+        snprintf(sk->first, sizeof sk->first, "%.*s", (int)r->klen, (const char *)r->key);
+    return 0;
+}
+
+static void scan_file(const char *name, struct seg_keys *sk, pc_jseg_hdr *h)
+{
+    char path[640];
+    seg_path(name, path, sizeof path);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    off_t sz = file_size(path);
+    uint8_t *buf = malloc((size_t)sz);
+    assert_non_null(buf);
+    assert_int_equal(read(fd, buf, (size_t)sz), sz);
+    close(fd);
+    memset(sk, 0, sizeof *sk);
+    pc_jscan_ops ops = {.record = count_rec};
+    uint64_t end = 0;
+    assert_int_equal(pc_jseg_scan(buf, (size_t)sz, &ops, sk, h, &end), 0);
+    assert_int_equal(end, (uint64_t)sz);
+    free(buf);
+}
+
+static void test_fork_drops_parent_buffer(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0);
+    assert_true(ja->slot->head > ja->slot->tail); /* in the ring, not written */
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        for (int i = 0; i < 5; i++)
+            if (pc_set(ca, "child", 5, "c", 1, 0, 0) != 0)
+                _exit(2);
+        _exit(pc_journal_flush(ja, 1) == 0 ? 0 : 3); /* must not write the parent's */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(pc_journal_flush(ja, 1), 0);
+    char names[4][256];
+    assert_int_equal(list_segments(NULL, names, 4), 2);
+    unsigned got_parent = 0, got_child = 0;
+    for (int i = 0; i < 2; i++) {
+        struct seg_keys sk;
+        pc_jseg_hdr h;
+        scan_file(names[i], &sk, &h);
+        if (h.pid == (uint32_t)getpid()) {
+            assert_string_equal(sk.first, "parent");
+            got_parent = sk.n;
+        } else {
+            assert_int_equal(h.pid, (uint32_t)p);
+            assert_string_equal(sk.first, "child");
+            got_child = sk.n;
+        }
+        assert_int_equal(h.boot_gen, 1);
+        assert_string_equal(h.coll, "default");
+    }
+    assert_int_equal(got_parent, 10);
+    assert_int_equal(got_child, 5);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+}
+
+static void test_retire(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default;default.x;other", 16);
+    pc_journal *ja = new_journal(a, 9);
+    pc_coll *cd = coll_of(a, "default"), *cx = coll_of(a, "default.x"), *co = coll_of(a, "other");
+    assert_int_equal(pc_journal_install(ja), 0);
+    pc_coll *all[] = {cd, cx, co};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pc_coll_set_journal(all[i], PC_JOURNAL_EVERYSEC), 0);
+    uint64_t e0 = 0, e1 = 0, e2 = 0;
+    assert_int_equal(pc_journal_epoch(ja, cd, &e0), 0);
+    assert_int_equal(e0, 9ull << 32);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(pc_set(all[i], "k", 1, "v", 1, 0, 0), 0);
+        if (round == 0)
+            assert_int_equal(pc_journal_begin_save(ja, cd, &e1), 0);
+        if (round == 1) {
+            assert_int_equal(pc_journal_begin_save(ja, cd, &e2), 0);
+            /* other collections' epochs move on their own saves only */
+            uint64_t eo = 0;
+            assert_int_equal(pc_journal_epoch(ja, co, &eo), 0);
+            assert_int_equal(eo, 9ull << 32);
+        }
+    }
+    assert_int_equal(e1, (9ull << 32) + 1);
+    assert_int_equal(e2, (9ull << 32) + 2);
+    assert_int_equal(pc_journal_tick(ja, PC_JOURNAL_TICK_SYNC), 0);
+    char names[16][256];
+    assert_int_equal(list_segments("default", names, 16), 3);
+    assert_int_equal(list_segments("default.x", names, 16), 1);
+    assert_int_equal(list_segments("other", names, 16), 1);
+    unsigned removed = 0;
+    assert_int_equal(pc_journal_retire(ja, cd, e2, &removed), 0);
+    assert_int_equal(removed, 2);
+    assert_int_equal(list_segments("default", names, 16), 1);
+    assert_int_equal(list_segments("default.x", names, 16), 1);
+    assert_int_equal(list_segments("other", names, 16), 1);
+    char cn[64];
+    uint64_t e;
+    list_segments("default", names, 16);
+    assert_int_equal(pc_jseg_name_parse(names[0], cn, sizeof cn, &e), 0);
+    assert_int_equal(e, e2);
+    /* an idle segment of a past epoch is closed by the tick */
+    assert_int_equal(pc_journal_begin_save(ja, cd, &e1), 0);
+    assert_int_equal(pc_journal_tick(ja, PC_JOURNAL_TICK_SYNC), 0);
+    assert_int_equal(ja->own[0].fd, -1);
+    assert_int_equal(pc_journal_retire(ja, cd, e1, &removed), 0);
+    assert_int_equal(removed, 1);
+    assert_int_equal(list_segments("default", names, 16), 0);
+    /* a replay after a restart sees what is left */
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+}
+
+/* ---- the rings (journal_ring.c) ------------------------------------------------- */
+
+static pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
+{
+    pc_journal_config cfg;
+    pc_journal_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.boot_gen = boot_gen;
+    cfg.log = log_capture;
+    cfg.log_level = PC_LOG_DEBUG;
+    cfg.buffer_bytes = ring;
+    cfg.max_procs = procs;
+    pc_journal *j = NULL;
+    assert_int_equal(pc_journal_open(c, &cfg, &j), 0);
+    return j;
+}
+
+/* Many laps of the smallest ring, records of every size up to a few
+ * hundred KiB in two collections (control items between them), the
+ * drainer thread draining while the writer writes (and the writer draining
+ * itself when the ring fills): the replay rebuilds exactly the table. */
+static void test_ring_laps(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default;other", 128);
+    pc_journal *ja = new_journal_cfg(a, 1, 1, 0); /* rounded up to the minimum */
+    pc_coll *cd = coll_of(a, "default"), *co = coll_of(a, "other");
+    assert_true(ja->ring_bytes >= 2 * (uint64_t)PC_JREC_MAX_SIZE);
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(cd, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_coll_set_journal(co, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_journal_sync_all(ja), 0); /* starts the drainer */
+    char *v = malloc(400000);
+    assert_non_null(v);
+    uint64_t bytes = 0;
+    for (unsigned i = 0; bytes < 6 * ja->ring_bytes; i++) {
+        uint64_t x = rnd();
+        size_t vl = (x % 16 == 0) ? (size_t)(x >> 20) % 400000 : (size_t)(x >> 20) % 300;
+        for (size_t b = 0; b < vl; b++)
+            v[b] = (char)(i + b);
+        char k[24];
+        int kl = snprintf(k, sizeof k, "k%u", (unsigned)(x >> 40) % 500);
+        pc_coll *c = (x & 0x100) ? co : cd;
+        assert_int_equal(pc_set(c, k, (size_t)kl, v, vl, 0, 0), 0);
+        bytes += pc_jrec_size((size_t)kl, vl);
+        if (i % 97 == 0) {
+            int rc = pc_remove(c, k, (size_t)kl);
+            assert_true(rc == 0 || rc == PC_ENOTFOUND);
+        }
+    }
+    free(v);
+    assert_int_equal(pc_journal_sync_all(ja), 0);
+    assert_int_equal(ja->slot->head, ja->slot->tail); /* all written */
+    assert_true(ja->slot->head > 3 * ja->ring_bytes); /* laps */
+    pc_journal_close(ja);
+
+    pc_cache *b = new_cache("default;other", 128);
+    pc_journal *jb = new_journal(b, 2);
+    const char *names[] = {"default", "other"};
+    for (int i = 0; i < 2; i++) {
+        pc_journal_replay_stats st;
+        assert_int_equal(pc_journal_replay_run(jb, coll_of(b, names[i]), 0, &st), 0);
+        assert_int_equal(st.bad_records + st.torn_tails + st.bad_segments + st.errors, 0);
+        assert_same_table(coll_of(a, names[i]), coll_of(b, names[i]));
+    }
+    pc_journal_close(jb);
+    pc_cache_destroy(a);
+    pc_cache_destroy(b);
+}
+
+/* More writing processes than ring slots: the one without a slot writes
+ * each record through (a private ring would die with it), says so once,
+ * and a SIGKILL right after its writes loses none of them. */
+static void test_ring_slots_exhausted(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal_cfg(a, 1, 0, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0); /* takes the only slot */
+    assert_false(ja->private_ring);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        log_reset();
+        for (int i = 0; i < 100; i++) {
+            char k[16];
+            int kl = snprintf(k, sizeof k, "c%d", i);
+            if (pc_set(ca, k, (size_t)kl, "c", 1, 0, 0) != 0)
+                _exit(2);
+        }
+        char ok = ja->private_ring && strstr(logbuf, "ring slots are taken") != NULL ? 'y' : 'n';
+        if (write(pfd[1], &ok, 1) != 1)
+            _exit(3);
+        pause(); /* killed */
+        _exit(4);
+    }
+    close(pfd[1]);
+    char ok = 0;
+    assert_int_equal(read(pfd[0], &ok, 1), 1);
+    close(pfd[0]);
+    assert_int_equal(ok, 'y');
+    kill(p, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status));
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.records, 101);
+    assert_int_equal(pc_probe(coll_of(b, "default"), "c99", 3, NULL), 0);
+    pc_cache_destroy(b);
+}
+
+/* A consumer killed while it holds a ring's lock (in the middle of a
+ * drain): the robust lock passes to the next consumer, which writes the
+ * ring out; nothing is lost or doubled. */
+static void test_ring_consumer_killed(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = coll_of(a, "default");
+    assert_int_equal(pc_journal_install(ja), 0);
+    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    for (int i = 0; i < 50; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(pc_set(ca, k, (size_t)kl, "v", 1, 0, 0), 0);
+    }
+    struct pc_jslot_shm *s = ja->slot;
+    assert_true(s->head > s->tail);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        if (pthread_mutex_lock(&s->lock) != 0)
+            _exit(2);
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(pc_journal_flush(ja, 1), 0);
+    assert_int_equal(s->head, s->tail);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *b;
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.records, 50);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    pc_cache_destroy(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_torn_tail, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_corrupt_middle, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bad_header, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_write_error, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_fork_drops_parent_buffer, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_retire, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_laps, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_slots_exhausted, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_ring_consumer_killed, setup_dir, teardown_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

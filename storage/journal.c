@@ -2,8 +2,8 @@
  * journal.c - the journal's write side: the engine's write-ahead hook, the
  * save epochs and retiring, open/close (docs/journal-format.md §5-§6). How
  * records get from the hook into the segment files - per-process rings in
- * shared memory and their drainer - is journal_ring.c; the replay is
- * journal_replay.c, the bytes journal_format.c.
+ * shared memory and their drainer - is journal_ring.c and journal_drain.c;
+ * the replay is journal_replay.c, the bytes journal_format.c.
  *
  * Each process's records go to its own segment files per (collection, save
  * epoch): there is no shared append offset and no shared read-modify-write

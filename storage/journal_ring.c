@@ -4,7 +4,10 @@
  * area, drained into that process's segments by a drainer thread (started
  * by pc_journal_sync_all in the maintenance process) or by the process
  * itself (always mode, a full ring, a tick with no live drainer, flush and
- * exit).
+ * exit). This file holds the slots, the producer's side (the hook's
+ * pc_jring_put), a consumer's drain of one slot into its segments
+ * (pc_jdrain_locked, the segment write and fdatasync) and the process's
+ * draining of its own ring; the drainer thread is journal_drain.c.
  *
  * Why a ring in shared memory: the hook then costs a memcpy into memory
  * that stays mapped and cached - no system call, no page fault, no
@@ -26,44 +29,31 @@
  * ring, and the next one writes the same bytes at the same offset.
  *
  * Locks: a slot's lock is taken by consumers only, never by the producer's
- * append; a drainer thread holds its process's dmu (guarding its
- * descriptors and sync list) around a pass and takes one slot lock at a
- * time. No allocation happens under a slot lock except the drainer's
+ * append; a drainer thread (journal_drain.c) holds its process's dmu
+ * (guarding its descriptors and sync list) around a pass and takes one
+ * slot lock at a time. No allocation happens under a slot lock except the drainer's
  * descriptor table, which is allocated before any lock is taken.
  */
 #include "pc_journal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define PC_JCTL_SIZE 16u
-#define PC_JDRAIN_WAIT_MS 50   /* the drainer's idle period */
-#define PC_JSYNC_MS 1000       /* the drainer's fdatasync period */
 #define PC_JBEAT_STALE_MS 1500 /* a tick drains its own ring when no drainer ran for this long */
 
 static const uint8_t pc_jctl_marker[4] = {0x93, 'J', 'C', 'T'};
 static const uint8_t pc_jwrap_marker[4] = {0x93, 'J', 'W', 'R'};
-
-/* An I/O failure of a drain, reported by the caller (a drainer thread must
- * not call the host's log callback: it may not be thread-safe). */
-struct pc_jioerr {
-    int err;
-    char what[320];
-};
 
 static void pc_jioerr_set(struct pc_jioerr *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -85,7 +75,7 @@ int64_t pc_jcoarse_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void pc_jfd_close(struct pc_jfd *f)
+void pc_jfd_close(struct pc_jfd *f)
 {
     if (f->fd >= 0)
         close(f->fd);
@@ -123,7 +113,7 @@ static int pc_jmutex_init(pthread_mutex_t *m, bool shared)
     return rc == 0 ? 0 : PC_ESYS;
 }
 
-static void pc_jslot_reset(struct pc_jslot_shm *s)
+void pc_jslot_reset(struct pc_jslot_shm *s)
 {
     s->c_coll = UINT32_MAX;
     s->c_epoch = 0;
@@ -150,7 +140,7 @@ int pc_jslots_init(pc_journal *j)
  * drain) left at most a partial write past seg[].bytes and tail where it
  * was: the next drain rewrites the same bytes at the same offset, so the
  * state is consistent as it stands. */
-static int pc_jslot_lock(struct pc_jslot_shm *s)
+int pc_jslot_lock(struct pc_jslot_shm *s)
 {
     int rc = pthread_mutex_lock(&s->lock);
     if (rc == EOWNERDEAD)
@@ -158,7 +148,7 @@ static int pc_jslot_lock(struct pc_jslot_shm *s)
     return rc == 0 ? 0 : PC_ESYS;
 }
 
-static void pc_jslot_unlock(struct pc_jslot_shm *s)
+void pc_jslot_unlock(struct pc_jslot_shm *s)
 {
     pthread_mutex_unlock(&s->lock);
 }
@@ -344,8 +334,7 @@ static int pc_jrun_write(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *f
 /* Drains slot s into its segments: every item in [tail, head). Under s's
  * lock. Stops at the first failure (tail stays at the first record not
  * written). */
-static int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds,
-                            struct pc_jioerr *e)
+int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, struct pc_jioerr *e)
 {
     const uint64_t R = j->ring_bytes;
     uint8_t *ring = s == j->slot && j->private_ring ? j->ring : pc_jring_of(j, s);
@@ -448,7 +437,7 @@ static int pc_jseg_sync_locked(pc_journal *j, struct pc_jslot_shm *s, unsigned c
  * this process's slot line (head; tail only when the cached free space runs
  * out or the ring passes half full) and the ring bytes it writes. */
 
-static void pc_jdrainer_wake(pc_journal *j)
+void pc_jdrainer_wake(pc_journal *j)
 {
     atomic_fetch_add_explicit(&j->shm->drain_futex, 1, memory_order_release);
     syscall(SYS_futex, &j->shm->drain_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
@@ -666,224 +655,4 @@ void pc_jring_after_fork(pc_journal *j)
     pthread_mutex_init(&j->dmu, NULL);
     j->drc = 0;
     j->derr[0] = '\0';
-}
-
-/* ---- the drainer ------------------------------------------------------------ */
-
-static void pc_jnote(pc_journal *j, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pc_jnote(pc_journal *j, int rc, const char *fmt, ...)
-{
-    if (j->drc != 0)
-        return;
-    j->drc = rc;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(j->derr, sizeof j->derr, fmt, ap);
-    va_end(ap);
-}
-
-/* One file the sync pass knows: its size when last synced. */
-struct pc_jsynced {
-    uint64_t name_hash;
-    uint64_t ino;
-    off_t size;
-    bool seen;
-};
-
-/* fdatasyncs every segment file that grew since this process last synced
- * it, whoever wrote it (an fsync flushes a file's dirty pages whatever
- * descriptor wrote them), then the directory when segments appeared.
- * Under dmu. */
-static void pc_jsync_scan(pc_journal *j)
-{
-    int dfd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (d == NULL) {
-        pc_jnote(j, PC_EIO, "cannot list the directory: %s", strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return;
-    }
-    bool fresh = false;
-    for (size_t i = 0; i < j->nsynced; i++)
-        j->synced[i].seen = false;
-    struct dirent *de;
-    char cn[PC_COLL_NAME_MAX + 1];
-    uint64_t e;
-    while ((de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
-            continue;
-        struct stat sb;
-        if (fstatat(j->dirfd, de->d_name, &sb, 0) != 0)
-            continue; /* retired meanwhile */
-        uint64_t h = XXH3_64bits(de->d_name, strlen(de->d_name));
-        struct pc_jsynced *k = NULL;
-        for (size_t i = 0; i < j->nsynced && k == NULL; i++)
-            if (j->synced[i].name_hash == h && j->synced[i].ino == (uint64_t)sb.st_ino)
-                k = &j->synced[i];
-        if (k == NULL) {
-            if (j->nsynced == j->capsynced) {
-                size_t ncap = j->capsynced ? j->capsynced * 2 : 32;
-                struct pc_jsynced *ns = realloc(j->synced, ncap * sizeof *ns);
-                if (ns == NULL) {
-                    pc_jnote(j, PC_ENOMEM, "out of memory listing the segments");
-                    break;
-                }
-                j->synced = ns;
-                j->capsynced = ncap;
-            }
-            k = &j->synced[j->nsynced++];
-            *k = (struct pc_jsynced){.name_hash = h, .ino = (uint64_t)sb.st_ino, .size = -1};
-            fresh = true;
-        }
-        k->seen = true;
-        if (sb.st_size == k->size)
-            continue; /* nothing appended since its last sync */
-        int fd = openat(j->dirfd, de->d_name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (fdatasync(fd) == 0)
-            k->size = sb.st_size;
-        else
-            pc_jnote(j, PC_EIO, "%s: fdatasync failed: %s", de->d_name, strerror(errno));
-        close(fd);
-    }
-    closedir(d);
-    size_t n = 0; /* forget files that are gone */
-    for (size_t i = 0; i < j->nsynced; i++)
-        if (j->synced[i].seen)
-            j->synced[n++] = j->synced[i];
-    j->nsynced = n;
-    if (fresh && fsync(j->dirfd) != 0)
-        pc_jnote(j, PC_EIO, "fsync of the directory failed: %s", strerror(errno));
-}
-
-/* Drains every slot; with maint also closes descriptors of past epochs
- * and frees the slots of dead processes once they are empty. Under dmu. */
-static void pc_jdrain_all(pc_journal *j, bool maint)
-{
-    for (unsigned i = 0; i < j->nslots; i++) {
-        struct pc_jslot_shm *s = &j->slots[i];
-        struct pc_jfd *fds = &j->dfd[(size_t)i * PC_MAX_COLLECTIONS];
-        uint32_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-        if (owner == 0)
-            continue;
-        bool busy = atomic_load_explicit(&s->head, memory_order_acquire) !=
-                    atomic_load_explicit(&s->tail, memory_order_relaxed);
-        bool dead = maint && kill((pid_t)owner, 0) != 0 && errno == ESRCH;
-        if (busy || dead) {
-            if (pc_jslot_lock(s) != 0)
-                continue;
-            struct pc_jioerr e = {0};
-            if (pc_jdrain_locked(j, s, fds, &e) != 0) {
-                pc_jnote(j, PC_EIO, "draining the ring of process %lu: %s failed: %s",
-                         (unsigned long)owner, e.what, strerror(e.err));
-            }
-            /* free the slot only if it is still the dead process's: a
-             * process that released it (it was alive when checked) may
-             * have let another claim it meanwhile */
-            uint32_t was = owner;
-            if (dead && atomic_load(&s->head) == atomic_load(&s->tail) &&
-                atomic_load(&s->owner) == owner) {
-                pc_jslot_reset(s);
-                (void)atomic_compare_exchange_strong(&s->owner, &was, 0);
-            }
-            pc_jslot_unlock(s);
-        }
-        if (maint || dead) {
-            for (unsigned c = 0; c < j->ncoll; c++)
-                if (fds[c].fd >= 0 && (dead || fds[c].epoch != atomic_load(&j->shm->epoch[c])))
-                    pc_jfd_close(&fds[c]);
-        }
-    }
-}
-
-static int pc_jdfd_alloc(pc_journal *j)
-{
-    if (j->dfd != NULL)
-        return 0;
-    size_t n = (size_t)j->nslots * PC_MAX_COLLECTIONS;
-    if ((j->dfd = malloc(n * sizeof *j->dfd)) == NULL)
-        return PC_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        j->dfd[i] = (struct pc_jfd){.fd = -1};
-    return 0;
-}
-
-static void pc_jpass_locked(pc_journal *j, bool sync)
-{
-    int64_t now = pc_jcoarse_ms();
-    pc_jdrain_all(j, sync);
-    if (sync) {
-        pc_jsync_scan(j);
-        j->last_sync = now;
-    }
-    atomic_store_explicit(&j->shm->drain_beat_ms, now, memory_order_relaxed);
-}
-
-static void *pc_jdrainer_main(void *arg)
-{
-    pc_journal *j = arg;
-    /* the host's signals are for its own threads */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    while (!atomic_load(&j->dstop)) {
-        uint32_t seq = atomic_load_explicit(&j->shm->drain_futex, memory_order_acquire);
-        pthread_mutex_lock(&j->dmu);
-        pc_jpass_locked(j, pc_jcoarse_ms() - j->last_sync >= PC_JSYNC_MS);
-        pthread_mutex_unlock(&j->dmu);
-        struct timespec ts = {0, PC_JDRAIN_WAIT_MS * 1000000L};
-        syscall(SYS_futex, &j->shm->drain_futex, FUTEX_WAIT, seq, &ts, NULL, 0);
-    }
-    return NULL;
-}
-
-int pc_jdrain_pass(pc_journal *j, bool start)
-{
-    if (pc_jdfd_alloc(j) != 0)
-        return PC_ENOMEM;
-    int rc = 0;
-    pthread_mutex_lock(&j->dmu);
-    if (start && !j->drainer) {
-        atomic_store(&j->dstop, false);
-        int prc = pthread_create(&j->dthr, NULL, pc_jdrainer_main, j);
-        if (prc == 0)
-            j->drainer = true;
-        else
-            pc_jlog(j, PC_LOG_ERR, "%s: cannot start the drainer thread: %s", j->path,
-                    strerror(prc));
-    }
-    pc_jpass_locked(j, true);
-    if (j->drc != 0) {
-        pc_jlog(j, PC_LOG_ERR, "%s: %s", j->path, j->derr);
-        rc = j->drc;
-        j->drc = 0;
-        j->derr[0] = '\0';
-    }
-    pthread_mutex_unlock(&j->dmu);
-    return rc;
-}
-
-void pc_jdrainer_stop(pc_journal *j)
-{
-    if (j->drainer) {
-        atomic_store(&j->dstop, true);
-        pc_jdrainer_wake(j);
-        pthread_join(j->dthr, NULL);
-        j->drainer = false;
-    }
-}
-
-void pc_jdrainer_free(pc_journal *j)
-{
-    if (j->dfd != NULL)
-        for (size_t i = 0; i < (size_t)j->nslots * PC_MAX_COLLECTIONS; i++)
-            pc_jfd_close(&j->dfd[i]);
-    free(j->dfd);
-    j->dfd = NULL;
-    free(j->synced);
-    j->synced = NULL;
-    j->nsynced = j->capsynced = 0;
 }

@@ -351,7 +351,8 @@ int pc_jseg_name_parse(const char *name, char *coll, size_t cap, uint64_t *epoch
 
 /* ---- internal to storage/journal*.c ----------------------------------------
  * Not API: the handle's layout, shared by the writer (journal.c), the rings
- * (journal_ring.c) and the replay (journal_replay.c). */
+ * (journal_ring.c), the drainer (journal_drain.c) and the replay
+ * (journal_replay.c). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -466,7 +467,7 @@ struct pc_journal {
     uint32_t ring_coll;        /* collection and epoch of the last control item */
     uint64_t ring_epoch;
     struct pc_jfd own[PC_MAX_COLLECTIONS]; /* its segments, as written by itself */
-    /* this process as the drainer (journal_ring.c); dmu guards the rest */
+    /* this process as the drainer (journal_drain.c); dmu guards the rest */
     pthread_mutex_t dmu;
     bool drainer;       /* the drainer thread runs in this process */
     _Atomic bool dstop; /* asks it to stop */
@@ -480,7 +481,7 @@ struct pc_journal {
     struct pc_jpc pcs[PC_MAX_COLLECTIONS];
 };
 
-/* journal_ring.c: the producer side (the hook), draining, the drainer. */
+/* journal_ring.c: the producer side (the hook), draining. */
 int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *rec, size_t size);
 /* Drains this process's own ring into its segments; with sync also
  * fdatasyncs them (and the directory for new ones). Logs failures. */
@@ -493,6 +494,33 @@ void pc_jown_rotate(pc_journal *j);
 void pc_jown_release(pc_journal *j);
 /* Process-local state after a fork (the child owns no slot and no thread). */
 void pc_jring_after_fork(pc_journal *j);
+/* Sets up the slots of a new shared area. */
+int pc_jslots_init(pc_journal *j);
+/* The segment file name of (pid, epoch, n) for collection cn. */
+void pc_jseg_name(char *out, size_t cap, const char *cn, uint64_t epoch, uint32_t pid, int32_t n);
+int64_t pc_jcoarse_ms(void);
+
+/* journal_ring.c, for the drainer (journal_drain.c): a consumer's side. */
+/* A drain's I/O failure, logged by its caller (the log callback may not be thread-safe). */
+struct pc_jioerr {
+    int err;
+    char what[320];
+};
+/* Takes slot s's robust lock, recovering it from a dead holder; PC_ESYS on failure. */
+int pc_jslot_lock(struct pc_jslot_shm *s);
+/* Releases slot s's lock. */
+void pc_jslot_unlock(struct pc_jslot_shm *s);
+/* Forgets slot s's segments and current collection (under its lock, or unshared). */
+void pc_jslot_reset(struct pc_jslot_shm *s);
+/* Closes f's descriptor, if any, and marks it none (fd = -1). */
+void pc_jfd_close(struct pc_jfd *f);
+/* Drains slot s's items into its segments through fds[]; under s's lock; PC_EIO with e set. */
+int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds,
+                     struct pc_jioerr *e);
+/* Wakes the drainer threads (bumps and futex-wakes shm->drain_futex). */
+void pc_jdrainer_wake(pc_journal *j);
+
+/* journal_drain.c: the drainer. */
 /* One drain + sync pass over every slot, in the calling thread; starts the
  * drainer thread first when start. */
 int pc_jdrain_pass(pc_journal *j, bool start);
@@ -500,11 +528,6 @@ int pc_jdrain_pass(pc_journal *j, bool start);
 void pc_jdrainer_stop(pc_journal *j);
 /* Frees the drainer's descriptors and sync list (after pc_jdrainer_stop). */
 void pc_jdrainer_free(pc_journal *j);
-/* Sets up the slots of a new shared area. */
-int pc_jslots_init(pc_journal *j);
-/* The segment file name of (pid, epoch, n) for collection cn. */
-void pc_jseg_name(char *out, size_t cap, const char *cn, uint64_t epoch, uint32_t pid, int32_t n);
-int64_t pc_jcoarse_ms(void);
 
 /* Logs "journal: <msg>" through the handle's callback (level checked first). */
 /* Calls fn for each segment file of collection cn in the journal directory

@@ -349,7 +349,7 @@ int pc_journal_tick(pc_journal *j, unsigned flags)
     bool sync = (flags & PC_JOURNAL_TICK_SYNC) != 0;
     int64_t beat = atomic_load_explicit(&j->shm->drain_beat_ms, memory_order_relaxed);
     int rc = 0;
-    if (j->slot != NULL && (sync || now - beat >= 1500))
+    if (j->slot != NULL && (sync || now - beat >= PC_JBEAT_STALE_MS))
         rc = pc_jown_flush(j, sync);
     pc_jown_rotate(j);
     pc_jwall_refresh(j, now);

@@ -50,7 +50,6 @@
 #include <unistd.h>
 
 #define PC_JCTL_SIZE 16u
-#define PC_JBEAT_STALE_MS 1500 /* a tick drains its own ring when no drainer ran for this long */
 
 static const uint8_t pc_jctl_marker[4] = {0x93, 'J', 'C', 'T'};
 static const uint8_t pc_jwrap_marker[4] = {0x93, 'J', 'W', 'R'};

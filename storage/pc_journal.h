@@ -113,6 +113,7 @@ int pc_journal_uninstall(pc_journal *j);
  * PC_JOURNAL_TICK_SYNC it always writes its ring out and fdatasyncs its
  * segments. Returns the first error (PC_EIO) and keeps going. */
 #define PC_JOURNAL_TICK_SYNC 0x1u
+#define PC_JBEAT_STALE_MS 1500 /* no drainer heartbeat for this long: a tick drains */
 int pc_journal_tick(pc_journal *j, unsigned flags);
 /* The maintenance process's call, about once per second. The first call in
  * a process starts the drainer thread (blocking every signal; it never

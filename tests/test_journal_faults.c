@@ -11,7 +11,7 @@
  *    leaves the segment cut at a whole record;
  *  - a child drops its parent's buffered records after fork; retire
  *    removes exactly the older epochs of one collection;
- *  - the rings (journal_ring.c): many laps of the smallest ring with the
+ *  - the rings (journal_ring.c, journal_drain.c): many laps of the smallest ring with the
  *    drainer running; more writers than ring slots (the one without a slot
  *    writes through and loses nothing to SIGKILL); a consumer killed while
  *    it holds a ring's lock (the robust lock passes on, nothing lost or
@@ -459,7 +459,7 @@ static void test_retire(void **state)
     pc_cache_destroy(a);
 }
 
-/* ---- the rings (journal_ring.c) ------------------------------------------------- */
+/* ---- the rings (journal_ring.c, journal_drain.c) ------------------------------------------------- */
 
 static pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
 {

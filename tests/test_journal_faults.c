@@ -459,7 +459,7 @@ static void test_retire(void **state)
     pc_cache_destroy(a);
 }
 
-/* ---- the rings (journal_ring.c, journal_drain.c) ------------------------------------------------- */
+/* ---- the rings (journal_ring.c, journal_drain.c) ------------------------------- */
 
 static pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
 {

@@ -351,6 +351,48 @@ static void t_empty(void **state)
     pc_odbc_close(o);
 }
 
+/* Stores n keys "old<i>" = "old" in p and saves them: the rows a failing
+ * save must leave intact. Returns the generation of that save. */
+static uint64_t save_old_rows(pc_odbc *o, pc_coll *p, unsigned n)
+{
+    char k[32];
+    for (unsigned i = 0; i < n; i++) {
+        int kl = snprintf(k, sizeof k, "old%u", i);
+        assert_int_equal(pc_set(p, k, (size_t)kl, "old", 3, 0, 0), 0);
+    }
+    pc_odbc_result r;
+    assert_int_equal(pc_odbc_save(o, p, &r), 0);
+    return r.generation;
+}
+
+/* Loads collection name into a fresh cache: exactly the n old rows, no new one. */
+static void expect_old_rows(pc_odbc *o, const char *name, unsigned n)
+{
+    pc_cache *c = mk_cache();
+    pc_coll *p = coll(c, name);
+    pc_odbc_result l;
+    assert_int_equal(pc_odbc_load(o, p, &l), 0);
+    assert_int_equal(l.rows, n);
+    char k[32];
+    for (unsigned i = 0; i < n; i++) {
+        int kl = snprintf(k, sizeof k, "old%u", i);
+        expect_bytes(p, k, (size_t)kl, "old", 3);
+    }
+    assert_int_equal(pc_probe(p, "new1", 4, NULL), PC_ENOTFOUND);
+    pc_cache_destroy(c);
+}
+
+/* A constraint violation's message: SQLSTATE class 23 (integrity
+ * constraint); libsqliteodbc reports HY000 with SQLite's own code 19,
+ * SQLITE_CONSTRAINT. */
+static void expect_constraint_msg(int d, const char *msg)
+{
+    if (d == PC_ODBC_SQLITE)
+        assert_non_null(strstr(msg, "[HY000]") && strstr(msg, "(19)") ? msg : NULL);
+    else
+        assert_non_null(strstr(msg, "[23"));
+}
+
 /* A CHECK constraint (a trigger on SQLite) refuses one key that the walk
  * reaches among 3000: the save fails with the driver's SQLSTATE and the
  * previous rows and generation are all there. */
@@ -364,13 +406,8 @@ static void t_constraint_rollback(void **state)
     pc_cache *c = mk_cache();
     pc_coll *p = coll(c, "poison");
     char k[32];
-    for (unsigned i = 0; i < 1000; i++) {
-        int kl = snprintf(k, sizeof k, "old%u", i);
-        assert_int_equal(pc_set(p, k, (size_t)kl, "old", 3, 0, 0), 0);
-    }
+    uint64_t gen = save_old_rows(o, p, 1000);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, p, &r), 0);
-    uint64_t gen = r.generation;
     const char *add =
         d == PC_ODBC_SQLITE       ? "CREATE TRIGGER pcache_poison BEFORE INSERT ON pcache_entries "
                                     "WHEN NEW.pkey = X'706F69736F6E' BEGIN SELECT RAISE(ABORT, "
@@ -393,28 +430,13 @@ static void t_constraint_rollback(void **state)
     printf("# %s: constraint violation: %s\n", pc_odbc_dialect_name(d), msg);
     assert_int_equal(odbc_env_sql(target, drop), 0);
     assert_int_equal(rc, PC_EIO);
-    /* SQLSTATE class 23 (integrity constraint); libsqliteodbc reports
-     * HY000 with SQLite's own code 19, SQLITE_CONSTRAINT */
-    if (d == PC_ODBC_SQLITE)
-        assert_non_null(strstr(msg, "[HY000]") && strstr(msg, "(19)") ? msg : NULL);
-    else
-        assert_non_null(strstr(msg, "[23"));
+    expect_constraint_msg(d, msg);
     assert_non_null(strstr(msg, "poison"));
     uint64_t g = 0;
     assert_int_equal(pc_odbc_generation(o, "poison", &g), 0);
     assert_true(g == gen);
     pc_cache_destroy(c);
-    c = mk_cache();
-    p = coll(c, "poison");
-    pc_odbc_result l;
-    assert_int_equal(pc_odbc_load(o, p, &l), 0);
-    assert_int_equal(l.rows, 1000);
-    for (unsigned i = 0; i < 1000; i++) {
-        int kl = snprintf(k, sizeof k, "old%u", i);
-        expect_bytes(p, k, (size_t)kl, "old", 3);
-    }
-    assert_int_equal(pc_probe(p, "new1", 4, NULL), PC_ENOTFOUND);
-    pc_cache_destroy(c);
+    expect_old_rows(o, "poison", 1000);
     pc_odbc_close(o);
 }
 
@@ -452,13 +474,8 @@ static void t_pipeline_failure(void **state)
     pc_cache *c = mk_cache();
     pc_coll *p = coll(c, "p1");
     char k[32];
-    for (unsigned i = 0; i < 500; i++) {
-        int kl = snprintf(k, sizeof k, "old%u", i);
-        assert_int_equal(pc_set(p, k, (size_t)kl, "old", 3, 0, 0), 0);
-    }
+    uint64_t gen = save_old_rows(o, p, 500);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, p, &r), 0);
-    uint64_t gen = r.generation;
     pc_odbc_close(o);
     /* the new entries, and the one at walk position 2950 among them */
     static struct ord ord[5000];
@@ -508,10 +525,7 @@ static void t_pipeline_failure(void **state)
     printf("# %s: pipelined save failing in batch 30: %s\n", pc_odbc_dialect_name(d), msg);
     assert_int_equal(odbc_env_sql(target, drop), 0);
     assert_int_equal(rc, PC_EIO);
-    if (d == PC_ODBC_SQLITE)
-        assert_non_null(strstr(msg, "[HY000]") && strstr(msg, "(19)") ? msg : NULL);
-    else
-        assert_non_null(strstr(msg, "[23"));
+    expect_constraint_msg(d, msg);
     assert_non_null(strstr(msg, "\"p1\""));
     /* the failing batch is named: a statement failure, or (MariaDB's
      * parameter arrays) the row of the batch that was not inserted */
@@ -525,17 +539,7 @@ static void t_pipeline_failure(void **state)
     pc_odbc_close(o);
     pc_cache_destroy(c);
     o = open_db(target, 0);
-    c = mk_cache();
-    p = coll(c, "p1");
-    pc_odbc_result l;
-    assert_int_equal(pc_odbc_load(o, p, &l), 0);
-    assert_int_equal(l.rows, 500);
-    for (unsigned i = 0; i < 500; i++) {
-        int kl = snprintf(k, sizeof k, "old%u", i);
-        expect_bytes(p, k, (size_t)kl, "old", 3);
-    }
-    assert_int_equal(pc_probe(p, "new1", 4, NULL), PC_ENOTFOUND);
-    pc_cache_destroy(c);
+    expect_old_rows(o, "p1", 500);
     pc_odbc_close(o);
 }
 

@@ -102,7 +102,7 @@ pc_cache *new_cache(const char *colls, size_t mem_mb)
     return new_cache_grow(colls, mem_mb, 0, 0);
 }
 
-pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
+pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
 {
     pc_journal_config cfg;
     pc_journal_config_init(&cfg);
@@ -110,9 +110,16 @@ pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
     cfg.boot_gen = boot_gen;
     cfg.log = log_capture;
     cfg.log_level = PC_LOG_DEBUG;
+    cfg.buffer_bytes = ring;
+    cfg.max_procs = procs;
     pc_journal *j = NULL;
     assert_int_equal(pc_journal_open(c, &cfg, &j), 0);
     return j;
+}
+
+pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
+{
+    return new_journal_cfg(c, boot_gen, 0, 0);
 }
 
 pc_coll *coll_of(pc_cache *c, const char *name)

@@ -40,6 +40,8 @@ pc_cache *new_cache_grow(const char *colls, size_t mem_mb, unsigned load_factor,
 pc_cache *new_cache(const char *colls, size_t mem_mb);
 /* A journal in tmpdir logging everything to log_capture. */
 pc_journal *new_journal(pc_cache *c, uint64_t boot_gen);
+/* The same with the ring's size and the process slots (0: the defaults). */
+pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs);
 /* Borrowed: valid as long as c. */
 pc_coll *coll_of(pc_cache *c, const char *name);
 

@@ -461,21 +461,6 @@ static void test_retire(void **state)
 
 /* ---- the rings (journal_ring.c, journal_drain.c) ------------------------------- */
 
-static pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs)
-{
-    pc_journal_config cfg;
-    pc_journal_config_init(&cfg);
-    cfg.dir = tmpdir;
-    cfg.boot_gen = boot_gen;
-    cfg.log = log_capture;
-    cfg.log_level = PC_LOG_DEBUG;
-    cfg.buffer_bytes = ring;
-    cfg.max_procs = procs;
-    pc_journal *j = NULL;
-    assert_int_equal(pc_journal_open(c, &cfg, &j), 0);
-    return j;
-}
-
 /* Many laps of the smallest ring, records of every size up to a few
  * hundred KiB in two collections (control items between them), the
  * drainer thread draining while the writer writes (and the writer draining

@@ -117,6 +117,14 @@ pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigne
     return j;
 }
 
+pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode)
+{
+    pc_coll *co = coll_of(c, name);
+    assert_int_equal(pc_journal_install(j), 0);
+    assert_int_equal(pc_coll_set_journal(co, mode), 0);
+    return co;
+}
+
 pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
 {
     return new_journal_cfg(c, boot_gen, 0, 0);

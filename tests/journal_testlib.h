@@ -42,6 +42,8 @@ pc_cache *new_cache(const char *colls, size_t mem_mb);
 pc_journal *new_journal(pc_cache *c, uint64_t boot_gen);
 /* The same with the ring's size and the process slots (0: the defaults). */
 pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs);
+/* Installs j's hook on c and journals collection name in mode; returns it. */
+pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode);
 /* Borrowed: valid as long as c. */
 pc_coll *coll_of(pc_cache *c, const char *name);
 

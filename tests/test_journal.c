@@ -410,9 +410,7 @@ static void roundtrip(unsigned mode)
 {
     pc_cache *a = new_cache("default;other", 64);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, mode), 0);
+    pc_coll *ca = journal_on(a, ja, "default", mode);
     int expired_keys = 0;
     do_all_ops(ca, &expired_keys);
     /* an unjournaled collection leaves no segment */
@@ -538,9 +536,7 @@ static void test_filter_cases(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 3);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
     /* xonly, xnosnap: only their EXPIRE records will be in the journal
      * (their SETs go to a segment a save retires) */
     assert_int_equal(pc_set(ca, "xonly", 5, "journal", 7, 0, 0), 0);

@@ -61,9 +61,7 @@ static void write_records(unsigned n, char *path, size_t cap, uint64_t *offs)
 {
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
     uint64_t off = PC_JSEG_HDR_SIZE;
     for (unsigned i = 0; i < n; i++) {
         char k[16], v[32];
@@ -271,9 +269,7 @@ static void test_write_error(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
     pid_t p = fork();
@@ -360,9 +356,7 @@ static void test_fork_drops_parent_buffer(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     for (int i = 0; i < 10; i++)
         assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0);
     assert_true(ja->slot->head > ja->slot->tail); /* in the ring, not written */
@@ -522,9 +516,7 @@ static void test_ring_slots_exhausted(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal_cfg(a, 1, 0, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     assert_int_equal(pc_set(ca, "parent", 6, "p", 1, 0, 0), 0); /* takes the only slot */
     assert_false(ja->private_ring);
     int pfd[2];
@@ -572,9 +564,7 @@ static void test_ring_consumer_killed(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     for (int i = 0; i < 50; i++) {
         char k[16];
         int kl = snprintf(k, sizeof k, "k%d", i);

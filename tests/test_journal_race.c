@@ -156,9 +156,7 @@ static void test_multiproc_replay(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 64);
     pc_journal *ja = new_journal(a, 5);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     for (int i = 0; i < 50; i++) /* the parent writes too, before and after */
         random_op(ca, 99, (unsigned)i);
     pid_t pids[4];
@@ -255,9 +253,7 @@ static void test_save_while_writing(void **state)
     (void)state;
     pc_cache *a = new_cache("default", 64);
     pc_journal *ja = new_journal(a, 7);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     for (int i = 0; i < 2000; i++)
         random_op(ca, 99, (unsigned)i);
     struct snap s;
@@ -330,9 +326,7 @@ static void stale_across_save(int op)
 {
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
     assert_int_equal(pc_set(ca, "stale", 5, "v0", 2, 0, 0), 0);
     int c2p[2], p2c[2];
     assert_int_equal(pipe(c2p), 0);
@@ -422,9 +416,7 @@ static void test_store_save_restore(void **state)
     assert_int_equal(pc_store_next_boot_gen(s, &boot1), 0);
     pc_cache *a = new_cache("default", 64);
     pc_journal *ja = new_journal(a, boot1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     for (int i = 0; i < 3000; i++)
         random_op(ca, 99, (unsigned)i);
     unsigned retired = 0, total_retired = 0;
@@ -611,9 +603,7 @@ static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *
     assert_int_equal(pc_store_next_boot_gen(s, &boot1), 0);
     pc_cache *a = new_cache_grow("default=4", 64, 1, 1);
     pc_journal *ja = new_journal(a, boot1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_EVERYSEC), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
     memset(sh, 0, sizeof *sh);
     for (unsigned i = 0; i < GROW_STABLE; i++)
         grow_stable_set(ca, i);
@@ -722,9 +712,7 @@ static void test_store_restore_without_snapshot(void **state)
     pc_store *s = open_store();
     pc_cache *a = new_cache("default", 16);
     pc_journal *ja = new_journal(a, 1);
-    pc_coll *ca = coll_of(a, "default");
-    assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, PC_JOURNAL_ALWAYS), 0);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
     for (int i = 0; i < 500; i++)
         random_op(ca, 1, (unsigned)i);
     pc_journal_close(ja);

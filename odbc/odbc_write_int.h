@@ -56,6 +56,9 @@ struct wbatch {
     char *arr[5];
     SQLLEN arr_len[5];
     SQLLEN blob_len;
+    /* PACKED: buf as the text "\\x<hex>" that the bytea parameter travels
+     * as (odbc_shapes.c says why not binary), blob_len bytes */
+    char *hex;
 };
 
 struct pc_odbc_writer {

@@ -18,15 +18,15 @@
  *               instead of five per row: the 250-row VALUES statement spent
  *               most of the server's time building and evaluating 1250
  *               parameter expressions per execution.
- *               The bytea goes as hex text ("\x..."), encoded by seal in
- *               the walk's thread, not as a binary parameter: psqlODBC
- *               13.02 walks every byte of a binary parameter calling its
- *               log-level getters twice per byte (log_params(), whatever
- *               the log level): about 6 ms of the sender's 7 ms per
- *               1.1 MB batch, during which the server waits. As text the
- *               sender's share is a copy; the server's hex decode is the
- *               same one \copy of hex bytea pays. Save / \copy went from
- *               0.96-0.99 to 1.12-1.16 at 100k rows (docs/odbc.md §4).
+ *               The bytea goes as text, encoded by seal in the walk's
+ *               thread (bytea_text: the escape form, or hex where escaping
+ *               would more than double it), not as a binary parameter:
+ *               psqlODBC 13.02 walks every byte of a binary parameter
+ *               calling its log-level getters twice per byte (log_params(),
+ *               whatever the log level): about 6 ms of the sender's 7 ms
+ *               per 1.1 MB batch, during which the server waits. As text
+ *               the sender's share is a copy. Save / \copy went from
+ *               0.96-0.99 to 1.11-1.17 at 100k rows (docs/odbc.md §4).
  *   MariaDB     parameter arrays (SQL_ATTR_PARAMSET_SIZE): Connector/ODBC
  *               sends them with the bulk protocol.
  *   generic     one-row INSERT: portable.
@@ -212,17 +212,17 @@ static int run_array(pc_odbc_writer *w, struct wbatch *b)
     return 0;
 }
 
-/* PACKED: the batch buffer is the bytea parameter, as hex text (see the
- * top of this file); the five array literals (built by seal) say where
+/* PACKED: the batch buffer is the bytea parameter, as text (see the top
+ * of this file); the five array literals (built by seal) say where
  * each row's key and value are in it. */
 static int run_packed(pc_odbc_writer *w, struct wbatch *b)
 {
     pc_odbc *o = w->o;
     SQLHSTMT st = w->multi;
     bool ok = SQL_SUCCEEDED(pc_odbc_bind_name(w, st, 1));
-    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_CHAR,
-                                                  SQL_LONGVARCHAR, (SQLULEN)b->blob_len, 0, b->hex,
-                                                  b->blob_len, &b->blob_len));
+    ok = ok && SQL_SUCCEEDED(SQLBindParameter(st, 2, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_LONGVARCHAR,
+                                              (SQLULEN)b->blob_len, 0, b->text, b->blob_len,
+                                              &b->blob_len));
     for (int i = 0; ok && i < 5; i++)
         ok = SQL_SUCCEEDED(SQLBindParameter(st, (SQLUSMALLINT)(3 + i), SQL_PARAM_INPUT, SQL_C_CHAR,
                                             SQL_LONGVARCHAR, (SQLULEN)b->arr_len[i], 0, b->arr[i],
@@ -289,6 +289,38 @@ static size_t hex_text(char *dst, const unsigned char *src, size_t n)
     return (size_t)(d - dst);
 }
 
+/* Writes src[0..n) to dst as the text of a bytea in PostgreSQL's escape
+ * form (printable ASCII as it is, a backslash doubled, any other byte as
+ * \ooo) when that fits in 2n + 2 bytes, else in hex form; a NUL after it.
+ * Returns the length without the NUL. The escape form of SIP-like data is
+ * about its own size (half the hex) and the server decodes it faster. */
+static size_t bytea_text(char *dst, const unsigned char *src, size_t n)
+{
+    size_t cap = 2 * n + 2, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = src[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            if (d + 1 > cap)
+                return hex_text(dst, src, n);
+            dst[d++] = (char)c;
+        } else if (c == '\\') {
+            if (d + 2 > cap)
+                return hex_text(dst, src, n);
+            dst[d++] = '\\';
+            dst[d++] = '\\';
+        } else {
+            if (d + 4 > cap)
+                return hex_text(dst, src, n);
+            dst[d++] = '\\';
+            dst[d++] = (char)('0' + (c >> 6));
+            dst[d++] = (char)('0' + ((c >> 3) & 7));
+            dst[d++] = (char)('0' + (c & 7));
+        }
+    }
+    dst[d] = '\0';
+    return d;
+}
+
 /* Makes a full (or last) batch ready to execute: the CPU work of ARRAY's
  * column-wise copy and PACKED's array literals is done here, in the
  * caller's thread, where it overlaps the execution of the other batch. */
@@ -328,6 +360,6 @@ void pc_odbc_batch_seal(pc_odbc_writer *w, struct wbatch *b)
         }
         for (int i = 0; i < 5; i++)
             b->arr[i][b->arr_len[i]++] = '}';
-        b->blob_len = (SQLLEN)hex_text(b->hex, b->buf, b->used);
+        b->blob_len = (SQLLEN)bytea_text(b->text, b->buf, b->used);
     }
 }

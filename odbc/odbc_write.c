@@ -76,7 +76,7 @@ static int batch_alloc(pc_odbc_writer *w, struct wbatch *b)
     for (int i = 0; w->shape == PC_ODBC_SHAPE_PACKED && i < 5; i++)
         if ((b->arr[i] = malloc((size_t)n * PACKED_NUM + 3)) == NULL)
             return PC_ESYS;
-    if (w->shape == PC_ODBC_SHAPE_PACKED && (b->hex = malloc(2 * w->buf_size + 3)) == NULL)
+    if (w->shape == PC_ODBC_SHAPE_PACKED && (b->text = malloc(2 * w->buf_size + 3)) == NULL)
         return PC_ESYS;
     return 0;
 }
@@ -93,7 +93,7 @@ static void batch_free(struct wbatch *b)
     free(b->status);
     for (int i = 0; i < 5; i++)
         free(b->arr[i]);
-    free(b->hex);
+    free(b->text);
 }
 
 static void batch_reset(struct wbatch *b)

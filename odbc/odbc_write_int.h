@@ -56,9 +56,10 @@ struct wbatch {
     char *arr[5];
     SQLLEN arr_len[5];
     SQLLEN blob_len;
-    /* PACKED: buf as the text "\\x<hex>" that the bytea parameter travels
-     * as (odbc_shapes.c says why not binary), blob_len bytes */
-    char *hex;
+    /* PACKED: buf as the text of a bytea (escape or hex form, at most
+     * 2 x used + 2 bytes) that the parameter travels as (odbc_shapes.c
+     * says why not binary), blob_len bytes */
+    char *text;
 };
 
 struct pc_odbc_writer {

@@ -279,6 +279,22 @@ static void t_shapes(void **state)
     }
 }
 
+/* Saves collection name of *c (rows rows), replaces *c with an empty
+ * cache and loads the collection back into it (rows rows again); returns
+ * the loaded collection. */
+static pc_coll *save_reload(pc_odbc *o, pc_cache **c, const char *name, uint64_t rows,
+                            pc_odbc_result *saved, pc_odbc_result *loaded)
+{
+    assert_int_equal(pc_odbc_save(o, coll(*c, name), saved), 0);
+    assert_int_equal(saved->rows, rows);
+    pc_cache_destroy(*c);
+    *c = mk_cache();
+    pc_coll *co = coll(*c, name);
+    assert_int_equal(pc_odbc_load(o, co, loaded), 0);
+    assert_int_equal(loaded->rows, rows);
+    return co;
+}
+
 static void key100k(unsigned i, char k[17])
 {
     snprintf(k, 17, "key-%012u", i);
@@ -305,13 +321,7 @@ static void t_roundtrip_100k(void **state)
         assert_int_equal(pc_set(b, k, 16, v, 200, 0, 0), 0);
     }
     pc_odbc_result s, l;
-    assert_int_equal(pc_odbc_save(o, b, &s), 0);
-    assert_int_equal(s.rows, 100000);
-    pc_cache_destroy(c);
-    c = mk_cache();
-    b = coll(c, "big");
-    assert_int_equal(pc_odbc_load(o, b, &l), 0);
-    assert_int_equal(l.rows, 100000);
+    b = save_reload(o, &c, "big", 100000, &s, &l);
     for (unsigned i = 0; i < 100000; i++) {
         key100k(i, k);
         val100k(i, v);
@@ -367,13 +377,7 @@ static void t_text_values(void **state)
         rnd[j] = (unsigned char)(j * 2654435761u >> 24);
     assert_int_equal(pc_set(t, "random", 6, rnd, 65536, 0, 0), 0);
     pc_odbc_result r, l;
-    assert_int_equal(pc_odbc_save(o, t, &r), 0);
-    assert_int_equal(r.rows, 3001);
-    pc_cache_destroy(c);
-    c = mk_cache();
-    t = coll(c, "t");
-    assert_int_equal(pc_odbc_load(o, t, &l), 0);
-    assert_int_equal(l.rows, 3001);
+    t = save_reload(o, &c, "t", 3001, &r, &l);
     for (unsigned i = 0; i < 3000; i++) {
         int kl = snprintf(k, sizeof k, "text%u", i);
         expect_bytes(t, k, (size_t)kl, v, text_value(i, v));

@@ -248,6 +248,21 @@ static void fake_load(const struct snap *s, pc_coll *co, pc_journal_replay *rp, 
     }
 }
 
+/* A restart as the store runs it: the replay opened after the snapshot s,
+ * the snapshot loaded through its filter (skipped: records the journal
+ * supersedes), the journal applied; its stats to *st unless NULL. */
+static void restart_on(const struct snap *s, pc_journal *jb, pc_coll *cb, unsigned *skipped,
+                       pc_journal_replay_stats *st)
+{
+    pc_journal_replay *rp = NULL;
+    assert_int_equal(pc_journal_replay_open(jb, cb, s->epoch, 0, &rp), 0);
+    fake_load(s, cb, rp, skipped);
+    assert_int_equal(pc_journal_replay_apply(rp), 0);
+    if (st != NULL)
+        pc_journal_replay_stats_get(rp, st);
+    pc_journal_replay_close(rp);
+}
+
 static void test_save_while_writing(void **state)
 {
     (void)state;
@@ -282,14 +297,9 @@ static void test_save_while_writing(void **state)
     pc_cache *b = new_cache("default", 64);
     pc_journal *jb = new_journal(b, 8);
     pc_coll *cb = coll_of(b, "default");
-    pc_journal_replay *rp = NULL;
-    assert_int_equal(pc_journal_replay_open(jb, cb, s.epoch, 0, &rp), 0);
     unsigned skipped = 0;
-    fake_load(&s, cb, rp, &skipped);
-    assert_int_equal(pc_journal_replay_apply(rp), 0);
     pc_journal_replay_stats st;
-    pc_journal_replay_stats_get(rp, &st);
-    pc_journal_replay_close(rp);
+    restart_on(&s, jb, cb, &skipped, &st);
     assert_int_equal(st.bad_records + st.torn_tails + st.errors, 0);
     assert_int_equal(st.snap_skipped, skipped);
     assert_true(skipped > 0); /* keys written after the last walk */
@@ -363,12 +373,8 @@ static void stale_across_save(int op)
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 2);
     pc_coll *cb = coll_of(b, "default");
-    pc_journal_replay *rp = NULL;
-    assert_int_equal(pc_journal_replay_open(jb, cb, s.epoch, 0, &rp), 0);
     unsigned skipped = 0;
-    fake_load(&s, cb, rp, &skipped);
-    assert_int_equal(pc_journal_replay_apply(rp), 0);
-    pc_journal_replay_close(rp);
+    restart_on(&s, jb, cb, &skipped, NULL);
     assert_int_equal(pc_probe(cb, "stale", 5, NULL), PC_ENOTFOUND);
     kv_free(&s.kv);
     pc_journal_close(jb);

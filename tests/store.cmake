@@ -24,14 +24,14 @@ if(TEST test_store)
   set_tests_properties(test_store PROPERTIES LABELS "store")
 endif()
 # The journal's tests (written beside the store) link its library when the
-# storage/ build made one; test_journal*.c other than the kill test share
-# journal_testlib.c (fixtures and the table comparison).
+# storage/ build made one; test_journal*.c share journal_testlib.c
+# (fixtures, the random sequence and the table comparison).
 foreach(name test_journal test_journal_race test_journal_faults test_journal_kill)
   if(TARGET ${name} AND TARGET pcache_journal)
     target_link_libraries(${name} PRIVATE pcache_journal)
   endif()
 endforeach()
-foreach(name test_journal test_journal_race test_journal_faults)
+foreach(name test_journal test_journal_race test_journal_faults test_journal_kill)
   if(TARGET ${name} AND TARGET pcache_journal)
     target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/journal_testlib.c)
   endif()

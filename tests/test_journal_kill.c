@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <cmocka.h> /* after the four headers it needs */
 
+#include "journal_testlib.h" /* tmpdir, rnd */
 #include "pc_journal.h"
 #include "pcache.h"
 #include "pcache_store.h"
@@ -47,7 +48,6 @@
 #define ROUNDS 8
 #define WRITERS 3
 
-static char tmpdir[200];
 static unsigned torn_logged;
 
 static void log_fn(void *ctx, int level, const char *msg)
@@ -66,17 +66,6 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     (void)flag;
     (void)ftw;
     return remove(p);
-}
-
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-static uint64_t rnd(void)
-{
-    uint64_t x = rng_state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    rng_state = x;
-    return x * 0x2545f4914f6cdd1dull;
 }
 
 static int64_t now_ms(void)
@@ -514,6 +503,7 @@ static void test_kill_everysec(void **state)
 
 int main(void)
 {
+    rng_state = 0x243f6a8885a308d3ull; /* this program's own sequence */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill_always),
         cmocka_unit_test(test_kill_everysec),

@@ -415,6 +415,29 @@ static pc_store *open_store(void)
     return s;
 }
 
+/* A restart from store s into a fresh cache declaring cols (boot
+ * generation boot): pc_journal_restore loads the snapshot through the
+ * journal's filter and replays the journal, cleanly, the journal
+ * superseding at least one snapshot record, and the table it rebuilds
+ * equals ca. Returns the restore's figures. */
+static pc_journal_restore_result restart_from_store(pc_store *s, uint64_t boot, const char *cols,
+                                                    pc_coll *ca)
+{
+    pc_cache *b = new_cache(cols, 64);
+    pc_journal *jb = new_journal(b, boot);
+    pc_coll *cb = coll_of(b, "default");
+    pc_journal_restore_result rr;
+    assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
+    assert_int_equal(rr.snapshot, 1);
+    assert_int_equal(rr.load_rc, 0);
+    assert_int_equal(rr.replay.bad_records + rr.replay.torn_tails + rr.replay.errors, 0);
+    assert_true(rr.replay.snap_skipped > 0); /* the journal superseded snapshot records */
+    assert_same_table(ca, cb);
+    pc_journal_close(jb);
+    pc_cache_destroy(b);
+    return rr;
+}
+
 /* Snapshots saved with pc_journal_save while writers run, then a restart:
  * pc_journal_restore (snapshot through the filter + journal) must rebuild
  * the live table. */
@@ -457,21 +480,10 @@ static void test_store_save_restore(void **state)
     /* restart */
     assert_int_equal(pc_store_next_boot_gen(s, &boot2), 0);
     assert_int_equal(boot2, boot1 + 1);
-    pc_cache *b = new_cache("default", 64);
-    pc_journal *jb = new_journal(b, boot2);
-    pc_coll *cb = coll_of(b, "default");
-    pc_journal_restore_result rr;
-    assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
-    assert_int_equal(rr.snapshot, 1);
-    assert_int_equal(rr.load_rc, 0);
-    assert_int_equal(rr.replay.bad_records + rr.replay.torn_tails + rr.replay.errors, 0);
-    assert_true(rr.replay.snap_skipped > 0);                  /* the journal superseded some */
+    pc_journal_restore_result rr = restart_from_store(s, boot2, "default", ca);
     assert_true(rr.load.loaded + rr.replay.snap_skipped > 0); /* and the snapshot held the rest */
-    assert_same_table(ca, cb);
-    pc_journal_close(jb);
     pc_journal_close(ja);
     pc_cache_destroy(a);
-    pc_cache_destroy(b);
     pc_store_close(s);
 }
 
@@ -663,22 +675,11 @@ static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *
     usleep(150 * 1000); /* the short TTLs lapse */
 
     assert_int_equal(pc_store_next_boot_gen(s, &boot2), 0);
-    pc_cache *b = new_cache("default=12", 64);
-    pc_journal *jb = new_journal(b, boot2);
-    pc_coll *cb = coll_of(b, "default");
-    pc_journal_restore_result rr;
-    assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
-    assert_int_equal(rr.snapshot, 1);
-    assert_int_equal(rr.load_rc, 0);
-    assert_int_equal(rr.replay.bad_records + rr.replay.torn_tails + rr.replay.errors, 0);
-    assert_true(rr.replay.snap_skipped > 0); /* the journal superseded snapshot records */
+    pc_journal_restore_result rr = restart_from_store(s, boot2, "default=12", ca);
     t->snap_skipped += rr.replay.snap_skipped;
     t->records += rr.replay.records;
-    assert_same_table(ca, cb);
-    pc_journal_close(jb);
     pc_journal_close(ja);
     pc_cache_destroy(a);
-    pc_cache_destroy(b);
     pc_store_close(s);
 }
 

@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
 # The ODBC exporter (odbc/): unixODBC, the three drivers its tests use, and
-# the servers they start privately (tests/odbc_servers.sh; no service is
+# the servers they start privately (tests/support/odbc_servers.sh; no service is
 # enabled or started by these packages' use here).
 PKGS="$PKGS unixodbc unixodbc-dev libsqliteodbc odbc-postgresql odbc-mariadb"
 PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"

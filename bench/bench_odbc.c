@@ -6,7 +6,7 @@
  * time-boxed and extrapolated), and for PostgreSQL `psql \copy` of the same
  * rows (the server's own bulk path). 16-byte keys, 200-byte values; 100k
  * and 1M entries (--quick: 100k only). The servers are private ones
- * started for the run (tests/odbc_servers.sh) with their default
+ * started for the run (tests/support/odbc_servers.sh) with their default
  * durability settings, so a commit is an fsync as in production.
  *
  * Saves and \copy run in interleaved rounds - the save as configured (the

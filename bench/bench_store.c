@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "pcache_store.h"
-#include "sipgen_int.h"
+#include "sipgen.h"
 
 /* ---- the data set ------------------------------------------------------- */
 static const bs_data *bs_sort_data;

@@ -6,7 +6,7 @@
  *
  * The data set is the issue's: n entries (1M by default), 16-byte keys (the
  * hex keys of bench_util.h), SIP-like string values of about 200 bytes from
- * storage/sipgen.c (contacts, dialogs, flags; its counters are replaced by
+ * tests/support/sipgen.c (contacts, dialogs, flags; its counters are replaced by
  * the next string entry so every value is a SIP-like string), a fifth
  * without expiry and the rest expiring 1 min to 2 h ahead.
  */

@@ -1,6 +1,6 @@
 /*
  * odbc_persist.c - the ODBC exporter as a store of the persistence policies
- * (storage/persist.c): db_url "odbc://DSN" or an ODBC connection string.
+ * (storage/persist/persist.c): db_url "odbc://DSN" or an ODBC connection string.
  *
  * Why an interface and not a call: storage/ must not depend on odbc/ (the
  * build's dependency order is src <- storage <- odbc), so persist.c only

@@ -8,18 +8,21 @@ foreach(name test_odbc test_odbc_fail test_sync_api)
     continue()
   endif()
   if(TARGET pcache_odbc)
-    target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/odbc_testenv.c)
+    target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/odbc_testenv.c)
     # libodbcinst linked in keeps it loaded for the whole run, so that the
     # ini cache it never frees is attributed to it (odbc_lsan.supp) rather
     # than to an unloaded module
     pkg_check_modules(ODBCINST REQUIRED IMPORTED_TARGET odbcinst)
     target_link_libraries(${name} PRIVATE pcache_odbc pcache_persist PkgConfig::ODBCINST)
+    if(name STREQUAL test_odbc_fail)
+      target_link_libraries(${name} PRIVATE pcache_odbc_testing)
+    endif()
     target_link_options(${name} PRIVATE -Wl,--no-as-needed)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT
-      "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/odbc_lsan.supp")
+      "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/support/odbc_lsan.supp")
     target_compile_definitions(${name} PRIVATE
-      PCACHE_ODBC_SERVERS="${CMAKE_CURRENT_SOURCE_DIR}/odbc_servers.sh")
-    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 RUN_SERIAL TRUE LABELS "odbc"
+      PCACHE_ODBC_SERVERS="${CMAKE_CURRENT_SOURCE_DIR}/support/odbc_servers.sh")
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 RUN_SERIAL TRUE LABELS "integration;odbc"
                                             TIMEOUT 600)
   else()
     # built without odbc/ (PCACHE_ODBC=OFF): not built, reported as disabled

@@ -6,7 +6,7 @@
 # (exit 77), which is what a CI machine without OpenSIPS sees. Its parts: the
 # module on an LMDB store, on an SQLite file through ODBC, and perf_sync over
 # clusterer (two clustered nodes + one without clusterer on a shared SQLite
-# file, then on a private PostgreSQL started by tests/odbc_servers.sh); the
+# file, then on a private PostgreSQL started by tests/support/odbc_servers.sh); the
 # cluster part prints SKIPPED with the reason when clusterer.so / proto_bin.so
 # are not installed, the PostgreSQL run when its binaries are missing.
 set(PCACHE_OPENSIPS_PREFIX "$ENV{PCACHE_OPENSIPS_PREFIX}" CACHE PATH
@@ -34,9 +34,9 @@ endif()
 find_program(PCACHE_PYTHON3 python3 PATHS /usr/bin)
 if(PCACHE_PYTHON3)
   add_test(NAME opensips_cachedb_perf
-           COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips_e2e.py
+           COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips/opensips_e2e.py
                    --opensips "${_osips_bin}" --mpath "${_osips_mpath}"
                    --module "${_osips_module}" --skip-reason "${_osips_why}"
                    --guide "${PROJECT_SOURCE_DIR}/opensips_module/README.md")
-  set_tests_properties(opensips_cachedb_perf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties(opensips_cachedb_perf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "opensips")
 endif()

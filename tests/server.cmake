@@ -7,28 +7,28 @@ if(TARGET pcached)
   foreach(name test_resp test_process test_jsonrpc_config test_hostile)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
-    set_tests_properties(server_${name} PROPERTIES TIMEOUT 600
+    set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server"
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
 endif()
 
 # The RESP parser against a guard page, fed whole and byte by byte.
 if(TARGET test_resp_parse)
-  target_link_libraries(test_resp_parse PRIVATE pcached_resp)
+  target_link_libraries(test_resp_parse PRIVATE pcached_testing)
 endif()
 
 # The perf_sync notice datagram's codec against hostile input.
 if(TARGET test_sync_wire)
-  target_link_libraries(test_sync_wire PRIVATE pcached_resp)
+  target_link_libraries(test_sync_wire PRIVATE pcached_testing)
 endif()
 
 # perf_sync between real pcached nodes sharing one private PostgreSQL
-# (tests/odbc_servers.sh; SKIPPED with exit 77 when PostgreSQL or psqlODBC
+# (tests/support/odbc_servers.sh; SKIPPED with exit 77 when PostgreSQL or psqlODBC
 # is missing). RUN_SERIAL: it measures convergence times on 2 shared cores.
 if(TARGET pcached AND TARGET pcache_odbc)
   add_test(NAME server_test_sync
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_sync.py)
   set_tests_properties(server_test_sync PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
-    RUN_SERIAL TRUE LABELS "odbc"
-    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/odbc_lsan.supp")
+    RUN_SERIAL TRUE LABELS "server;odbc"
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/support/odbc_lsan.supp")
 endif()

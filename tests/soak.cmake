@@ -1,4 +1,4 @@
-# Multi-process soak of the engine (tests/soak_engine.c). Included by
+# Multi-process soak of the engine (tests/crash/soak_engine.c). Included by
 # tests/CMakeLists.txt. The crash tests test_lockdeath.c and
 # test_forksafety.c are cmocka programs that the test_*.c glob there already
 # registers; they only get a label here.
@@ -7,8 +7,8 @@
 # build: an ASan build does fewer operations in the same time. RUN_SERIAL
 # because it forks a worker per core and more: sharing two cores with other
 # tests would only make its timing checks noisier.
-add_executable(soak_engine soak_engine.c)
-target_link_libraries(soak_engine PRIVATE pcache)
+add_executable(soak_engine crash/soak_engine.c)
+target_link_libraries(soak_engine PRIVATE pcache pcache_testhooks)
 add_test(NAME soak_engine COMMAND soak_engine)
 # The program has its own watchdog (3 x its run time + 60 s); this cap only
 # backs it up, sized from the environment seen at configure time.
@@ -18,7 +18,7 @@ if(DEFINED ENV{PCACHE_SOAK_SECONDS} AND "$ENV{PCACHE_SOAK_SECONDS}" MATCHES "^[0
 endif()
 math(EXPR pc_soak_timeout "${pc_soak_seconds} * 4 + 300")
 set_tests_properties(soak_engine PROPERTIES TIMEOUT ${pc_soak_timeout} RUN_SERIAL TRUE
-                                            LABELS "soak")
+                                            LABELS "crash;soak")
 
 foreach(crash_test test_lockdeath test_forksafety)
   if(TEST ${crash_test})

@@ -18,10 +18,10 @@ if(TEST test_store_crash)
   endif()
   math(EXPR pc_crash_timeout "${pc_crash_iters} + 300")
   set_tests_properties(test_store_crash PROPERTIES TIMEOUT ${pc_crash_timeout} RUN_SERIAL TRUE
-                                                   LABELS "crash")
+                                                   LABELS "crash;store")
 endif()
 if(TEST test_store)
-  set_tests_properties(test_store PROPERTIES LABELS "store")
+  set_tests_properties(test_store PROPERTIES LABELS "integration;store")
 endif()
 # The journal's tests (written beside the store) link its library when the
 # storage/ build made one; test_journal*.c share journal_testlib.c
@@ -33,7 +33,7 @@ foreach(name test_journal test_journal_race test_journal_faults test_journal_kil
 endforeach()
 foreach(name test_journal test_journal_race test_journal_faults test_journal_kill)
   if(TARGET ${name} AND TARGET pcache_journal)
-    target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/journal_testlib.c)
+    target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/journal_testlib.c)
   endif()
 endforeach()
 # The persistence policies' test links the policy layer.

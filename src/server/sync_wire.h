@@ -2,7 +2,7 @@
  * sync_wire.h - the sync notice datagram of pcached (docs/sync.md "Wire
  * format"): collection, generation and source node of a committed
  * perf_sync; no data. Parsed from outside bytes: the decoder trusts
- * nothing (tests/test_sync_wire.c feeds it hostile input against a guard
+ * nothing (tests/unit/test_sync_wire.c feeds it hostile input against a guard
  * page).
  */
 #ifndef PCACHED_SYNC_WIRE_H

@@ -2,7 +2,7 @@
 (docs/sync.md): three nodes on 127.0.0.1 - an authority A and replicas B
 and C - plus a fourth, D, that A's datagrams never reach (A sends them to a
 wrong port), so D learns only by its poll. Everything is real: the
-PostgreSQL server the test starts (tests/odbc_servers.sh), the psqlODBC
+PostgreSQL server the test starts (tests/support/odbc_servers.sh), the psqlODBC
 driver, pcached processes, UDP datagrams.
 
 What it asserts, in order (one cluster, the phases build on each other):
@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from pcached_harness import Server, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SERVERS_SH = os.path.join(HERE, "..", "odbc_servers.sh")
+SERVERS_SH = os.path.join(HERE, "..", "support", "odbc_servers.sh")
 PW = "s3cret-PW-odbc"
 CHECK_MS = 200
 D_POLL_MS = 1500

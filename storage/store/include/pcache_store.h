@@ -1,0 +1,579 @@
+/*
+ * pcache_store.h - the snapshot store of pcache: the one public header of
+ * storage/.
+ *
+ * A store is a directory holding an LMDB environment (data.mdb, lock.mdb)
+ * with two named databases, "meta" and "blocks", and a journal/ folder that
+ * the write-ahead journal (pc_journal.h) owns. It keeps one snapshot per
+ * collection, saved and replaced atomically:
+ *
+ *  - a save (pc_store_save) walks the live collection lock-free in ascending
+ *    pc_order_key order (pc_walk_ordered), cuts the records into blocks of
+ *    about 128 KiB, compresses each with zstd on worker threads, then in ONE
+ *    LMDB write transaction deletes the collection's old blocks, puts the
+ *    new ones and its metadata (generation + 1) and commits durably. A crash
+ *    or an error before the commit leaves the previous snapshot whole.
+ *    Readers in other processes see the old or the new snapshot, never a mix.
+ *  - a load (pc_store_load) reads one consistent snapshot, verifies every
+ *    checksum, and stores the live records into a collection; expired
+ *    records are skipped and then pruned from the store.
+ *  - the offline API (list, get, iterate, verify, info) serves the
+ *    pcache-snapshot tool and any process that opens the store read-only,
+ *    also while another process saves.
+ *
+ * The format is docs/snapshot-format.md.
+ *
+ * Conventions are those of pcache.h: every function returns 0 or a negative
+ * PC_E* code (pc_strerror names it); out-parameters are written only on
+ * success unless the function says otherwise; pointer parameters are
+ * borrowed for the call unless documented; the library never prints, it
+ * logs through pc_store_config.log. Errors that concern stored data name the
+ * collection, and the key or block where they can, in a log line at
+ * PC_LOG_ERR.
+ *
+ * Threads and processes: a pc_store handle is used by one thread at a time.
+ * Any number of processes may open the same store, read-only or read-write;
+ * LMDB serialises the writers. A process opens a given store at most once
+ * (an LMDB rule: two handles on one environment in one process break its
+ * locks), and a handle never crosses fork(): open the store in the process
+ * that uses it (a handle used in a forked child returns PC_EINVAL).
+ * pc_store_save and pc_store_load start worker threads for the duration of
+ * the call (pc_store_config.threads) that only compress, decompress and
+ * hash; the engine handle, LMDB and the log callback are only used from the
+ * calling thread.
+ */
+#ifndef PCACHE_STORE_H
+#define PCACHE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pcache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The snapshot format version this library writes. A store or collection
+ * written by a newer version is refused with PC_EFORMAT. */
+#define PC_STORE_FORMAT_VERSION 1u
+
+typedef struct pc_store pc_store; /* process-local handle; opaque */
+
+/* ---- opening ------------------------------------------------------------ */
+#define PC_STORE_RDONLY 0x1u /* no writes (LMDB readers never block writers) */
+#define PC_STORE_CREATE 0x2u /* create the directory / store when missing */
+
+/* The defaults of pc_store_config, chosen by measurement
+ * (docs/snapshot-format.md §8): 128 KiB blocks at zstd level 1. */
+#define PC_STORE_BLOCK_DEFAULT (128u * 1024u)
+#define PC_STORE_ZSTD_LEVEL_DEFAULT 1
+
+typedef struct pc_store_config {
+    unsigned flags; /* PC_STORE_RDONLY, PC_STORE_CREATE */
+    pc_log_fn log;  /* NULL = silent */
+    void *log_ctx;
+    int log_level;      /* messages above this level are not formatted */
+    size_t map_size;    /* initial LMDB map size in bytes; 0 = automatic (1 GiB or
+                         * four times data.mdb). The map grows by itself when a write
+                         * would not fit (MDB_MAP_FULL): this is only a start. */
+    int zstd_level;     /* compression level of saves; 0 = the default */
+    size_t block_bytes; /* target raw bytes per block, 1 KiB .. 16 MiB; 0 = the default.
+                         * Larger blocks compress a little better and make a point
+                         * lookup decompress more. */
+    unsigned threads;   /* threads a save or load uses, the caller's included:
+                         * 0 = automatic (the caller plus one worker per online CPU,
+                         * at most 4 workers); 1 = the caller alone; n = n - 1
+                         * workers */
+} pc_store_config;
+
+/* Fills *cfg with the defaults: flags 0, log NULL, log_level PC_LOG_INFO,
+ * map_size 0, zstd_level PC_STORE_ZSTD_LEVEL_DEFAULT, block_bytes
+ * PC_STORE_BLOCK_DEFAULT, threads 0. */
+void pc_store_config_init(pc_store_config *cfg);
+
+/* Opens the store at where: a directory path or a URL "lmdb:///abs/path"
+ * (borrowed). cfg may be NULL (the defaults). On success *out is
+ * caller-owned: pc_store_close.
+ *
+ * With PC_STORE_CREATE a missing directory is created (one level, mode
+ * 0750) and an empty directory (or one holding only a journal/ folder, or
+ * an LMDB environment whose creation never committed) becomes a new store.
+ * An existing environment is checked read-only before anything is written,
+ * and nothing is written to what is refused. Errors, each with a message
+ * in errbuf (when not NULL) and a log line:
+ *   PC_ESTORE   the path does not exist (without CREATE), is not a
+ *               directory, is a non-empty directory without a store, holds
+ *               a data.mdb that is not an LMDB file, an LMDB environment
+ *               that is not a pcache store, or an uninitialised environment
+ *               opened without CREATE;
+ *   PC_EFORMAT  the store was written by a newer format version;
+ *   PC_ECORRUPT the store header fails its checksum, or data.mdb is
+ *               shorter than its own last committed page (truncated: LMDB
+ *               would fault reading it);
+ *   PC_EIO      a system call failed: permission denied, read-only file
+ *               system... (the errno text is in the message);
+ *   PC_EURL     a URL other than lmdb:///path;
+ *   PC_EINVAL   bad arguments or configuration (RDONLY with CREATE, a
+ *               block size or zstd level out of range). */
+int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out, char *errbuf,
+                  size_t errlen);
+
+/* Closes the handle. Accepts NULL. */
+void pc_store_close(pc_store *s);
+
+/* The store's directory (valid until pc_store_close). */
+const char *pc_store_path(const pc_store *s);
+
+/* Increments the store's boot generation and commits it durably; *gen
+ * receives the new value (the first call on a new store gives 1). The
+ * journal takes one per process start so that its records and the
+ * snapshots they follow can be told apart across restarts. PC_EINVAL on a
+ * read-only handle. */
+int pc_store_next_boot_gen(pc_store *s, uint64_t *gen);
+/* The current boot generation, without changing it. */
+int pc_store_boot_gen(pc_store *s, uint64_t *gen);
+
+/* ---- per-collection metadata --------------------------------------------- */
+typedef struct pc_store_coll_meta {
+    char name[PC_COLL_NAME_MAX + 1]; /* NUL-terminated */
+    uint32_t format_version;
+    uint64_t generation;       /* 1 for the first save, +1 per save */
+    uint64_t count;            /* records in the snapshot */
+    uint64_t blocks;           /* blocks holding them */
+    uint64_t raw_bytes;        /* encoded records before compression */
+    uint64_t stored_bytes;     /* bytes of the block values as stored */
+    uint64_t key_bytes;        /* sum of key lengths */
+    uint64_t value_bytes;      /* sum of value lengths (counters: 8) */
+    uint64_t content_checksum; /* XXH3-64 over the blocks' raw checksums */
+    int64_t saved_at_ms;       /* unix milliseconds of the commit */
+    uint32_t dict_id;          /* zstd dictionary id: 0 (version 1 uses none) */
+    uint64_t boot_gen;         /* the saver's boot generation */
+    uint64_t journal_epoch;    /* pc_store_save_opts.journal_epoch */
+    uint64_t save_usec;        /* duration of the save that wrote it */
+} pc_store_coll_meta;
+
+/* The metadata of one collection (name borrowed, NUL-terminated).
+ * PC_ENOTFOUND when it was never saved; PC_ECORRUPT / PC_EFORMAT when its
+ * meta record fails its checksum or is newer. */
+int pc_store_coll_meta_get(pc_store *s, const char *name, pc_store_coll_meta *out);
+
+/* Every saved collection, in name order, read in one transaction. On
+ * success *out is caller-owned (pc_store_list_free) and *n its length;
+ * a collection whose meta fails to decode is logged and listed with
+ * format_version 0 and every other field 0. */
+int pc_store_list(pc_store *s, pc_store_coll_meta **out, size_t *n);
+void pc_store_list_free(pc_store_coll_meta *list); /* accepts NULL */
+
+/* Deletes a collection's snapshot (its blocks and meta) in one
+ * transaction. PC_ENOTFOUND when there is none; PC_EINVAL on a read-only
+ * handle. */
+int pc_store_drop(pc_store *s, const char *name);
+
+/* ---- save ------------------------------------------------------------------ */
+typedef struct pc_store_save_opts {
+    uint64_t journal_epoch; /* recorded in the meta for the journal (opaque here) */
+    uint64_t boot_gen;      /* the saving process's boot generation, recorded in the
+                             * meta; 0 = the store header's current value (right when
+                             * this process took the last pc_store_next_boot_gen) */
+} pc_store_save_opts;
+
+typedef struct pc_store_save_result {
+    uint64_t saved;           /* records written */
+    uint64_t skipped_expired; /* entries the walk returned already expired */
+    uint64_t blocks;
+    uint64_t raw_bytes;    /* encoded records, before compression */
+    uint64_t stored_bytes; /* block values as stored (headers included) */
+    uint64_t value_bytes;  /* sum of value lengths */
+    uint64_t generation;   /* the generation committed */
+    double seconds;        /* wall time of the whole save */
+    double walk_seconds;   /* walk + encode + compress (overlapped) */
+    double commit_seconds; /* the write transaction, commit included */
+    double rate;           /* saved / seconds */
+    unsigned map_grows;    /* MDB_MAP_FULL retries */
+} pc_store_save_result;
+
+/* Saves collection coll (a live engine collection; the walk is lock-free
+ * and workers keep reading and writing) as the new snapshot of the
+ * collection of the same name, generation + 1. Call it from a process that
+ * serves no traffic. opts may be NULL (journal epoch 0, the header's boot
+ * generation); result may be NULL. Entries that expire while the save runs
+ * may be saved; loads skip them. The compressed snapshot is held in memory
+ * until the commit (about 0.33x the raw record bytes). Errors: PC_EINVAL
+ * (read-only handle, handle from before a fork), PC_EFORMAT (the stored
+ * collection was written by a newer format version: not overwritten),
+ * PC_EIO (an LMDB write or the commit failed), PC_ESYS (out of memory),
+ * errors of the engine's walk. On any error nothing was committed and the
+ * previous snapshot stands. */
+int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
+                  pc_store_save_result *result);
+
+/* ---- load ------------------------------------------------------------------ */
+/* Per-record filter of a load, called for EVERY record of the snapshot,
+ * expired ones included, before the store decides about it. key is
+ * borrowed for the call; stamp is the record's pc_entry.stamp at save time
+ * and boot_gen the saver's boot generation (the snapshot meta's). It
+ * returns one of:
+ *   PC_STORE_FILTER_SKIP      do not load it;
+ *   PC_STORE_FILTER_LOAD      load it unless it has expired;
+ *   PC_STORE_FILTER_LOAD_ANY  load it even if it has expired: an expired
+ *                             record is stored to live
+ *                             PC_STORE_LOAD_ANY_TTL_MS, and its block is not
+ *                             pruned (the journal's replay re-arms or
+ *                             removes it). */
+#define PC_STORE_FILTER_SKIP 0
+#define PC_STORE_FILTER_LOAD 1
+#define PC_STORE_FILTER_LOAD_ANY 2
+#define PC_STORE_LOAD_ANY_TTL_MS 600000
+typedef int (*pc_store_filter_fn)(void *ctx, const void *key, size_t klen, uint32_t stamp,
+                                  uint64_t boot_gen);
+/* Called once per load, after the snapshot's meta is read and before any
+ * record is stored, with the meta of exactly the snapshot being loaded
+ * (same transaction): meta->journal_epoch and meta->boot_gen are what the
+ * journal's replay needs. Return 0 to go on, anything else to stop the load
+ * (pc_store_load returns that value, nothing loaded). meta is borrowed. */
+typedef int (*pc_store_meta_fn)(void *ctx, const pc_store_coll_meta *meta);
+
+typedef struct pc_store_load_opts {
+    pc_store_filter_fn filter; /* NULL = load every live record */
+    void *filter_ctx;
+    pc_store_meta_fn on_meta; /* NULL = none */
+    void *meta_ctx;
+    int no_prune; /* 1 = do not rewrite blocks that hold expired records */
+} pc_store_load_opts;
+
+typedef struct pc_store_load_result {
+    uint64_t loaded;          /* records stored into the collection */
+    uint64_t skipped_expired; /* records not loaded because their wall-clock
+                               * expiry had passed */
+    uint64_t filtered;        /* records the filter declined (expired or not) */
+    uint64_t failed;          /* records the engine refused (PC_ENOMEM...): logged */
+    uint64_t pruned;          /* expired records removed from the store */
+    uint64_t corrupt;         /* records not loaded because they (or their block)
+                               * failed a check */
+    uint64_t corrupt_blocks;  /* blocks that failed a check */
+    uint64_t blocks;
+    double seconds;
+    double rate;             /* loaded / seconds */
+    pc_store_coll_meta meta; /* the snapshot that was loaded */
+} pc_store_load_result;
+
+/* Loads the snapshot of the collection named like coll into coll, with
+ * pc_set / pc_set_counter and the remaining TTL of each record. One read
+ * transaction: the snapshot is the one committed when the load began, even
+ * if another process saves meanwhile. Corrupt units (a block that fails its
+ * checksums or does not decompress, a record that fails its own) are
+ * logged with the collection, the block's order-key range and the key where
+ * the record's header parses, and not loaded; the rest loads. Then, unless
+ * opts->no_prune or the handle is read-only, the blocks that held expired
+ * records are rewritten without them in one write transaction (the meta's
+ * count and checksum follow; its generation does not change; skipped when
+ * another save committed meanwhile). opts and result may be NULL.
+ *
+ * Returns 0; PC_ENOTFOUND when the collection has no snapshot (nothing
+ * loaded, result untouched); PC_ECORRUPT when any unit was corrupt, or the
+ * records re-derived from the blocks disagree with the meta's count or
+ * checksum - the rest was loaded and *result IS written; PC_ECORRUPT /
+ * PC_EFORMAT when the meta itself fails its checksum or is newer (nothing
+ * loaded, result untouched); the on_meta callback's non-zero value. */
+int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
+                  pc_store_load_result *result);
+
+/* ---- offline reads ---------------------------------------------------------- */
+/* A record as read from a snapshot: borrowed, valid during the call only. */
+typedef struct pc_store_record {
+    const void *key;
+    size_t klen;
+    const void *val; /* counters: 8 bytes, little-endian int64 */
+    size_t vlen;
+    int64_t expires_ms; /* absolute unix ms, 0 = never */
+    int is_counter;
+    uint32_t stamp;
+    uint64_t order; /* pc_order_key(pc_hash(key)) */
+} pc_store_record;
+
+#define PC_STORE_INCLUDE_EXPIRED 0x1u /* also return records already expired */
+
+/* Point lookup of key in collection name: reads the one block that can hold
+ * it (a range search on the order key) and decompresses it. On a hit, *val
+ * is caller-owned (free(); NUL-terminated for convenience, the NUL not
+ * counted) and *rec (may be NULL) receives the record's metadata with
+ * rec->key/rec->val set to NULL. PC_ENOTFOUND when absent (or expired
+ * without PC_STORE_INCLUDE_EXPIRED); PC_ECORRUPT when the block that would
+ * hold it is corrupt (logged). */
+int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, unsigned flags,
+                 void **val, size_t *vlen, pc_store_record *rec);
+
+/* Visits every record of collection name in ascending order in one read
+ * transaction; fn returns 0 to go on, anything else stops the iteration and
+ * is returned. fn must not call back into this store. Corrupt units are
+ * logged and skipped; PC_ECORRUPT is then returned at the end. */
+typedef int (*pc_store_iter_fn)(void *ctx, const pc_store_record *r);
+int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_iter_fn fn, void *ctx);
+
+/* One problem found by pc_store_verify. */
+enum pc_store_problem_kind {
+    PC_SP_META = 1,     /* a meta record does not decode or is newer */
+    PC_SP_BLOCK = 2,    /* a block header, payload checksum or decompression */
+    PC_SP_RECORD = 3,   /* a record fails its checksum or does not parse */
+    PC_SP_ORDER = 4,    /* records or blocks out of order / key vs header */
+    PC_SP_COUNT = 5,    /* the meta count disagrees with the blocks */
+    PC_SP_CHECKSUM = 6, /* the meta content checksum disagrees */
+    PC_SP_ORPHAN = 7    /* blocks of a collection that has no meta */
+};
+typedef struct pc_store_problem {
+    int kind;                              /* enum pc_store_problem_kind */
+    char collection[PC_COLL_NAME_MAX + 1]; /* NUL-terminated */
+    uint64_t first, last;                  /* the block's order-key range, 0 when none */
+    void *key;                             /* the key when known (caller-owned with the
+                                            * list), else NULL */
+    size_t klen;
+    char message[160];
+} pc_store_problem;
+
+/* Checks every block and record checksum of collection name (NULL = every
+ * collection), that records are in order and inside their block's range,
+ * and re-derives each meta's count and content checksum. One read
+ * transaction. On return 0, *out (caller-owned, pc_store_problems_free; NULL
+ * when n is 0) lists what is wrong, at most 1000 problems; *n == 0 means the
+ * store verified clean. Returns PC_ENOTFOUND for a named collection without
+ * a snapshot. */
+int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_t *n);
+void pc_store_problems_free(pc_store_problem *list, size_t n); /* accepts NULL */
+
+/* Sizes of the environment. */
+typedef struct pc_store_info {
+    uint32_t format_version;
+    int64_t created_ms;
+    uint64_t boot_gen;
+    uint64_t file_bytes; /* size of data.mdb */
+    uint64_t used_bytes; /* pages in use (last page + 1) x page size */
+    uint64_t map_bytes;  /* current map size */
+    unsigned page_size;
+    unsigned max_readers, readers;
+    uint64_t collections;
+    uint64_t block_records; /* entries of the "blocks" database */
+    uint64_t overflow_pages;
+    uint64_t tree_pages; /* branch + leaf pages of both databases */
+} pc_store_info;
+int pc_store_info_get(pc_store *s, pc_store_info *out);
+
+/* ---- whole-store maintenance (store_compact.c) ----------------------------
+ * Both take a path or URL, not a handle: they concern the other processes
+ * that have the store open. */
+
+/* Whether a process holds the store's LMDB lock file exclusively (LMDB's
+ * first opener does so briefly while it initialises the reader table; a
+ * process that keeps it blocks every opener, readers included, without a
+ * timeout). Never blocks. 0 when nobody does (or there is no lock file);
+ * PC_ELOCKED with *pid the holder; PC_EURL / PC_EINVAL for a bad path;
+ * PC_EIO when the lock file cannot be read. */
+int pc_store_lock_owner(const char *where, long *pid);
+
+typedef struct pc_store_compact_result {
+    uint64_t bytes_before; /* size of data.mdb before */
+    uint64_t bytes_after;  /* and after */
+    uint64_t entries;      /* LMDB records copied and compared (meta + blocks) */
+} pc_store_compact_result;
+
+/* Rewrites data.mdb without its free pages (LMDB's compacting copy), checks
+ * that the copy holds every record of the store byte for byte, and renames
+ * it over data.mdb: at every instant data.mdb is the old file or the
+ * complete new one. The store must not be open in any other process (nor
+ * in this one): PC_EBUSY otherwise, with the holder's pid in errbuf; no
+ * process can open it while the compaction runs (openers wait). Errors,
+ * each with a message in errbuf (may be NULL): PC_ESTORE (not a store),
+ * PC_EFORMAT (newer format), PC_ECORRUPT (truncated data.mdb, bad header),
+ * PC_EIO (a system call failed; the store is unchanged unless the message
+ * says it was compacted). result may be NULL. */
+int pc_store_compact(const char *where, pc_store_compact_result *result, char *errbuf,
+                     size_t errlen);
+
+/* ---- persistence policies (persist.c): what the hosts call ---------------
+ * db_url selects the store ("lmdb:///abs/path" or a directory path);
+ * db_mode 0 = on demand (perf_save / perf_load only), 1 = load at startup,
+ * 2 = load at startup and save on graceful shutdown; persist_collections
+ * names the collections the modes (and the periodic snapshots) cover; the
+ * journal spec gives per-collection journal modes ("th=always;s=everysec").
+ * Lifecycle: pc_persist_open and pc_persist_startup before the host forks,
+ * pc_persist_tick about once a second in the maintenance process (journal
+ * fdatasync, periodic snapshots), pc_persist_worker_tick in each worker,
+ * pc_persist_shutdown on a graceful stop.
+ * Saves run in the calling process: hosts call them from a process that
+ * serves no traffic. */
+typedef struct pc_persist pc_persist;
+struct pc_mgmt;
+/* A store other than LMDB behind db_url, implemented outside storage/ (the
+ * ODBC exporter's pc_odbc_persist_backend() in odbc/include/pcache_odbc.h) and
+ * handed in by the host through pc_persist_config.sql_backend: storage/
+ * never depends on odbc/. accepts(db_url) says whether a URL is the
+ * backend's; open receives the db_url (borrowed) and returns an opaque
+ * handle, writing a message without any password into err on failure;
+ * save / load work on one collection like the store's (the result fields
+ * that have no meaning for the backend stay 0; load's meta.generation is
+ * the generation loaded) and return PC_ENOTFOUND from load when the
+ * collection was never saved; describe returns the db_url with any
+ * password masked (valid until close); errmsg the message of the last
+ * error, with the SQLSTATE where there is one and no password (valid until
+ * the next call). A backend store has no journal. */
+/* One row of a collection as a backend stores it: key and value borrowed
+ * for the call; expires_ms absolute wall-clock milliseconds, 0 = never; a
+ * counter (is_counter 1) arrives as its decimal text. Return 0 to go on. */
+typedef int (*pc_persist_row_fn)(void *ctx, const void *key, size_t klen, const void *val,
+                                 size_t vlen, int64_t expires_ms, int is_counter);
+/* The host's push of perf_sync (docs/sync.md "Host contract"): tells every
+ * peer that collection coll now has generation gen in the shared database,
+ * made by node source (both NUL-terminated, borrowed for the call). It
+ * carries no data. Called in the process that runs perf_sync, after the
+ * commit; it must not block for long nor call into this pc_persist.
+ * Returns the number of peers notified (0 = none configured), or a
+ * negative PC_E* when it could not send (perf_sync still succeeds: the
+ * peers' poll is the backstop). */
+typedef int (*pc_sync_push_fn)(void *ctx, const char *coll, uint64_t gen, const char *source);
+#define PC_SYNC_NODE_MAX 63u /* bytes in a node id (pc_persist_config.node_id) */
+typedef struct pc_persist_backend {
+    const char *name; /* "odbc" */
+    int (*accepts)(const char *db_url);
+    int (*open)(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
+                char *err, size_t errlen);
+    void (*close)(void *h);
+    int (*save)(void *h, pc_coll *coll, pc_store_save_result *result);
+    int (*load)(void *h, pc_coll *coll, pc_store_load_result *result);
+    const char *(*describe)(void *h);
+    const char *(*errmsg)(void *h); /* the last error's message, password masked */
+    /* ---- shared-database sync (docs/sync.md); NULL = the backend cannot
+     * serve perf_sync / reloads (perf_sync then degrades to a save) ---- */
+    /* save, and record source (NUL-terminated, may be "") as the maker of
+     * the new generation in the same transaction */
+    int (*save_as)(void *h, pc_coll *coll, const char *source, pc_store_save_result *result);
+    /* the committed generation of collection coll and its source (written
+     * NUL-terminated into source, srclen bytes): one cheap read, polled.
+     * PC_ENOTFOUND when the collection was never saved. */
+    int (*generation)(void *h, const char *coll, uint64_t *gen, char *source, size_t srclen);
+    /* One read transaction: reads the generation row; when its generation
+     * is above newer_than, visits every live (unexpired) row through fn;
+     * *gen and source receive the generation read (no row was visited when
+     * *gen <= newer_than). A non-zero return of fn stops the visit and is
+     * returned. PC_ENOTFOUND when never saved. */
+    int (*rows)(void *h, const char *coll, uint64_t newer_than, pc_persist_row_fn fn, void *ctx,
+                uint64_t *gen, char *source, size_t srclen, uint64_t *skipped_expired);
+} pc_persist_backend;
+typedef struct pc_persist_config {
+    const char *db_url;              /* required */
+    int db_mode;                     /* 0, 1, 2 */
+    const char *persist_collections; /* "a,b" or "a;b"; NULL = none */
+    const char *journal;             /* "a=always;b=everysec"; NULL = no journal */
+    unsigned snapshot_period_s;      /* periodic saves of persist_collections; 0 = off */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+    const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
+    /* shared-database sync (docs/sync.md); all optional */
+    const char *node_id;       /* this node's name, <= PC_SYNC_NODE_MAX bytes; NULL = "" */
+    pc_sync_push_fn sync_push; /* NULL = no peers: perf_sync degrades to a save */
+    void *sync_push_ctx;
+    unsigned sync_poll_ms;  /* backstop poll of the generations; 0 = off */
+    unsigned sync_check_ms; /* at most one notice-driven database read per collection
+                             * per this interval; 0 = 1000 */
+} pc_persist_config;
+void pc_persist_config_init(pc_persist_config *cfg);
+/* Checks the policy against the cache's collections, opens (creates) the
+ * store, takes a new boot generation and opens the journal. Errors name the
+ * problem in err: PC_ECONFIG (db_mode, a malformed list or journal mode),
+ * PC_ENOCOLL (an undeclared collection), PC_EURL (an unsupported db_url),
+ * the store's open errors. *out is caller-owned: pc_persist_close. */
+int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
+                    size_t errlen);
+void pc_persist_close(pc_persist *p); /* accepts NULL */
+/* db_mode >= 1: restores every persist collection (snapshot + journal);
+ * then installs the journal hook (so workers forked later inherit it).
+ * Returns the first error; the other collections are still restored. */
+int pc_persist_startup(pc_persist *p);
+/* In the maintenance process, about once a second. */
+int pc_persist_tick(pc_persist *p);
+/* In every worker, about once a second: writes its buffered journal
+ * records (the fdatasync stays in pc_persist_tick). */
+int pc_persist_worker_tick(pc_persist *p);
+/* Flushes the journal; db_mode 2: saves every persist collection. */
+int pc_persist_shutdown(pc_persist *p);
+/* In a process forked after pc_persist_open (the host's maintenance
+ * process), before any save or load there: opens the store again for this
+ * process (a store handle never crosses fork). Errors of pc_store_open,
+ * with a message in err. */
+int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen);
+/* One collection, as perf_save / perf_load do (result may be NULL). */
+int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *result);
+/* Registers perf_save, perf_load and perf_sync and adds the last save /
+ * load, the generation, the journal mode and the sync facts
+ * (last_sync_out, last_sync_in, source, counters) to perf_stats. */
+int pc_persist_register(pc_persist *p, struct pc_mgmt *m);
+pc_store *pc_persist_store(const pc_persist *p);
+
+/* ---- shared-database read-replica refresh (sync.c, docs/sync.md) ---------
+ * One authority runs perf_sync; every node's maintenance process reloads a
+ * collection when the shared SQL database holds a newer generation of it
+ * than the node has. A notice (the push) only asks a node to look: nothing
+ * changes unless the database itself holds a newer generation. */
+typedef struct pc_sync_result {
+    uint64_t saved;      /* entries saved */
+    uint64_t generation; /* the generation committed (0 with no SQL database) */
+    int peers;           /* peers notified; 0 when none; < 0: the push's error */
+    int degraded;        /* 1: saved only (no SQL database, no push, or the push failed) */
+    char note[160];      /* why it degraded, "" otherwise */
+} pc_sync_result;
+/* perf_sync of one collection: saves it (to the SQL database, recording
+ * this node as the source of the new generation in the same transaction),
+ * records last_sync_out, then calls the host's push. With no SQL database
+ * it saves to the local store; with no push or no peers it saves; both say
+ * so in result->note, never failing for cluster reasons. Errors: those of
+ * the save (nothing committed, the previous generation stands; peers are
+ * not notified). Call it where saves run (a process that serves no
+ * traffic). result may be NULL. */
+int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result);
+/* A notice from a peer: collection coll (len bytes, need not be
+ * NUL-terminated), generation gen, made by source (NUL-terminated, may be
+ * NULL). Any process may call it: it only records, in shared memory, that
+ * the collection should be checked (no database access, no allocation).
+ * A generation not above the node's is ignored (a replay costs nothing).
+ * PC_ENOCOLL for an unknown collection, PC_EINVAL for gen 0. */
+int pc_persist_sync_notice(pc_persist *p, const char *coll, size_t len, uint64_t gen,
+                           const char *source);
+/* In the maintenance process (the one that saves; one process per node -
+ * a second one calling it concurrently skips the collections the first is
+ * checking), often - every 100 ms or
+ * when pc_persist_sync_due_ms says: for each collection with a pending
+ * notice (at most one database read per sync_check_ms) and, every
+ * sync_poll_ms, for every collection: reads the generation in the
+ * database, and when it is above the node's, reloads the collection
+ * (upsert every live row, then prune the keys the snapshot lacks), records
+ * last_sync_in, generation and source in shared memory and raises the
+ * synced event (PC_EV_SYNCED). Returns the first error (the collection
+ * keeps its previous data; the next poll retries). pc_persist_tick calls it
+ * too. Without an SQL backend with sync support it does nothing. */
+int pc_persist_sync_tick(pc_persist *p);
+/* Milliseconds until pc_persist_sync_tick has work (a poll or a rate-limited
+ * notice falls due), for the host's poll timeout; -1 when nothing is
+ * scheduled. */
+int pc_persist_sync_due_ms(pc_persist *p);
+/* Counters and facts of one collection, also in perf_stats: all read from
+ * shared memory, valid in any process. */
+typedef struct pc_sync_stats {
+    int64_t last_sync_out_ms;          /* wall clock of this node's last perf_sync, 0 = never */
+    int64_t last_sync_in_ms;           /* wall clock of the last reload by sync, 0 = never */
+    uint64_t generation;               /* the generation this node's copy is */
+    char source[PC_SYNC_NODE_MAX + 1]; /* the node that made it ("" = unknown) */
+    uint64_t notices;                  /* notices accepted (above the generation) */
+    uint64_t checks;                   /* database reads of the generation for a notice */
+    uint64_t polls;                    /* database reads of the generation by the poll */
+    uint64_t rejected;                 /* notices the database did not confirm */
+    uint64_t reloads;                  /* reloads done */
+    uint64_t pruned;                   /* keys pruned by the reloads */
+    int32_t last_rc;                   /* the last check or reload: 0 or PC_E* */
+} pc_sync_stats;
+int pc_persist_sync_stats(const pc_persist *p, const pc_coll *coll, pc_sync_stats *out);
+int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PCACHE_STORE_H */

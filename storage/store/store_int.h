@@ -1,0 +1,162 @@
+/*
+ * store_int.h - internals of the snapshot store (storage/store/). Not installed,
+ * not included outside storage/store/ (the format codec it includes,
+ * testing/pc_store_format.h, is also the store's white-box test interface).
+ *
+ * The on-disk format is docs/snapshot-format.md; every constant and layout
+ * here cites the section of that document it implements. The code that
+ * encodes and decodes the format is store_format.c and it is the only code
+ * that knows byte offsets. Every decoder treats its input as hostile: it
+ * bounds-checks every length against the bytes it was given and returns
+ * PC_ECORRUPT with a static reason instead of trusting a field.
+ *
+ * Files:
+ *   store_format.c  byte layouts, varints, checksums (pure functions)
+ *   store_env.c     open/close, the store header, boot generations, map
+ *                   growth, logging
+ *   store_block.c   building, compressing and unpacking one block
+ *   store_pipe.c    the ordered worker pool that compresses / decompresses
+ *                   blocks beside the thread that walks or loads
+ *   store_save.c    pc_store_save
+ *   store_load.c    pc_store_load and the prune of expired records
+ *   store_read.c    the offline API: list, get, iterate, verify, info
+ *   store_compact.c the lock-owner probe and compaction (whole-store, by path)
+ */
+#ifndef PC_STORE_INT_H
+#define PC_STORE_INT_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pcache.h"
+#include "pcache_store.h"
+
+#include "pc_store_format.h"
+
+/* ---- store_block.c: one block in memory ---------------------------------------- */
+/* Raw records being collected for one block, in record order. */
+typedef struct pc_sb_raw {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t count;
+    uint64_t first, last; /* order keys of the first and last record */
+    uint64_t key_bytes, value_bytes;
+} pc_sb_raw;
+/* Appends one record (r->key etc. borrowed) with its order key. PC_ESYS
+ * when memory runs out. */
+int pc_sb_raw_add(pc_sb_raw *b, const pc_sf_rec *r, uint64_t order);
+void pc_sb_raw_reset(pc_sb_raw *b);
+void pc_sb_raw_free(pc_sb_raw *b);
+
+/* A finished block: its LMDB key and value (header + payload). */
+typedef struct pc_sb_out {
+    uint8_t key[PC_SF_BKEY_MAX];
+    size_t klen;
+    uint8_t *val; /* malloc'd, exactly val_len bytes */
+    size_t val_len;
+    uint64_t raw_sum;
+    uint32_t count;
+    uint32_t raw_len;
+} pc_sb_out;
+/* Compresses b (zstd at level with cc; stored as is when that is not
+ * smaller) into out->val and fills out. PC_ESYS on allocation failure,
+ * PC_EIO when zstd fails. */
+typedef struct pc_sb_scratch { /* a compression buffer reused across blocks */
+    uint8_t *buf;
+    size_t cap;
+} pc_sb_scratch;
+int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name, size_t nlen,
+               pc_sb_scratch *scratch, pc_sb_out *out);
+
+/* Bits of pc_sb_unpack's *state. */
+#define PC_SB_RAW 0x1u /* *raw holds raw_len bytes (maybe not trustworthy) */
+#define PC_SB_HDR 0x2u /* *hdr decoded (its checksum passed) */
+/* Decodes a block value and yields its raw records: 0 when the header, the
+ * payload checksum, the decompression and the raw checksum all pass; else
+ * PC_ECORRUPT / PC_EFORMAT with *why, and PC_SB_RAW set in *state when raw
+ * bytes of the right length were still produced (to name keys in a report;
+ * never to load). *buf / *cap is a reusable decompression buffer. */
+int pc_sb_unpack(void *zstd_dctx, const void *val, size_t len, pc_sf_block *hdr, uint8_t **buf,
+                 size_t *cap, const uint8_t **raw, unsigned *state, const char **why);
+
+/* ---- the handle (store_env.c) --------------------------------------------- */
+struct pc_store {
+    MDB_env *env;
+    MDB_dbi meta, blocks;
+    unsigned flags; /* PC_STORE_RDONLY, PC_STORE_CREATE */
+    pid_t pid;      /* the opener: an LMDB env must not cross fork() */
+    pc_log_fn log;
+    void *log_ctx;
+    int log_level;
+    int zlevel;
+    size_t block_bytes;
+    unsigned threads;
+    size_t map_size;  /* current map size as set by this process */
+    unsigned psize;   /* LMDB page size */
+    char path[4096];  /* the directory */
+    char dpath[4200]; /* path/data.mdb */
+};
+
+/* Logging: the level is checked before the arguments are formatted. */
+void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define PC_SLOG(s, lvl, ...)                                                                       \
+    do {                                                                                           \
+        if ((s)->log != NULL && (lvl) <= (s)->log_level)                                           \
+            pc_slog_emit((s), (lvl), __VA_ARGS__);                                                 \
+    } while (0)
+
+/* Maps an LMDB or errno code to PC_E*, logging what failed at level ERR. */
+int pc_store_mdb_err(const pc_store *s, int mrc, const char *what);
+/* 0, or PC_EINVAL (logged) when the handle is used after fork(). */
+int pc_store_check_pid(const pc_store *s);
+/* mdb_txn_begin that adopts a map size grown by another process
+ * (MDB_MAP_RESIZED) and retries. flags: 0 or MDB_RDONLY. */
+int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn);
+/* Grows the map (no transaction of this process may be open) to at least
+ * need bytes, doubling at least. */
+int pc_store_grow(pc_store *s, size_t need);
+/* Clears reader slots of dead processes (mdb_reader_check): a reader that
+ * died inside a read transaction would otherwise keep every page freed
+ * since from being reused, and the file would grow. */
+void pc_store_reap_readers(pc_store *s);
+/* Bytes in use in the environment (last page + 1) * page size. */
+size_t pc_store_used_bytes(pc_store *s);
+/* Wall clock in ms (CLOCK_REALTIME). Monotonic seconds as a double. */
+int64_t pc_store_now_ms(void);
+double pc_store_mono(void);
+/* Reads the decoded meta of collection name in txn: 0, PC_ENOTFOUND,
+ * PC_ECORRUPT (logged), PC_EFORMAT (logged). */
+int pc_store_meta_read(pc_store *s, MDB_txn *txn, const char *name, size_t nlen,
+                       pc_store_coll_meta *m);
+
+/* ---- store_pipe.c: ordered jobs on worker threads -------------------------
+ * The producing thread submits jobs in order; nworkers threads run them; the
+ * producer takes results back in the same order. With nworkers == 0 every
+ * job runs inline in pc_pipe_submit. A job is a caller-owned pointer; run()
+ * receives the worker's index (nworkers for the inline case) so the caller
+ * can keep one compression context per worker. */
+typedef struct pc_pipe pc_pipe;
+typedef void (*pc_pipe_run_fn)(void *ctx, unsigned worker, void *job);
+/* depth: jobs in flight at most (>= 1). */
+int pc_pipe_create(unsigned nworkers, unsigned depth, pc_pipe_run_fn run, void *ctx, pc_pipe **out);
+/* Submits a job. When depth jobs are in flight, first waits for the oldest
+ * and returns it in *done (else *done = NULL): the caller must consume it. */
+void pc_pipe_submit(pc_pipe *p, void *job, void **done);
+/* Waits for the oldest job in flight and returns it, NULL when none is. */
+void *pc_pipe_next(pc_pipe *p);
+/* Joins the workers. Jobs still in flight are waited for and dropped (the
+ * caller owns them and must have kept track). Accepts NULL. */
+void pc_pipe_destroy(pc_pipe *p);
+
+/* store_load.c: logs a block that failed a check (why) at PC_LOG_ERR with
+ * the collection, its order-key range when hdr_ok, and the keys raw (may be
+ * NULL) still names. */
+void pc_store_report_block(const pc_store *s, const char *name, const pc_sf_block *hdr, int hdr_ok,
+                           const char *why, const uint8_t *raw);
+unsigned pc_store_auto_threads(unsigned requested);
+
+#endif /* PC_STORE_INT_H */

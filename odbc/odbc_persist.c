@@ -4,14 +4,13 @@
  *
  * Why an interface and not a call: storage/ must not depend on odbc/ (the
  * build's dependency order is src <- storage <- odbc), so persist.c only
- * knows pc_persist_backend (pcache_store.h), and a host that links odbc/
+ * knows pc_persist_backend (pcache_persist.h), and a host that links odbc/
  * passes pc_odbc_persist_backend() in pc_persist_config.sql_backend. A
  * host that does not gets a clear "not available" error for odbc db_urls.
  * The tables are created when missing, as an LMDB store is.
  */
 #include "odbc_int.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static int be_open(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
@@ -35,36 +34,34 @@ static void be_close(void *h)
     pc_odbc_close(h);
 }
 
-static int be_save(void *h, pc_coll *coll, pc_store_save_result *out)
+/* The exporter's result as the policies take it (the batch count is the
+ * exporter's own). */
+static void be_result(pc_persist_result *out, const pc_odbc_result *r)
+{
+    memset(out, 0, sizeof *out);
+    out->rows = r->rows;
+    out->skipped_expired = r->skipped_expired;
+    out->failed = r->failed;
+    out->generation = r->generation;
+    out->seconds = r->seconds;
+    out->rate = r->rate;
+}
+
+static int be_save(void *h, pc_coll *coll, pc_persist_result *out)
 {
     pc_odbc_result r;
     int rc = pc_odbc_save(h, coll, &r);
-    if (rc == 0 && out != NULL) {
-        memset(out, 0, sizeof *out);
-        out->saved = r.rows;
-        out->skipped_expired = r.skipped_expired;
-        out->generation = r.generation;
-        out->seconds = r.seconds;
-        out->rate = r.rate;
-    }
+    if (rc == 0 && out != NULL)
+        be_result(out, &r);
     return rc;
 }
 
-static int be_load(void *h, pc_coll *coll, pc_store_load_result *out)
+static int be_load(void *h, pc_coll *coll, pc_persist_result *out)
 {
     pc_odbc_result r;
     int rc = pc_odbc_load(h, coll, &r);
-    if (rc == 0 && out != NULL) {
-        memset(out, 0, sizeof *out);
-        out->loaded = r.rows;
-        out->skipped_expired = r.skipped_expired;
-        out->failed = r.failed;
-        out->seconds = r.seconds;
-        out->rate = r.rate;
-        out->meta.generation = r.generation;
-        out->meta.count = r.rows;
-        snprintf(out->meta.name, sizeof out->meta.name, "%s", pc_coll_name(coll));
-    }
+    if (rc == 0 && out != NULL)
+        be_result(out, &r);
     return rc;
 }
 
@@ -78,18 +75,12 @@ static const char *be_errmsg(void *h)
     return pc_odbc_errmsg(h);
 }
 
-static int be_save_as(void *h, pc_coll *coll, const char *source, pc_store_save_result *out)
+static int be_save_as(void *h, pc_coll *coll, const char *source, pc_persist_result *out)
 {
     pc_odbc_result r;
     int rc = pc_odbc_save_as(h, coll, source, &r);
-    if (rc == 0 && out != NULL) {
-        memset(out, 0, sizeof *out);
-        out->saved = r.rows;
-        out->skipped_expired = r.skipped_expired;
-        out->generation = r.generation;
-        out->seconds = r.seconds;
-        out->rate = r.rate;
-    }
+    if (rc == 0 && out != NULL)
+        be_result(out, &r);
     return rc;
 }
 

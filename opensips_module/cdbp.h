@@ -4,9 +4,9 @@
  *
  * The module is an adapter: every cache operation, command and persistence
  * step is a call into the public headers of libpcache (pcache.h), its
- * management layer (pcache_mgmt.h) and its store (pcache_store.h). What
- * lives here is OpenSIPS glue only: modparams, the cachedb vtable, MI items,
- * script functions, EVI events and statistics.
+ * management layer (pcache_mgmt.h) and its persistence (pcache_persist.h).
+ * What lives here is OpenSIPS glue only: modparams, the cachedb vtable, MI
+ * items, script functions, EVI events and statistics.
  *
  * Process model: mod_init runs in the main process before any fork. It
  * creates the shared cache (pc_cache_create), the command context and,
@@ -26,7 +26,7 @@
 
 #include "pcache.h"
 #include "pcache_mgmt.h"
-#include "pcache_store.h"
+#include "pcache_persist.h"
 
 /* ---- modparams (cachedb_perf.c) ------------------------------------------ */
 extern char *cdbp_collections;      /* cache_collections */
@@ -90,7 +90,7 @@ void cdbp_sync_tick(void);
 /* Shared request flags and the save lock; created in mod_init. 0 or -1. */
 int cdbp_sync_init(void);
 /* The store's protocol allows one save of a collection at a time
- * (pc_journal.h), and two processes save: the MI process (perf_save,
+ * (pcache_journal.h), and two processes save: the MI process (perf_save,
  * perf_load, perf_sync) and the maintenance process (periodic snapshots,
  * queued perf_sync). Both hold this lock around their store work. */
 void cdbp_persist_lock(void);

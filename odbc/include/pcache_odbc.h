@@ -25,8 +25,9 @@
  * proportional to the collection.
  *
  * Dependencies: odbc/ uses the engine (pcache.h), the store's public header
- * (pcache_store.h: the record model, the export/import, and the persistence
- * backend interface it implements: pc_odbc_persist_backend) and unixODBC.
+ * (pcache_store.h: the record model, the export/import), the persistence
+ * header (pcache_persist.h: the SQL backend interface it implements,
+ * pc_odbc_persist_backend, and its row visitor) and unixODBC.
  * storage/ never includes this header: a host that links odbc/ hands
  * pc_odbc_persist_backend() to pc_persist_open through
  * pc_persist_config.sql_backend, which is how db_url "odbc://..." works.
@@ -59,6 +60,7 @@
 #include <stdint.h>
 
 #include "pcache.h"
+#include "pcache_persist.h"
 #include "pcache_store.h"
 
 #ifdef __cplusplus

@@ -13,14 +13,14 @@
  *                periodic and requested saves and loads, the JSON-RPC door.
  * This header is the server's own: nothing outside src/server includes it.
  * The server uses the public headers of the engine, the management layer
- * and the storage layer only.
+ * and the persistence layer only.
  */
 #ifndef PCACHED_H
 #define PCACHED_H
 
 #include "pcache.h"
 #include "pcache_mgmt.h"
-#include "pcache_store.h"
+#include "pcache_persist.h"
 
 #include <netinet/in.h>
 #include <stdatomic.h>

@@ -99,6 +99,27 @@ unsigned pp_index(const pc_persist *p, const pc_coll *coll)
     return 0;
 }
 
+void pp_result_of_save(pc_persist_result *out, const pc_store_save_result *r)
+{
+    memset(out, 0, sizeof *out);
+    out->rows = r->saved;
+    out->skipped_expired = r->skipped_expired;
+    out->generation = r->generation;
+    out->seconds = r->seconds;
+    out->rate = r->rate;
+}
+
+void pp_result_of_load(pc_persist_result *out, const pc_store_load_result *r)
+{
+    memset(out, 0, sizeof *out);
+    out->rows = r->loaded;
+    out->skipped_expired = r->skipped_expired;
+    out->failed = r->failed;
+    out->generation = r->meta.generation;
+    out->seconds = r->seconds;
+    out->rate = r->rate;
+}
+
 /* Calls fn(ctx, name, len, value, vlen) for each item of "a;b=c" or "a,b"
  * (both separators accepted; spaces trimmed). */
 typedef int (*pp_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
@@ -374,9 +395,9 @@ int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
     return 0;
 }
 
-int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res)
+int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res)
 {
-    pc_store_save_result r;
+    pc_persist_result r;
     memset(&r, 0, sizeof r);
     int rc;
     if (p->backend != NULL) {
@@ -390,21 +411,24 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
             pc_sync_note_failure(p, rc);
     } else {
         pc_store *store = NULL;
+        pc_store_save_result sr;
+        memset(&sr, 0, sizeof sr);
         rc = pp_store(p, &store);
         if (rc == 0)
-            rc = pc_journal_save(p->journal, store, coll, &r, NULL);
+            rc = pc_journal_save(p->journal, store, coll, &sr, NULL);
+        pp_result_of_save(&r, &sr);
     }
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
     atomic_store(&st->last_save_rc, rc);
     if (rc == 0) {
         atomic_store(&st->last_save_ms, pp_wall_ms());
-        atomic_store(&st->last_save_count, r.saved);
+        atomic_store(&st->last_save_count, r.rows);
         atomic_store(&st->last_save_us, (uint64_t)(r.seconds * 1e6));
         atomic_store(&st->generation, r.generation);
         pp_log(p, PC_LOG_INFO,
                "pcache: saved %s: %llu entries in %.3f s (%.0f/s), generation "
                "%llu",
-               pc_coll_name(coll), (unsigned long long)r.saved, r.seconds, r.rate,
+               pc_coll_name(coll), (unsigned long long)r.rows, r.seconds, r.rate,
                (unsigned long long)r.generation);
     } else {
         pp_log(p, PC_LOG_ERR, "pcache: save of %s failed: %s (the previous snapshot stands)",
@@ -415,25 +439,30 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_store_save_result *res
     return rc;
 }
 
-static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore_result *res)
+static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res)
 {
-    pc_journal_restore_result r;
+    pc_persist_result r;
     memset(&r, 0, sizeof r);
+    bool snapshot = false; /* a snapshot of coll was loaded */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc;
     if (p->backend != NULL) {
         pc_sync_reopen_if_lost(p);
-        rc = p->backend->load(p->bh, coll, &r.load);
+        rc = p->backend->load(p->bh, coll, &r);
         pc_sync_note_failure(p, rc);
-        r.snapshot = rc == 0;
+        snapshot = rc == 0;
         if (rc == PC_ENOTFOUND) /* never saved: nothing to restore, as with LMDB */
             rc = 0;
     } else {
+        pc_journal_restore_result jr;
+        memset(&jr, 0, sizeof jr);
         pc_store *store = NULL;
         rc = pp_store(p, &store);
         if (rc == 0)
-            rc = pc_journal_restore(p->journal, store, coll, &r);
+            rc = pc_journal_restore(p->journal, store, coll, &jr);
+        snapshot = jr.snapshot;
+        pp_result_of_load(&r, &jr.load);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -441,15 +470,15 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
     atomic_store(&st->last_load_rc, rc);
     if (rc == 0) {
         atomic_store(&st->last_load_ms, pp_wall_ms());
-        atomic_store(&st->last_load_count, r.load.loaded);
+        atomic_store(&st->last_load_count, r.rows);
         atomic_store(&st->last_load_us, (uint64_t)(secs * 1e6));
-        if (r.snapshot)
-            atomic_store(&st->generation, r.load.meta.generation);
+        if (snapshot)
+            atomic_store(&st->generation, r.generation);
         pp_log(p, PC_LOG_INFO,
                "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
                "skipped, journal replayed, in %.3f s",
-               pc_coll_name(coll), (unsigned long long)r.load.loaded,
-               (unsigned long long)r.load.skipped_expired, secs);
+               pc_coll_name(coll), (unsigned long long)r.rows,
+               (unsigned long long)r.skipped_expired, secs);
     } else {
         pp_log(p, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll), pc_strerror(rc));
     }
@@ -622,7 +651,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
             continue;
-        pc_store_save_result r;
+        pc_persist_result r;
         rc = use ? pp_target_save(&t, coll, &r) : pc_persist_save_coll(p, coll, &r);
         if (rc != 0) {
             const char *why = pp_errmsg(p, use ? &t : NULL);
@@ -636,7 +665,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
             return rc;
         }
         n++;
-        saved += r.saved;
+        saved += r.rows;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = pp_secs(&t0, &t1);
@@ -670,10 +699,10 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
             continue;
-        pc_journal_restore_result r;
+        pc_persist_result r;
         memset(&r, 0, sizeof r);
         if (use) {
-            rc = pp_target_load(&t, coll, &r.load);
+            rc = pp_target_load(&t, coll, &r);
             if (rc == PC_ENOTFOUND) /* never saved there: nothing to load, as configured */
                 rc = 0;
         } else {
@@ -690,8 +719,8 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
             return rc;
         }
         n++;
-        loaded += r.load.loaded;
-        expired += r.load.skipped_expired;
+        loaded += r.rows;
+        expired += r.skipped_expired;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rc = ops->obj_begin(rctx, NULL);

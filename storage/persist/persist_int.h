@@ -13,6 +13,7 @@
 
 #include "pc_journal.h"
 #include "pcache_mgmt.h"
+#include "pcache_persist.h"
 #include "pcache_store.h"
 
 #include <stdatomic.h>
@@ -60,6 +61,9 @@ struct pc_persist {
 
 /* The index of coll among the cache's collections (persist.c). */
 unsigned pp_index(const pc_persist *p, const pc_coll *coll);
+/* What an LMDB save or load did, as the policies report it (persist.c). */
+void pp_result_of_save(pc_persist_result *out, const pc_store_save_result *r);
+void pp_result_of_load(pc_persist_result *out, const pc_store_load_result *r);
 
 /* sync.c: called by persist.c */
 int pc_sync_open(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen);
@@ -96,9 +100,9 @@ typedef struct pp_target {
  * without any password; the code is PC_EURL, PC_ESTORE, PC_EIO... */
 int pp_target_open(const char *url, const pc_persist_backend *be, int create, pc_log_fn log,
                    void *log_ctx, int log_level, pp_target *t, char *err, size_t errlen);
-int pp_target_save(pp_target *t, pc_coll *coll, pc_store_save_result *r);
+int pp_target_save(pp_target *t, pc_coll *coll, pc_persist_result *r);
 /* PC_ENOTFOUND when the target has no snapshot of coll: nothing loaded. */
-int pp_target_load(pp_target *t, pc_coll *coll, pc_store_load_result *r);
+int pp_target_load(pp_target *t, pc_coll *coll, pc_persist_result *r);
 /* The target as a result shows it (path, or the URL with the password
  * masked); valid until close. */
 const char *pp_target_describe(const pp_target *t);

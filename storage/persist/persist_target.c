@@ -40,17 +40,26 @@ int pp_target_open(const char *url, const pc_persist_backend *be, int create, pc
     return pc_store_open(url, &sc, &t->store, err, errlen);
 }
 
-int pp_target_save(pp_target *t, pc_coll *coll, pc_store_save_result *r)
+int pp_target_save(pp_target *t, pc_coll *coll, pc_persist_result *r)
 {
-    return t->be != NULL ? t->be->save(t->bh, coll, r) : pc_store_save(t->store, coll, NULL, r);
+    if (t->be != NULL)
+        return t->be->save(t->bh, coll, r);
+    pc_store_save_result sr;
+    memset(&sr, 0, sizeof sr);
+    int rc = pc_store_save(t->store, coll, NULL, &sr);
+    pp_result_of_save(r, &sr);
+    return rc;
 }
 
-int pp_target_load(pp_target *t, pc_coll *coll, pc_store_load_result *r)
+int pp_target_load(pp_target *t, pc_coll *coll, pc_persist_result *r)
 {
     if (t->be != NULL)
         return t->be->load(t->bh, coll, r);
     pc_store_load_opts lo = {.no_prune = 1}; /* an import leaves its source as it is */
-    int rc = pc_store_load(t->store, coll, &lo, r);
+    pc_store_load_result lr;
+    memset(&lr, 0, sizeof lr);
+    int rc = pc_store_load(t->store, coll, &lo, &lr);
+    pp_result_of_load(r, &lr);
     return rc;
 }
 

@@ -212,11 +212,11 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
         return PC_EINVAL;
     pc_sync_result r;
     memset(&r, 0, sizeof r);
-    pc_store_save_result sr;
+    pc_persist_result sr;
     int rc = pc_persist_save_coll(p, coll, &sr);
     if (rc != 0)
         return rc; /* nothing committed: the peers are not told anything */
-    r.saved = sr.saved;
+    r.saved = sr.rows;
     const char *name = pc_coll_name(coll);
     if (!sy_capable(p)) {
         r.degraded = 1;

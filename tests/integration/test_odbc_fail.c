@@ -23,6 +23,7 @@
 #include "pcache.h"
 #include "pcache_mgmt.h"
 #include "pcache_odbc.h"
+#include "pcache_persist.h"
 #include "pcache_store.h"
 
 #include <setjmp.h>

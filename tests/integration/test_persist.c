@@ -9,6 +9,7 @@
  */
 #include "pcache.h"
 #include "pcache_mgmt.h"
+#include "pcache_persist.h"
 #include "pcache_store.h"
 
 #include <setjmp.h>
@@ -331,9 +332,9 @@ static void save_and_load_in_a_forked_child(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        pc_store_save_result r;
+        pc_persist_result r;
         int rc = pc_persist_save_coll(p, coll(c, "a"), &r);
-        if (rc == 0 && r.saved != 1)
+        if (rc == 0 && r.rows != 1)
             rc = 100;
         if (rc == 0)
             rc = pc_remove(coll(c, "a"), "child", 5);
@@ -353,7 +354,7 @@ static void save_and_load_in_a_forked_child(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
     expect(coll(c, "a"), "child", "saved-by-child"); /* the child's perf_load */
     /* the parent's own handle is untouched by the child's */
-    pc_store_save_result r;
+    pc_persist_result r;
     assert_int_equal(pc_persist_save_coll(p, coll(c, "b"), &r), 0);
     pc_persist_close(p);
     pc_cache_destroy(c);

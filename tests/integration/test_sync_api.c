@@ -1,5 +1,5 @@
 /*
- * test_sync_api.c - the library API of perf_sync (pcache_store.h, docs/sync.md
+ * test_sync_api.c - the library API of perf_sync (pcache_persist.h, docs/sync.md
  * "Host contract"), as a host such as the OpenSIPS module uses it, against
  * a real PostgreSQL (tests/support/odbc_servers.sh) through psqlODBC: two "nodes"
  * (two caches with their own pc_persist) share one database.
@@ -22,7 +22,7 @@
 #include "pcache.h"
 #include "pcache_mgmt.h"
 #include "pcache_odbc.h"
-#include "pcache_store.h"
+#include "pcache_persist.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

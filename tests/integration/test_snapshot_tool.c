@@ -9,7 +9,7 @@
  * round trip re-imports the JSON lines and the CSV through the engine
  * (pc_set / pc_set_counter), saves, and compares record by record with the
  * original snapshot. Corruption is made with raw LMDB from the byte tables
- * of docs/snapshot-format.md, as tests/integration/test_store.c does.
+ * of docs/snapshot-format.md, as tests/integration/test_store_corrupt.c does.
  */
 #include <stdarg.h>
 #include <stddef.h>

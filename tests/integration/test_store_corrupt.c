@@ -34,8 +34,8 @@
 /* ---- corruption ----------------------------------------------------------------------- */
 static void load_expect(const char *dir, int want_rc, pc_store_load_result *lr)
 {
-    pc_cache *c = mk_cache("c", 32);
-    pc_coll *co = coll_of(c, "c");
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
     pc_store *s = open_store(dir, 0);
     memset(lr, 0, sizeof *lr);
     check_rc(pc_store_load(s, co, NULL, lr), want_rc);
@@ -184,8 +184,8 @@ static void test_corrupt_record(void **state)
         fail_msg("log does not name the key: want \"%s\" in:\n%s", want, logbuf);
     assert_non_null(strstr(logbuf, "collection c:"));
     /* it was not loaded */
-    pc_cache *c = mk_cache("c", 32);
-    pc_coll *co = coll_of(c, "c");
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
     pc_store *s = open_store(dir, 0);
     check_rc(pc_store_load(s, co, NULL, &lr), PC_ECORRUPT);
     check_rc(pc_probe(co, key, strlen(key), NULL), PC_ENOTFOUND);
@@ -272,9 +272,9 @@ static void test_corrupt_meta(void **state)
     load_expect(dir, PC_EFORMAT, &lr);
     assert_non_null(strstr(logbuf, "newer format version"));
     /* and a save does not overwrite it */
-    pc_cache *c = mk_cache("c", 16);
+    pc_cache *c = pc_fx_cache("c", 16);
     s = open_store(dir, 0);
-    check_rc(pc_store_save(s, coll_of(c, "c"), NULL, &sr), PC_EFORMAT);
+    check_rc(pc_store_save(s, pc_fx_coll(c, "c"), NULL, &sr), PC_EFORMAT);
     pc_store_close(s);
     pc_cache_destroy(c);
     assert_true(dir_fingerprint(dir) == before);
@@ -355,8 +355,8 @@ static void test_verify_order_orphan(void **state)
     pc_store_problems_free(pr, np);
     pc_store_close(s);
     /* and a save over it starts afresh at generation 1 and removes them */
-    pc_cache *c = mk_cache("c", 16);
-    pc_coll *co = coll_of(c, "c");
+    pc_cache *c = pc_fx_cache("c", 16);
+    pc_coll *co = pc_fx_coll(c, "c");
     check_rc(pc_set(co, "k", 1, "v", 1, 0, 0), PC_OK);
     s = open_store(dir, 0);
     check_rc(pc_store_save(s, co, NULL, &sr), PC_OK);

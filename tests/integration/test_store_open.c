@@ -34,8 +34,8 @@ static void test_map_grows(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "grow");
-    pc_cache *c = mk_cache("g=14", 128);
-    pc_coll *co = coll_of(c, "g");
+    pc_cache *c = pc_fx_cache("g=14", 128);
+    pc_coll *co = pc_fx_coll(c, "g");
     for (uint64_t i = 0; i < 60000; i++)
         check_rc(sip_put(co, 5, i), PC_OK);
     pc_store_config sc;

@@ -73,8 +73,8 @@ static void test_reader_during_saves(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "reader");
-    pc_cache *c = mk_cache("r", 32);
-    pc_coll *co = coll_of(c, "r");
+    pc_cache *c = pc_fx_cache("r", 32);
+    pc_coll *co = pc_fx_coll(c, "r");
     size_t cnt;
     put_gen(co, 1, &cnt);
     pc_store *s = open_store(dir, PC_STORE_CREATE);
@@ -362,8 +362,8 @@ static int race_iter_cb(void *ctx, const pc_store_record *r)
  * through the engine. Returns the number of keys that are wrong. */
 static unsigned race_load_check(pc_store *s, uint64_t want_count, unsigned *shown)
 {
-    pc_cache *c = mk_cache("g=4", 64);
-    pc_coll *co = coll_of(c, "g");
+    pc_cache *c = pc_fx_cache("g=4", 64);
+    pc_coll *co = pc_fx_coll(c, "g");
     pc_store_load_result lr;
     check_rc(pc_store_load(s, co, NULL, &lr), PC_OK);
     assert_int_equal(lr.loaded, want_count);
@@ -399,14 +399,11 @@ static unsigned race_load_check(pc_store *s, uint64_t want_count, unsigned *show
 static pc_cache *race_cache(pc_coll **co)
 {
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "g=4";
-    cfg.mem_mb = 32;
+    pc_fx_config(&cfg, "g=4", 32);
     cfg.growth_load_factor = 1; /* a split per net insert */
     cfg.growth_budget = 1;
-    pc_cache *c = NULL;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    *co = coll_of(c, "g");
+    pc_cache *c = pc_fx_create(&cfg);
+    *co = pc_fx_coll(c, "g");
     static unsigned char v[2600];
     for (unsigned i = 0; i < RACE_STABLE; i++) {
         const struct race_key *rk = &race_keys[i];

@@ -127,8 +127,8 @@ static void test_get_iterate_docreader(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "get");
-    pc_cache *c = mk_cache("g", 64);
-    pc_coll *co = coll_of(c, "g");
+    pc_cache *c = pc_fx_cache("g", 64);
+    pc_coll *co = pc_fx_coll(c, "g");
     put_mixed(co);
     for (uint64_t i = 0; i < 20000; i++)
         check_rc(sip_put(co, 3, i), PC_OK);
@@ -196,8 +196,8 @@ static void test_generations_filter_bootgen(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "gen");
-    pc_cache *c = mk_cache("a;b", 16);
-    pc_coll *a = coll_of(c, "a"), *b = coll_of(c, "b");
+    pc_cache *c = pc_fx_cache("a;b", 16);
+    pc_coll *a = pc_fx_coll(c, "a"), *b = pc_fx_coll(c, "b");
     pc_store *s = open_store(dir, PC_STORE_CREATE);
     uint64_t g;
     check_rc(pc_store_boot_gen(s, &g), PC_OK);
@@ -233,8 +233,8 @@ static void test_generations_filter_bootgen(void **state)
     assert_string_equal(list[1].name, "b");
     pc_store_list_free(list);
     usleep(400 * 1000);
-    pc_cache *c2 = mk_cache("a;b", 16);
-    pc_coll *a2 = coll_of(c2, "a");
+    pc_cache *c2 = pc_fx_cache("a;b", 16);
+    pc_coll *a2 = pc_fx_coll(c2, "a");
     int calls = 0;
     pc_store_load_opts lo = {.filter = filter_cb, .filter_ctx = &calls, .on_meta = on_meta};
     pc_store_load_result lr;

@@ -33,8 +33,8 @@ static void test_roundtrip_mixed(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "mixed");
-    pc_cache *c = mk_cache("m;other", 64);
-    pc_coll *co = coll_of(c, "m");
+    pc_cache *c = pc_fx_cache("m;other", 64);
+    pc_coll *co = pc_fx_coll(c, "m");
     put_mixed(co);
     int64_t t0 = mono_ms();
     pc_store *s = open_store(dir, PC_STORE_CREATE);
@@ -47,8 +47,8 @@ static void test_roundtrip_mixed(void **state)
     pc_store_close(s);
 
     /* a fresh cache: a restart */
-    pc_cache *c2 = mk_cache("m;other", 64);
-    pc_coll *co2 = coll_of(c2, "m");
+    pc_cache *c2 = pc_fx_cache("m;other", 64);
+    pc_coll *co2 = pc_fx_coll(c2, "m");
     s = open_store(dir, 0);
     pc_store_load_result lr;
     check_rc(pc_store_load(s, co2, NULL, &lr), PC_OK);
@@ -61,7 +61,7 @@ static void test_roundtrip_mixed(void **state)
     assert_int_equal(lr.meta.count, NMIXED + 1);
     check_mixed(co2, mono_ms() - t0);
     /* a collection never saved */
-    pc_coll *other = coll_of(c2, "other");
+    pc_coll *other = pc_fx_coll(c2, "other");
     check_rc(pc_store_load(s, other, NULL, &lr), PC_ENOTFOUND);
     pc_store_problem *pr;
     size_t np;
@@ -71,8 +71,8 @@ static void test_roundtrip_mixed(void **state)
 
     /* the short TTL lapses: the next load skips it and prunes it */
     usleep(2600 * 1000);
-    pc_cache *c3 = mk_cache("m", 64);
-    pc_coll *co3 = coll_of(c3, "m");
+    pc_cache *c3 = pc_fx_cache("m", 64);
+    pc_coll *co3 = pc_fx_coll(c3, "m");
     s = open_store(dir, 0);
     check_rc(pc_store_load(s, co3, NULL, &lr), PC_OK);
     assert_int_equal(lr.loaded, NMIXED);
@@ -100,8 +100,8 @@ static void test_empty_collection(void **state)
     (void)state;
     char dir[300];
     mk_tmp(dir, sizeof dir, "empty");
-    pc_cache *c = mk_cache("e", 16);
-    pc_coll *co = coll_of(c, "e");
+    pc_cache *c = pc_fx_cache("e", 16);
+    pc_coll *co = pc_fx_coll(c, "e");
     pc_store *s = open_store(dir, PC_STORE_CREATE);
     pc_store_save_result sr;
     check_rc(pc_store_save(s, co, NULL, &sr), PC_OK);
@@ -155,8 +155,8 @@ static void test_roundtrip_large(void **state)
     char dir[300];
     mk_tmp(dir, sizeof dir, "large");
     size_t mb = 128 + n / 1500;
-    pc_cache *c = mk_cache("sip=18", mb);
-    pc_coll *co = coll_of(c, "sip");
+    pc_cache *c = pc_fx_cache("sip=18", mb);
+    pc_coll *co = pc_fx_coll(c, "sip");
     for (uint64_t i = 0; i < n; i++)
         check_rc(sip_put(co, 11, i), PC_OK);
     pc_store *s = open_store(dir, PC_STORE_CREATE);
@@ -168,8 +168,8 @@ static void test_roundtrip_large(void **state)
                   n, sr.seconds, sr.rate, sr.blocks,
                   (double)sr.stored_bytes / (double)sr.value_bytes);
     pc_cache_destroy(c);
-    pc_cache *c2 = mk_cache("sip=18", mb);
-    pc_coll *co2 = coll_of(c2, "sip");
+    pc_cache *c2 = pc_fx_cache("sip=18", mb);
+    pc_coll *co2 = pc_fx_coll(c2, "sip");
     pc_store_load_result lr;
     check_rc(pc_store_load(s, co2, NULL, &lr), PC_OK);
     assert_int_equal(lr.loaded, n);

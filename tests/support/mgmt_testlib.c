@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mgmt_testlib.h"
+#include "pc_fixture.h"
 
 /* ---- a strict JSON validator ---------------------------------------------- */
 struct jp {
@@ -215,9 +216,7 @@ size_t json_decode(const char *s, unsigned char *out, size_t cap)
 /* ---- the fixture ------------------------------------------------------------ */
 pc_coll *coll(struct fx *f, const char *name)
 {
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(f->c, name, strlen(name), &co), 0);
-    return co;
+    return pc_fx_coll(f->c, name);
 }
 
 void fx_put(struct fx *f, const char *cn, const void *k, size_t kl, const void *v, size_t vl,
@@ -231,12 +230,10 @@ int fx_setup_cfg(void **state, unsigned growth)
     struct fx *f = calloc(1, sizeof *f);
     assert_non_null(f);
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "default;sessions=4;th=4;grow=4";
-    cfg.mem_mb = 32;
+    pc_fx_config(&cfg, "default;sessions=4;th=4;grow=4", 32);
     cfg.growth_load_factor = growth;
     cfg.growth_budget = 2;
-    assert_int_equal(pc_cache_create(&cfg, &f->c), 0);
+    f->c = pc_fx_create(&cfg);
     fx_put(f, "sessions", S("session-abc123"), S("state=confirmed"), 3600);
     fx_put(f, "sessions", S("session-abd456"), S("state=early"), 1800);
     fx_put(f, "sessions", S("profile-alice"), S("gold"), 0);

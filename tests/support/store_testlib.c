@@ -111,24 +111,6 @@ int teardown_root(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-pc_cache *mk_cache(const char *colls, size_t mem_mb)
-{
-    pc_config cfg;
-    pc_cache *c = NULL;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
-}
-
 pc_store *open_store(const char *path, unsigned flags)
 {
     pc_store_config sc;
@@ -327,8 +309,8 @@ int sip_put(pc_coll *co, uint64_t seed, uint64_t i)
 void mk_corruptible(char *dir, size_t cap, const char *tag, pc_store_save_result *sr)
 {
     mk_tmp(dir, cap, tag);
-    pc_cache *c = mk_cache("c", 32);
-    pc_coll *co = coll_of(c, "c");
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
     for (uint64_t i = 0; i < 3000; i++)
         check_rc(sip_put(co, 9, i), PC_OK);
     pc_store *s = open_store(dir, PC_STORE_CREATE);

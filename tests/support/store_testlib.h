@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pc_fixture.h"
 #include "pcache.h"
 #include "pcache_store.h"
 
@@ -55,8 +56,6 @@ int setup_root(void **state);
 int teardown_root(void **state);
 void mk_tmp(char *out, size_t cap, const char *tag);
 
-pc_cache *mk_cache(const char *colls, size_t mem_mb);
-pc_coll *coll_of(pc_cache *c, const char *name);
 /* Opens path with flags, logging to log_cb at debug; fails the test on error. */
 pc_store *open_store(const char *path, unsigned flags);
 /* pc_store_open and close: its result and message. */

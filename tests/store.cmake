@@ -1,12 +1,18 @@
 # The snapshot store's tests (storage/). Included by tests/CMakeLists.txt.
-# test_store.c and test_store_crash.c are registered by the test_*.c glob
-# there; they also link the store and the SIP-like data generator.
+# test_store_*.c (integration/, one program per subject: round trips,
+# reading without loading, concurrency, corruption, opening) and
+# test_store_crash.c (crash/) are registered by the test_*.c glob there;
+# they also link the store and the SIP-like data generator, and the
+# integration ones share store_testlib.c (the format's byte tables, raw
+# LMDB access, the fixtures).
 #
 # test_store_crash SIGKILLs a saving child PCACHE_CRASH_ITERS times (default
 # 200) and checks the store after each kill; RUN_SERIAL so the kills land in
 # saves whose timing is not disturbed by other tests. Its timeout scales with
 # the iteration count seen at configure time.
-foreach(name test_store test_store_crash)
+set(pc_store_tests test_store_roundtrip test_store_read test_store_race test_store_corrupt
+                   test_store_open)
+foreach(name ${pc_store_tests} test_store_crash)
   if(TARGET ${name})
     target_link_libraries(${name} PRIVATE pcache_store pcache_sipgen)
   endif()
@@ -20,9 +26,12 @@ if(TEST test_store_crash)
   set_tests_properties(test_store_crash PROPERTIES TIMEOUT ${pc_crash_timeout} RUN_SERIAL TRUE
                                                    LABELS "crash;store")
 endif()
-if(TEST test_store)
-  set_tests_properties(test_store PROPERTIES LABELS "integration;store")
-endif()
+foreach(name ${pc_store_tests})
+  if(TARGET ${name})
+    target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/store_testlib.c)
+    set_tests_properties(${name} PROPERTIES LABELS "integration;store")
+  endif()
+endforeach()
 # The journal's tests (written beside the store) link its library when the
 # storage/ build made one; test_journal*.c share journal_testlib.c
 # (fixtures, the random sequence and the table comparison).

@@ -414,7 +414,7 @@ static void roundtrip(unsigned mode)
     int expired_keys = 0;
     do_all_ops(ca, &expired_keys);
     /* an unjournaled collection leaves no segment */
-    assert_int_equal(pc_set(coll_of(a, "other"), "o", 1, "o", 1, 0, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(a, "other"), "o", 1, "o", 1, 0, 0), 0);
     if (mode == PC_JOURNAL_ALWAYS) {
         /* nothing left in the ring: every record is in the file, synced,
          * before pc_set returns */
@@ -428,7 +428,7 @@ static void roundtrip(unsigned mode)
 
     pc_cache *b = new_cache("default;other", 64);
     pc_journal *jb = new_journal(b, 2);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     pc_journal_replay_stats st;
     log_reset();
     assert_int_equal(pc_journal_replay_run(jb, cb, 0, &st), 0);
@@ -568,7 +568,7 @@ static void test_filter_cases(void **state)
 
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 4);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     pc_journal_replay *rp = NULL;
     assert_int_equal(pc_journal_replay_open(jb, cb, 0, 0, &rp), 0);
     struct stamps s = {.n = 0};
@@ -693,7 +693,7 @@ static void test_order_rules(void **state)
 
     pc_cache *bc = new_cache("default;other", 16);
     pc_journal *jb = new_journal(bc, 3);
-    pc_coll *cb = coll_of(bc, "default");
+    pc_coll *cb = pc_fx_coll(bc, "default");
     pc_journal_replay_stats st;
     assert_int_equal(pc_journal_replay_run(jb, cb, e1, &st), 0);
     assert_int_equal(st.segments, 3);

@@ -85,7 +85,7 @@ static pc_journal_replay_stats replay_fresh(unsigned flags, pc_cache **bout)
     pc_journal *jb = new_journal(b, 2);
     pc_journal_replay *rp = NULL;
     log_reset();
-    assert_int_equal(pc_journal_replay_open(jb, coll_of(b, "default"), 0, flags, &rp), 0);
+    assert_int_equal(pc_journal_replay_open(jb, pc_fx_coll(b, "default"), 0, flags, &rp), 0);
     assert_int_equal(pc_journal_replay_apply(rp), 0);
     pc_journal_replay_stats st;
     pc_journal_replay_stats_get(rp, &st);
@@ -103,7 +103,7 @@ static void assert_keys(pc_cache *b, unsigned from, unsigned to, int present)
         char got[64];
         size_t gl = 0, need = 0;
         int rc =
-            pc_get_buf(coll_of(b, "default"), k, (size_t)kl, got, sizeof got, &gl, &need, NULL);
+            pc_get_buf(pc_fx_coll(b, "default"), k, (size_t)kl, got, sizeof got, &gl, &need, NULL);
         if (present) {
             assert_int_equal(rc, 0);
             assert_int_equal(gl, (size_t)vl);
@@ -402,7 +402,8 @@ static void test_retire(void **state)
     (void)state;
     pc_cache *a = new_cache("default;default.x;other", 16);
     pc_journal *ja = new_journal(a, 9);
-    pc_coll *cd = coll_of(a, "default"), *cx = coll_of(a, "default.x"), *co = coll_of(a, "other");
+    pc_coll *cd = pc_fx_coll(a, "default"), *cx = pc_fx_coll(a, "default.x"),
+            *co = pc_fx_coll(a, "other");
     assert_int_equal(pc_journal_install(ja), 0);
     pc_coll *all[] = {cd, cx, co};
     for (int i = 0; i < 3; i++)
@@ -464,7 +465,7 @@ static void test_ring_laps(void **state)
     (void)state;
     pc_cache *a = new_cache("default;other", 128);
     pc_journal *ja = new_journal_cfg(a, 1, 1, 0); /* rounded up to the minimum */
-    pc_coll *cd = coll_of(a, "default"), *co = coll_of(a, "other");
+    pc_coll *cd = pc_fx_coll(a, "default"), *co = pc_fx_coll(a, "other");
     assert_true(ja->ring_bytes >= 2 * (uint64_t)PC_JREC_MAX_SIZE);
     assert_int_equal(pc_journal_install(ja), 0);
     assert_int_equal(pc_coll_set_journal(cd, PC_JOURNAL_EVERYSEC), 0);
@@ -499,9 +500,9 @@ static void test_ring_laps(void **state)
     const char *names[] = {"default", "other"};
     for (int i = 0; i < 2; i++) {
         pc_journal_replay_stats st;
-        assert_int_equal(pc_journal_replay_run(jb, coll_of(b, names[i]), 0, &st), 0);
+        assert_int_equal(pc_journal_replay_run(jb, pc_fx_coll(b, names[i]), 0, &st), 0);
         assert_int_equal(st.bad_records + st.torn_tails + st.bad_segments + st.errors, 0);
-        assert_same_table(coll_of(a, names[i]), coll_of(b, names[i]));
+        assert_same_table(pc_fx_coll(a, names[i]), pc_fx_coll(b, names[i]));
     }
     pc_journal_close(jb);
     pc_cache_destroy(a);
@@ -552,7 +553,7 @@ static void test_ring_slots_exhausted(void **state)
     pc_cache *b;
     pc_journal_replay_stats st = replay_fresh(0, &b);
     assert_int_equal(st.records, 101);
-    assert_int_equal(pc_probe(coll_of(b, "default"), "c99", 3, NULL), 0);
+    assert_int_equal(pc_probe(pc_fx_coll(b, "default"), "c99", 3, NULL), 0);
     pc_cache_destroy(b);
 }
 

@@ -175,7 +175,7 @@ static void test_multiproc_replay(void **state)
 
     pc_cache *b = new_cache("default", 64);
     pc_journal *jb = new_journal(b, 6);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     pc_journal_replay_stats st;
     assert_int_equal(pc_journal_replay_run(jb, cb, 0, &st), 0);
     assert_int_equal(st.segments, 5);
@@ -300,7 +300,7 @@ static void test_save_while_writing(void **state)
 
     pc_cache *b = new_cache("default", 64);
     pc_journal *jb = new_journal(b, 8);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     unsigned skipped = 0;
     pc_journal_replay_stats st;
     restart_on(&s, jb, cb, &skipped, &st);
@@ -376,7 +376,7 @@ static void stale_across_save(int op)
 
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 2);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     unsigned skipped = 0;
     restart_on(&s, jb, cb, &skipped, NULL);
     assert_int_equal(pc_probe(cb, "stale", 5, NULL), PC_ENOTFOUND);
@@ -425,7 +425,7 @@ static pc_journal_restore_result restart_from_store(pc_store *s, uint64_t boot, 
 {
     pc_cache *b = new_cache(cols, 64);
     pc_journal *jb = new_journal(b, boot);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     pc_journal_restore_result rr;
     assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
     assert_int_equal(rr.snapshot, 1);
@@ -739,7 +739,7 @@ static void test_store_restore_without_snapshot(void **state)
     pc_journal_close(ja);
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 2);
-    pc_coll *cb = coll_of(b, "default");
+    pc_coll *cb = pc_fx_coll(b, "default");
     pc_journal_restore_result rr;
     assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
     assert_int_equal(rr.snapshot, 0);

@@ -32,23 +32,14 @@
 
 #include <cmocka.h>
 
+#include "pc_fixture.h" /* after cmocka.h: it asserts */
+
 static pc_cache *mk_cache(void)
 {
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "a;b;big=16;empty;poison;p1;p2;fk;t";
-    cfg.mem_mb = 160;
+    pc_fx_config(&cfg, "a;b;big=16;empty;poison;p1;p2;fk;t", 160);
     cfg.lock_memory = 0;
-    pc_cache *c = NULL;
-    assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *n)
-{
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, n, strlen(n), &co), 0);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static pc_odbc *open_db(const char *target, unsigned flags)
@@ -91,7 +82,7 @@ static void expect_bytes(pc_coll *co, const void *k, size_t kl, const void *v, s
  * TTLs and an entry that expires between save and load. */
 static void fill_mixed(pc_cache *c)
 {
-    pc_coll *a = coll(c, "a");
+    pc_coll *a = pc_fx_coll(c, "a");
     unsigned char v[400];
     char k[32];
     for (unsigned i = 0; i < 2000; i++) {
@@ -122,7 +113,7 @@ static void fill_mixed(pc_cache *c)
 
 static void check_mixed(pc_cache *c)
 {
-    pc_coll *a = coll(c, "a");
+    pc_coll *a = pc_fx_coll(c, "a");
     unsigned char v[400];
     char k[32];
     for (unsigned i = 0; i < 2000; i++) {
@@ -171,11 +162,11 @@ static void t_roundtrip_mixed(void **state)
     pc_cache *c = mk_cache();
     fill_mixed(c);
     /* lives through the saves (well under 2 s even under ASan), not to the load */
-    assert_int_equal(pc_set(coll(c, "a"), "soon", 4, "dies", 4, 2000, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "a"), "soon", 4, "dies", 4, 2000, 0), 0);
     pc_odbc_result r1, r2, l;
-    assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r1), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "a"), &r1), 0);
     assert_int_equal(r1.rows, 2000 + 13);
-    assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r2), 0); /* a save replaces the rows */
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "a"), &r2), 0); /* a save replaces the rows */
     assert_int_equal(r2.rows, r1.rows);
     assert_true(r2.generation == r1.generation + 1);
     uint64_t g = 0;
@@ -185,16 +176,16 @@ static void t_roundtrip_mixed(void **state)
     pc_cache_destroy(c);
     usleep(2100 * 1000); /* "soon" lapses */
     c = mk_cache();
-    assert_int_equal(pc_odbc_load(o, coll(c, "a"), &l), 0);
+    assert_int_equal(pc_odbc_load(o, pc_fx_coll(c, "a"), &l), 0);
     assert_int_equal(l.rows, 2000 + 12);
     assert_int_equal(l.skipped_expired, 1);
     assert_true(l.generation == r2.generation);
     check_mixed(c);
     pc_coll_stats st;
-    assert_int_equal(pc_coll_stats_get(coll(c, "a"), &st), 0);
+    assert_int_equal(pc_coll_stats_get(pc_fx_coll(c, "a"), &st), 0);
     assert_int_equal(st.entries, 2000 + 12);
     /* a collection never saved: PC_ENOTFOUND, nothing loaded */
-    assert_int_equal(pc_odbc_load(o, coll(c, "b"), &l), PC_ENOTFOUND);
+    assert_int_equal(pc_odbc_load(o, pc_fx_coll(c, "b"), &l), PC_ENOTFOUND);
     printf("# %s (%s): mixed round trip: %llu rows saved in %.3f s, loaded in %.3f s\n",
            pc_odbc_dialect_name(pc_odbc_dialect(o)), pc_odbc_server(o), (unsigned long long)r1.rows,
            r1.seconds, l.seconds);
@@ -258,12 +249,12 @@ static void t_shapes(void **state)
             fill_mixed(c);
             pc_odbc_result r, l;
             int threads = odbc_env_threads();
-            assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r), 0);
+            assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "a"), &r), 0);
             assert_int_equal(odbc_env_threads(), threads);
             assert_int_equal(r.rows, 2000 + 12);
             pc_cache_destroy(c);
             c = mk_cache();
-            assert_int_equal(pc_odbc_load(o, coll(c, "a"), &l), 0);
+            assert_int_equal(pc_odbc_load(o, pc_fx_coll(c, "a"), &l), 0);
             assert_int_equal(l.rows, 2000 + 12);
             check_mixed(c);
             uint64_t gen = 0;
@@ -286,11 +277,11 @@ static void t_shapes(void **state)
 static pc_coll *save_reload(pc_odbc *o, pc_cache **c, const char *name, uint64_t rows,
                             pc_odbc_result *saved, pc_odbc_result *loaded)
 {
-    assert_int_equal(pc_odbc_save(o, coll(*c, name), saved), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(*c, name), saved), 0);
     assert_int_equal(saved->rows, rows);
     pc_cache_destroy(*c);
     *c = mk_cache();
-    pc_coll *co = coll(*c, name);
+    pc_coll *co = pc_fx_coll(*c, name);
     assert_int_equal(pc_odbc_load(o, co, loaded), 0);
     assert_int_equal(loaded->rows, rows);
     return co;
@@ -313,7 +304,7 @@ static void t_roundtrip_100k(void **state)
         skip();
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
-    pc_coll *b = coll(c, "big");
+    pc_coll *b = pc_fx_coll(c, "big");
     char k[17];
     unsigned char v[200];
     for (unsigned i = 0; i < 100000; i++) {
@@ -365,7 +356,7 @@ static void t_text_values(void **state)
     pc_odbc *o = NULL;
     assert_int_equal(pc_odbc_open(target, &cfg, &o, NULL, 0), 0);
     pc_cache *c = mk_cache();
-    pc_coll *t = coll(c, "t");
+    pc_coll *t = pc_fx_coll(c, "t");
     unsigned char v[256];
     char k[32];
     for (unsigned i = 0; i < 3000; i++) {
@@ -396,7 +387,7 @@ static void t_empty(void **state)
         skip();
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
-    pc_coll *e = coll(c, "empty");
+    pc_coll *e = pc_fx_coll(c, "empty");
     assert_int_equal(pc_set(e, "x", 1, "y", 1, 0, 0), 0);
     pc_odbc_result r, l;
     assert_int_equal(pc_odbc_save(o, e, &r), 0);
@@ -406,7 +397,7 @@ static void t_empty(void **state)
     assert_int_equal(r.rows, 0);
     pc_cache_destroy(c);
     c = mk_cache();
-    e = coll(c, "empty");
+    e = pc_fx_coll(c, "empty");
     assert_int_equal(pc_odbc_load(o, e, &l), 0);
     assert_int_equal(l.rows, 0);
     assert_true(l.generation == r.generation);
@@ -433,7 +424,7 @@ static uint64_t save_old_rows(pc_odbc *o, pc_coll *p, unsigned n)
 static void expect_old_rows(pc_odbc *o, const char *name, unsigned n)
 {
     pc_cache *c = mk_cache();
-    pc_coll *p = coll(c, name);
+    pc_coll *p = pc_fx_coll(c, name);
     pc_odbc_result l;
     assert_int_equal(pc_odbc_load(o, p, &l), 0);
     assert_int_equal(l.rows, n);
@@ -468,7 +459,7 @@ static void t_constraint_rollback(void **state)
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     int d = pc_odbc_dialect(o);
     pc_cache *c = mk_cache();
-    pc_coll *p = coll(c, "poison");
+    pc_coll *p = pc_fx_coll(c, "poison");
     char k[32];
     uint64_t gen = save_old_rows(o, p, 1000);
     pc_odbc_result r;
@@ -536,7 +527,7 @@ static void t_pipeline_failure(void **state)
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     int d = pc_odbc_dialect(o);
     pc_cache *c = mk_cache();
-    pc_coll *p = coll(c, "p1");
+    pc_coll *p = pc_fx_coll(c, "p1");
     char k[32];
     uint64_t gen = save_old_rows(o, p, 500);
     pc_odbc_result r;
@@ -617,7 +608,7 @@ static void t_fork(void **state)
         skip();
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
-    pc_coll *b = coll(c, "fk");
+    pc_coll *b = pc_fx_coll(c, "fk");
     assert_int_equal(pc_set(b, "before", 6, "fork", 4, 0, 0), 0);
     pc_odbc_result r;
     assert_int_equal(pc_odbc_save(o, b, &r), 0);
@@ -638,9 +629,9 @@ static void t_fork(void **state)
     pc_cache_destroy(c);
     c = mk_cache();
     pc_odbc_result l;
-    assert_int_equal(pc_odbc_load(o, coll(c, "fk"), &l), 0);
+    assert_int_equal(pc_odbc_load(o, pc_fx_coll(c, "fk"), &l), 0);
     assert_int_equal(l.rows, 2);
-    expect_bytes(coll(c, "fk"), "child", 5, "wrote", 5);
+    expect_bytes(pc_fx_coll(c, "fk"), "child", 5, "wrote", 5);
     pc_cache_destroy(c);
     pc_odbc_close(o);
 }
@@ -682,12 +673,12 @@ static void t_export_import(void **state)
     for (unsigned i = 0; i < 5000; i++) {
         int kl = snprintf(k, sizeof k, "e%u", i);
         size_t vl = bin_value(i, v);
-        assert_int_equal(pc_set(coll(c, "p1"), k, (size_t)kl, v, vl, 0, 0), 0);
+        assert_int_equal(pc_set(pc_fx_coll(c, "p1"), k, (size_t)kl, v, vl, 0, 0), 0);
     }
-    assert_int_equal(pc_set_counter(coll(c, "p2"), "n", 1, -5, 3600 * 1000), 0);
-    assert_int_equal(pc_set(coll(c, "p2"), "s", 1, "\0\0", 2, 0, 0), 0);
-    assert_int_equal(pc_store_save(s, coll(c, "p1"), NULL, NULL), 0);
-    assert_int_equal(pc_store_save(s, coll(c, "p2"), NULL, NULL), 0);
+    assert_int_equal(pc_set_counter(pc_fx_coll(c, "p2"), "n", 1, -5, 3600 * 1000), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "p2"), "s", 1, "\0\0", 2, 0, 0), 0);
+    assert_int_equal(pc_store_save(s, pc_fx_coll(c, "p1"), NULL, NULL), 0);
+    assert_int_equal(pc_store_save(s, pc_fx_coll(c, "p2"), NULL, NULL), 0);
     pc_cache_destroy(c);
 
     struct progress pr = {0, 0, 0};
@@ -706,11 +697,11 @@ static void t_export_import(void **state)
     /* what SQL holds now loads like a save's rows */
     c = mk_cache();
     pc_odbc_result l;
-    assert_int_equal(pc_odbc_load(o, coll(c, "p1"), &l), 0);
+    assert_int_equal(pc_odbc_load(o, pc_fx_coll(c, "p1"), &l), 0);
     assert_int_equal(l.rows, 5000);
     for (unsigned i = 0; i < 5000; i += 7) {
         int kl = snprintf(k, sizeof k, "e%u", i);
-        expect_bytes(coll(c, "p1"), k, (size_t)kl, v, bin_value(i, v));
+        expect_bytes(pc_fx_coll(c, "p1"), k, (size_t)kl, v, bin_value(i, v));
     }
     pc_cache_destroy(c);
     /* and back into a fresh store: one collection, then all */
@@ -769,7 +760,7 @@ static void t_persist(void **state)
     for (int i = 0; i < 100; i++) {
         char k[16];
         snprintf(k, sizeof k, "s%d", i);
-        assert_int_equal(pc_set(coll(c, "b"), k, strlen(k), "x", 1, 0, 0), 0);
+        assert_int_equal(pc_set(pc_fx_coll(c, "b"), k, strlen(k), "x", 1, 0, 0), 0);
     }
     /* perf_save / perf_load / perf_stats through the command layer */
     pc_mgmt *m = NULL;
@@ -785,7 +776,7 @@ static void t_persist(void **state)
     assert_non_null(strstr(text, "\"saved\":100"));
     assert_null(strstr(text, ODBC_TEST_PW));
     uint64_t n = 0;
-    assert_int_equal(pc_del_glob(coll(c, "b"), "*", 1, &n), 0);
+    assert_int_equal(pc_del_glob(pc_fx_coll(c, "b"), "*", 1, &n), 0);
     pc_json_reset(j);
     assert_int_equal(pc_mgmt_run_line(m, "perf_load b", 11, pc_json_ops(), j, &merr), 0);
     assert_int_equal(pc_json_text(j, &text, &len), 0);
@@ -797,7 +788,7 @@ static void t_persist(void **state)
     pc_json_destroy(j);
     pc_mgmt_destroy(m);
     /* db_mode 2: the shutdown saves, a restart with db_mode 1 loads */
-    assert_int_equal(pc_set(coll(c, "b"), "late", 4, "write", 5, 0, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "b"), "late", 4, "write", 5, 0, 0), 0);
     assert_int_equal(pc_persist_shutdown(p), 0);
     pc_persist_close(p);
     pc_cache_destroy(c);
@@ -805,8 +796,8 @@ static void t_persist(void **state)
     pc.db_mode = 1;
     assert_int_equal(pc_persist_open(c, &pc, &p, err, sizeof err), 0);
     assert_int_equal(pc_persist_startup(p), 0);
-    expect_bytes(coll(c, "b"), "late", 4, "write", 5);
-    expect_bytes(coll(c, "b"), "s42", 3, "x", 1);
+    expect_bytes(pc_fx_coll(c, "b"), "late", 4, "write", 5);
+    expect_bytes(pc_fx_coll(c, "b"), "s42", 3, "x", 1);
     pc_persist_close(p);
     /* perf_save / perf_load [store]: from an LMDB-configured host to this
      * SQL target and back, for the call only */
@@ -836,13 +827,13 @@ static void t_persist(void **state)
         assert_int_equal(pc_odbc_generation(o, "b", &g1), 0);
         assert_int_equal(g1, g0 + 1);
         pc_odbc_close(o);
-        assert_int_equal(pc_del_glob(coll(c, "b"), "*", 1, &n), 0);
+        assert_int_equal(pc_del_glob(pc_fx_coll(c, "b"), "*", 1, &n), 0);
         pc_json_reset(lj);
         ln = snprintf(line, sizeof line, "perf_load collection=b store=%s", target);
         assert_int_equal(pc_mgmt_run_line(lm, line, (size_t)ln, pc_json_ops(), lj, &merr), 0);
         assert_int_equal(pc_json_text(lj, &text, &len), 0);
         assert_non_null(strstr(text, "\"loaded\":101"));
-        expect_bytes(coll(c, "b"), "late", 4, "write", 5);
+        expect_bytes(pc_fx_coll(c, "b"), "late", 4, "write", 5);
         pc_json_destroy(lj);
         pc_mgmt_destroy(lm);
         pc_persist_close(lp);

@@ -38,25 +38,16 @@
 
 #include <cmocka.h>
 
+#include "pc_fixture.h" /* after cmocka.h: it asserts */
+
 #define WRONG_PW "Wrong-Pass-987"
 
 static pc_cache *mk_cache(void)
 {
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "a;b;c";
-    cfg.mem_mb = 96;
+    pc_fx_config(&cfg, "a;b;c", 96);
     cfg.lock_memory = 0;
-    pc_cache *c = NULL;
-    assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *n)
-{
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, n, strlen(n), &co), 0);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static pc_odbc *open_pipe(const char *target, unsigned flags, pc_odbc_progress_fn fn, void *ctx,
@@ -97,7 +88,7 @@ static void expect_exactly(const char *target, const char *name, const char *pre
 {
     pc_odbc *o = open_with(target, 0, NULL, NULL);
     pc_cache *c = mk_cache();
-    pc_coll *co = coll(c, name);
+    pc_coll *co = pc_fx_coll(c, name);
     pc_odbc_result l;
     assert_int_equal(pc_odbc_load(o, co, &l), 0);
     assert_int_equal(l.rows, n);
@@ -139,9 +130,9 @@ static void midsave(const char *target, const char *action, bool restart, int pi
 {
     pc_odbc *o = open_with(target, PC_ODBC_CREATE, NULL, NULL);
     pc_cache *c = mk_cache();
-    fill(coll(c, "a"), "old", 5000);
+    fill(pc_fx_coll(c, "a"), "old", 5000);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, coll(c, "a"), &r), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "a"), &r), 0);
     uint64_t gen = r.generation;
     pc_odbc_close(o);
     pc_cache_destroy(c);
@@ -149,9 +140,9 @@ static void midsave(const char *target, const char *action, bool restart, int pi
     struct injector in = {action, 3, 0};
     o = open_pipe(target, 0, inject, &in, pipeline);
     c = mk_cache();
-    fill(coll(c, "a"), "new", 50000);
+    fill(pc_fx_coll(c, "a"), "new", 50000);
     int threads = odbc_env_threads();
-    int rc = pc_odbc_save(o, coll(c, "a"), &r);
+    int rc = pc_odbc_save(o, pc_fx_coll(c, "a"), &r);
     printf("# %s mid-save (%s, pipeline %s): %s: %s\n", action,
            pc_odbc_dialect_name(pc_odbc_dialect(o)), pipeline == PC_ODBC_PIPELINE_ON ? "on" : "off",
            pc_strerror(rc), pc_odbc_errmsg(o));
@@ -200,9 +191,9 @@ static void t_writer_freed_midbatch(void **state)
     const char *t = odbc_env_pg();
     pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
     pc_cache *c = mk_cache();
-    fill(coll(c, "c"), "old", 300);
+    fill(pc_fx_coll(c, "c"), "old", 300);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, coll(c, "c"), &r), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "c"), &r), 0);
     pc_odbc_close(o);
     for (int round = 0; round < 3; round++) {
         o = open_pipe(t, 0, NULL, NULL, PC_ODBC_PIPELINE_ON);
@@ -245,14 +236,14 @@ static void t_progress_abort(void **state)
     const char *t = odbc_env_sqlite();
     pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
     pc_cache *c = mk_cache();
-    fill(coll(c, "b"), "old", 100);
+    fill(pc_fx_coll(c, "b"), "old", 100);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, coll(c, "b"), &r), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "b"), &r), 0);
     pc_odbc_close(o);
     o = open_pipe(t, 0, abort_at_2, NULL, PC_ODBC_PIPELINE_ON);
-    fill(coll(c, "b"), "new", 100);
+    fill(pc_fx_coll(c, "b"), "new", 100);
     int threads = odbc_env_threads();
-    assert_int_equal(pc_odbc_save(o, coll(c, "b"), NULL), 42);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "b"), NULL), 42);
     assert_int_equal(odbc_env_threads(), threads);
     pc_odbc_close(o);
     pc_cache_destroy(c);
@@ -274,18 +265,18 @@ static void t_export_atomic(void **state)
     pc_store *s = NULL;
     assert_int_equal(pc_store_open(sdir, &sc, &s, NULL, 0), 0);
     pc_cache *c = mk_cache();
-    fill(coll(c, "a"), "old", 300);
-    fill(coll(c, "b"), "old", 300);
+    fill(pc_fx_coll(c, "a"), "old", 300);
+    fill(pc_fx_coll(c, "b"), "old", 300);
     pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
     pc_odbc_result ra, rb;
-    assert_int_equal(pc_odbc_save(o, coll(c, "a"), &ra), 0);
-    assert_int_equal(pc_odbc_save(o, coll(c, "b"), &rb), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "a"), &ra), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "b"), &rb), 0);
     /* the store holds new rows for a (saved first) and b, b with a poisoned key */
-    fill(coll(c, "a"), "new", 300);
-    fill(coll(c, "b"), "new", 300);
-    assert_int_equal(pc_set(coll(c, "b"), "poison", 6, "x", 1, 0, 0), 0);
-    assert_int_equal(pc_store_save(s, coll(c, "a"), NULL, NULL), 0);
-    assert_int_equal(pc_store_save(s, coll(c, "b"), NULL, NULL), 0);
+    fill(pc_fx_coll(c, "a"), "new", 300);
+    fill(pc_fx_coll(c, "b"), "new", 300);
+    assert_int_equal(pc_set(pc_fx_coll(c, "b"), "poison", 6, "x", 1, 0, 0), 0);
+    assert_int_equal(pc_store_save(s, pc_fx_coll(c, "a"), NULL, NULL), 0);
+    assert_int_equal(pc_store_save(s, pc_fx_coll(c, "b"), NULL, NULL), 0);
     assert_int_equal(odbc_env_sql(t, "CREATE TRIGGER pcache_poison BEFORE INSERT ON "
                                      "pcache_entries WHEN NEW.pkey = X'706F69736F6E' BEGIN "
                                      "SELECT RAISE(ABORT, 'poisoned key'); END"),
@@ -359,17 +350,17 @@ static void t_readonly(void **state)
     const char *t = "DSN=pcache_pg_ro;UID=pcache;PWD=" ODBC_TEST_PW;
     pc_odbc *o = open_with(t, PC_ODBC_CREATE, NULL, NULL);
     pc_cache *c = mk_cache();
-    fill(coll(c, "c"), "old", 10);
+    fill(pc_fx_coll(c, "c"), "old", 10);
     pc_odbc_result r;
-    assert_int_equal(pc_odbc_save(o, coll(c, "c"), &r), 0);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "c"), &r), 0);
     pc_odbc_close(o);
     assert_int_equal(odbc_env_sh("psql '%s' pcachero 'ALTER DATABASE pcachero SET "
                                  "default_transaction_read_only = on'",
                                  odbc_env_dir()),
                      0);
     o = open_with(t, 0, NULL, NULL);
-    fill(coll(c, "c"), "new", 20);
-    assert_int_equal(pc_odbc_save(o, coll(c, "c"), NULL), PC_EIO);
+    fill(pc_fx_coll(c, "c"), "new", 20);
+    assert_int_equal(pc_odbc_save(o, pc_fx_coll(c, "c"), NULL), PC_EIO);
     printf("# read-only database: %s\n", pc_odbc_errmsg(o));
     assert_non_null(strstr(pc_odbc_errmsg(o), "[25006]"));
     pc_odbc_close(o);

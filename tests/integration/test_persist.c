@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "pc_fixture.h" /* after cmocka.h: it asserts */
+
 static char dir[256];
 
 static int setup(void **state)
@@ -43,20 +45,7 @@ static int teardown(void **state)
 
 static pc_cache *mk_cache(void)
 {
-    pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "a;b";
-    cfg.mem_mb = 32;
-    pc_cache *c = NULL;
-    assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *n)
-{
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, n, strlen(n), &co), 0);
-    return co;
+    return pc_fx_cache("a;b", 32);
 }
 
 static pc_persist *mk_persist(pc_cache *c, int mode, const char *journal)
@@ -94,10 +83,10 @@ static void mode2_survives_restart_by_shutdown_save(void **state)
     (void)state;
     pc_cache *c = mk_cache();
     pc_persist *p = mk_persist(c, 2, NULL);
-    assert_int_equal(pc_set(coll(c, "a"), "k1", 2, "v1", 2, 0, 0), 0);
-    assert_int_equal(pc_set(coll(c, "b"), "k2", 2, "v2", 2, 3600000, 0), 0);
-    assert_int_equal(pc_add(coll(c, "a"), "ctr", 3, 41, 0, NULL), 0);
-    assert_int_equal(pc_set(coll(c, "a"), "gone", 4, "x", 1, 50, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "a"), "k1", 2, "v1", 2, 0, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "b"), "k2", 2, "v2", 2, 3600000, 0), 0);
+    assert_int_equal(pc_add(pc_fx_coll(c, "a"), "ctr", 3, 41, 0, NULL), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "a"), "gone", 4, "x", 1, 50, 0), 0);
     usleep(100000); /* "gone" expires: not saved */
     assert_int_equal(pc_persist_shutdown(p), 0);
     pc_persist_close(p);
@@ -105,15 +94,15 @@ static void mode2_survives_restart_by_shutdown_save(void **state)
 
     c = mk_cache();
     p = mk_persist(c, 1, NULL);
-    expect(coll(c, "a"), "k1", "v1");
-    expect(coll(c, "b"), "k2", "v2");
+    expect(pc_fx_coll(c, "a"), "k1", "v1");
+    expect(pc_fx_coll(c, "b"), "k2", "v2");
     int64_t ctr = 0;
-    assert_int_equal(pc_get_counter(coll(c, "a"), "ctr", 3, &ctr), 0);
+    assert_int_equal(pc_get_counter(pc_fx_coll(c, "a"), "ctr", 3, &ctr), 0);
     assert_int_equal(ctr, 41);
     pc_meta m;
-    assert_int_equal(pc_probe(coll(c, "b"), "k2", 2, &m), 0);
+    assert_int_equal(pc_probe(pc_fx_coll(c, "b"), "k2", 2, &m), 0);
     assert_true(m.ttl_ms > 3500000 && m.ttl_ms <= 3600000); /* TTL survived, absolute */
-    assert_int_equal(pc_probe(coll(c, "a"), "gone", 4, NULL), PC_ENOTFOUND);
+    assert_int_equal(pc_probe(pc_fx_coll(c, "a"), "gone", 4, NULL), PC_ENOTFOUND);
     pc_persist_close(p);
     pc_cache_destroy(c);
 }
@@ -123,15 +112,15 @@ static void journal_always_survives_restart_without_save(void **state)
     (void)state;
     pc_cache *c = mk_cache();
     pc_persist *p = mk_persist(c, 1, "a=always");
-    assert_int_equal(pc_persist_save_coll(p, coll(c, "a"), NULL), 0); /* an empty snapshot */
+    assert_int_equal(pc_persist_save_coll(p, pc_fx_coll(c, "a"), NULL), 0); /* an empty snapshot */
     char k[32], v[32];
     for (int i = 0; i < 500; i++) {
         snprintf(k, sizeof k, "j%d", i);
         snprintf(v, sizeof v, "val%d", i);
-        assert_int_equal(pc_set(coll(c, "a"), k, strlen(k), v, strlen(v), 0, 0), 0);
+        assert_int_equal(pc_set(pc_fx_coll(c, "a"), k, strlen(k), v, strlen(v), 0, 0), 0);
     }
-    assert_int_equal(pc_remove(coll(c, "a"), "j7", 2), 0);
-    assert_int_equal(pc_add(coll(c, "a"), "hits", 4, 5, 0, NULL), 0);
+    assert_int_equal(pc_remove(pc_fx_coll(c, "a"), "j7", 2), 0);
+    assert_int_equal(pc_add(pc_fx_coll(c, "a"), "hits", 4, 5, 0, NULL), 0);
     /* no shutdown save: as after kill -9 */
     pc_persist_close(p);
     pc_cache_destroy(c);
@@ -142,12 +131,12 @@ static void journal_always_survives_restart_without_save(void **state)
         snprintf(k, sizeof k, "j%d", i);
         snprintf(v, sizeof v, "val%d", i);
         if (i == 7)
-            assert_int_equal(pc_probe(coll(c, "a"), k, strlen(k), NULL), PC_ENOTFOUND);
+            assert_int_equal(pc_probe(pc_fx_coll(c, "a"), k, strlen(k), NULL), PC_ENOTFOUND);
         else
-            expect(coll(c, "a"), k, v);
+            expect(pc_fx_coll(c, "a"), k, v);
     }
     int64_t hits = 0;
-    assert_int_equal(pc_get_counter(coll(c, "a"), "hits", 4, &hits), 0);
+    assert_int_equal(pc_get_counter(pc_fx_coll(c, "a"), "hits", 4, &hits), 0);
     assert_int_equal(hits, 5);
     pc_persist_close(p);
     pc_cache_destroy(c);
@@ -167,7 +156,7 @@ static void perf_save_and_perf_load_commands(void **state)
     for (int i = 0; i < 100; i++) {
         char k[16];
         snprintf(k, sizeof k, "s%d", i);
-        assert_int_equal(pc_set(coll(c, "a"), k, strlen(k), "x", 1, 0, 0), 0);
+        assert_int_equal(pc_set(pc_fx_coll(c, "a"), k, strlen(k), "x", 1, 0, 0), 0);
     }
     const char *text;
     size_t len;
@@ -178,14 +167,14 @@ static void perf_save_and_perf_load_commands(void **state)
     assert_non_null(strstr(text, "\"duration\":"));
     assert_non_null(strstr(text, "\"rate\":"));
     uint64_t n = 0;
-    assert_int_equal(pc_del_glob(coll(c, "a"), "*", 1, &n), 0);
+    assert_int_equal(pc_del_glob(pc_fx_coll(c, "a"), "*", 1, &n), 0);
     assert_int_equal(n, 100);
     pc_json_reset(j);
     assert_int_equal(pc_mgmt_run_line(m, "perf_load collection=a", 22, pc_json_ops(), j, &err), 0);
     assert_int_equal(pc_json_text(j, &text, &len), 0);
     assert_non_null(strstr(text, "\"loaded\":100"));
     assert_non_null(strstr(text, "\"skipped_expired\":0"));
-    expect(coll(c, "a"), "s42", "x");
+    expect(pc_fx_coll(c, "a"), "s42", "x");
     pc_json_reset(j);
     assert_int_equal(pc_mgmt_run_line(m, "perf_stats a", 12, pc_json_ops(), j, &err), 0);
     assert_int_equal(pc_json_text(j, &text, &len), 0);
@@ -220,7 +209,7 @@ static void perf_save_and_load_to_another_store(void **state)
     for (int i = 0; i < 50; i++) {
         char k[16];
         snprintf(k, sizeof k, "o%d", i);
-        assert_int_equal(pc_set(coll(c, "a"), k, strlen(k), "y", 1, 0, 0), 0);
+        assert_int_equal(pc_set(pc_fx_coll(c, "a"), k, strlen(k), "y", 1, 0, 0), 0);
     }
     char other[400], line[600];
     snprintf(other, sizeof other, "%s/other", dir);
@@ -249,13 +238,13 @@ static void perf_save_and_load_to_another_store(void **state)
     assert_non_null(strstr(text, "\"last_save\":0")); /* an export is not the snapshot */
     /* load back from it into an emptied collection */
     uint64_t del = 0;
-    assert_int_equal(pc_del_glob(coll(c, "a"), "*", 1, &del), 0);
+    assert_int_equal(pc_del_glob(pc_fx_coll(c, "a"), "*", 1, &del), 0);
     pc_json_reset(j);
     n = snprintf(line, sizeof line, "perf_load a %s", other);
     assert_int_equal(pc_mgmt_run_line(m, line, (size_t)n, pc_json_ops(), j, &err), 0);
     assert_int_equal(pc_json_text(j, &text, &len), 0);
     assert_non_null(strstr(text, "\"loaded\":50"));
-    expect(coll(c, "a"), "o7", "y");
+    expect(pc_fx_coll(c, "a"), "o7", "y");
     /* naming the configured store is the configured path (one LMDB env per process) */
     pc_json_reset(j);
     n = snprintf(line, sizeof line, "perf_save a %s", dir);
@@ -328,16 +317,16 @@ static void save_and_load_in_a_forked_child(void **state)
     (void)state;
     pc_cache *c = mk_cache();
     pc_persist *p = mk_persist(c, 0, NULL);
-    assert_int_equal(pc_set(coll(c, "a"), "child", 5, "saved-by-child", 14, 0, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "a"), "child", 5, "saved-by-child", 14, 0, 0), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         pc_persist_result r;
-        int rc = pc_persist_save_coll(p, coll(c, "a"), &r);
+        int rc = pc_persist_save_coll(p, pc_fx_coll(c, "a"), &r);
         if (rc == 0 && r.rows != 1)
             rc = 100;
         if (rc == 0)
-            rc = pc_remove(coll(c, "a"), "child", 5);
+            rc = pc_remove(pc_fx_coll(c, "a"), "child", 5);
         pc_mgmt *m = NULL;
         if (rc == 0 && (rc = pc_mgmt_create(c, "a", &m)) == 0)
             rc = pc_persist_register(p, m);
@@ -352,16 +341,16 @@ static void save_and_load_in_a_forked_child(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    expect(coll(c, "a"), "child", "saved-by-child"); /* the child's perf_load */
+    expect(pc_fx_coll(c, "a"), "child", "saved-by-child"); /* the child's perf_load */
     /* the parent's own handle is untouched by the child's */
     pc_persist_result r;
-    assert_int_equal(pc_persist_save_coll(p, coll(c, "b"), &r), 0);
+    assert_int_equal(pc_persist_save_coll(p, pc_fx_coll(c, "b"), &r), 0);
     pc_persist_close(p);
     pc_cache_destroy(c);
 
     c = mk_cache();
     p = mk_persist(c, 1, NULL);
-    expect(coll(c, "a"), "child", "saved-by-child");
+    expect(pc_fx_coll(c, "a"), "child", "saved-by-child");
     pc_persist_close(p);
     pc_cache_destroy(c);
 }

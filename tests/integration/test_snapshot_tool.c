@@ -9,7 +9,7 @@
  * round trip re-imports the JSON lines and the CSV through the engine
  * (pc_set / pc_set_counter), saves, and compares record by record with the
  * original snapshot. Corruption is made with raw LMDB from the byte tables
- * of docs/snapshot-format.md, as tests/integration/test_store.c does.
+ * of docs/snapshot-format.md, as tests/integration/test_store_corrupt.c does.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,7 +167,7 @@ static size_t csv_split(const char *line, char **f, size_t max)
 static void reimport(const char *dump, int csv, char *dir, size_t cap)
 {
     pc_cache *c = mk_cache("c");
-    pc_coll *co = coll_of(c, "c");
+    pc_coll *co = pc_fx_coll(c, "c");
     char *copy = strdup(dump), *save_p = NULL;
     size_t lines = 0;
     for (char *line = strtok_r(copy, "\n", &save_p); line != NULL;
@@ -695,7 +695,7 @@ static void test_diff(void **state)
     mk_dir(b, sizeof b, "diff-b");
     {
         pc_cache *c = mk_cache("c");
-        pc_coll *co = coll_of(c, "c");
+        pc_coll *co = pc_fx_coll(c, "c");
         put_mixed(co);
         check_rc(pc_remove(co, "alpha", 5), PC_OK);
         check_rc(pc_set(co, "new\n", 4, "n", 1, 0, 0), PC_OK);
@@ -746,9 +746,9 @@ static void test_compact(void **state)
     mk_store(dir, sizeof dir, "compact");
     /* more saves of "c": the old pages become free pages */
     pc_cache *c = mk_cache("c");
-    put_mixed(coll_of(c, "c"));
+    put_mixed(pc_fx_coll(c, "c"));
     for (int i = 0; i < 4; i++)
-        save(dir, coll_of(c, "c"));
+        save(dir, pc_fx_coll(c, "c"));
     pc_cache_destroy(c);
     expect_exit(0, "dump", dir, "--expired");
     char *before = strdup(tool_out);
@@ -810,8 +810,8 @@ static void test_compact(void **state)
     assert_int_equal(access(tmp, F_OK), -1);
     /* and the library writes into it again */
     c = mk_cache("c");
-    check_rc(pc_set(coll_of(c, "c"), "after", 5, "compact", 7, 0, 0), PC_OK);
-    save(dir, coll_of(c, "c"));
+    check_rc(pc_set(pc_fx_coll(c, "c"), "after", 5, "compact", 7, 0, 0), PC_OK);
+    save(dir, pc_fx_coll(c, "c"));
     pc_cache_destroy(c);
     expect_exit(0, "get", dir, "c", "after");
     expect_exit(0, "verify", dir);
@@ -839,7 +839,7 @@ static void saver_loop(const char *dir)
 {
     /* save i (generation i + 1) holds LOOP_BASE + i % LOOP_SPAN records */
     pc_cache *c = mk_cache("c");
-    pc_coll *co = coll_of(c, "c");
+    pc_coll *co = pc_fx_coll(c, "c");
     pc_store *s = open_store(dir, PC_STORE_CREATE);
     for (unsigned i = 0;; i++) {
         uint64_t n;

@@ -37,6 +37,8 @@
 
 #include <cmocka.h>
 
+#include "pc_fixture.h" /* after cmocka.h: it asserts */
+
 #define CHECK_MS 150
 
 static char t_pg[1024];
@@ -75,20 +77,9 @@ static void event_cb(void *ctx, const pc_event *ev)
 static pc_cache *mk_cache(void)
 {
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "prof;other";
-    cfg.mem_mb = 32;
+    pc_fx_config(&cfg, "prof;other", 32);
     cfg.lock_memory = 0;
-    pc_cache *c = NULL;
-    assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *n)
-{
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, n, strlen(n), &co), 0);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static pc_persist *mk_node(pc_cache *c, const char *url, const char *id, struct pushed *push,
@@ -140,7 +131,7 @@ static void t_api(void **state)
     assert_int_equal(pc_event_handler(cb, event_cb, &ev), 0);
     assert_int_equal(pc_event_subscribe(cb, PC_EV_SYNCED, 1), 0);
 
-    pc_coll *pa_ = coll(ca, "prof"), *pb = coll(cb, "prof");
+    pc_coll *pa_ = pc_fx_coll(ca, "prof"), *pb = pc_fx_coll(cb, "prof");
     assert_int_equal(pc_set(pa_, "k1", 2, "v1\0x", 4, 0, 0), 0);
     assert_int_equal(pc_set(pa_, "k2", 2, "v2", 2, 600000, 0), 0);
     assert_int_equal(pc_set_counter(pa_, "ctr", 3, -42, 0), 0);
@@ -305,7 +296,7 @@ static void t_two_tickers(void **state)
     pc_cache *ca = mk_cache(), *cb = mk_cache();
     pc_persist *a = mk_node(ca, t_pg, "node-1", NULL, 0);
     pc_persist *b = mk_node(cb, t_pg, "node-2", NULL, 20); /* both processes poll */
-    pc_coll *oa = coll(ca, "other"), *ob = coll(cb, "other");
+    pc_coll *oa = pc_fx_coll(ca, "other"), *ob = pc_fx_coll(cb, "other");
     char k[32], v[100];
     memset(v, 'v', sizeof v);
     for (unsigned i = 0; i < 60000; i++) {
@@ -360,9 +351,9 @@ static void t_lmdb_and_config(void **state)
     assert_non_null(strstr(err, "node_id"));
     pc.node_id = "n1";
     assert_int_equal(pc_persist_open(c, &pc, &p, err, sizeof err), 0);
-    assert_int_equal(pc_set(coll(c, "prof"), "a", 1, "b", 1, 0, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "prof"), "a", 1, "b", 1, 0, 0), 0);
     pc_sync_result r;
-    assert_int_equal(pc_persist_sync(p, coll(c, "prof"), &r), 0);
+    assert_int_equal(pc_persist_sync(p, pc_fx_coll(c, "prof"), &r), 0);
     assert_int_equal(r.saved, 1);
     assert_int_equal(r.degraded, 1);
     assert_int_equal(r.peers, 0);

@@ -83,18 +83,14 @@ void child_init(void)
 pc_cache *new_cache_grow(const char *colls, size_t mem_mb, unsigned load_factor, unsigned budget)
 {
     pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.hugepage_mb = 0;
     cfg.lock_memory = 0;
     if (load_factor != 0)
         cfg.growth_load_factor = load_factor;
     if (budget != 0)
         cfg.growth_budget = budget;
-    pc_cache *c = NULL;
-    assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    return c;
+    return pc_fx_create(&cfg);
 }
 
 pc_cache *new_cache(const char *colls, size_t mem_mb)
@@ -119,7 +115,7 @@ pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigne
 
 pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode)
 {
-    pc_coll *co = coll_of(c, name);
+    pc_coll *co = pc_fx_coll(c, name);
     assert_int_equal(pc_journal_install(j), 0);
     assert_int_equal(pc_coll_set_journal(co, mode), 0);
     return co;
@@ -128,13 +124,6 @@ pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode)
 pc_journal *new_journal(pc_cache *c, uint64_t boot_gen)
 {
     return new_journal_cfg(c, boot_gen, 0, 0);
-}
-
-pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, name, strlen(name), &co), 0);
-    return co;
 }
 
 uint64_t rng_state = 0x9e3779b97f4a7c15ull;

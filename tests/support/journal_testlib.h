@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pc_fixture.h" /* pc_fx_coll: a collection by name */
 #include "pc_journal.h"
 #include "pcache.h"
 
@@ -44,8 +45,6 @@ pc_journal *new_journal(pc_cache *c, uint64_t boot_gen);
 pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigned procs);
 /* Installs j's hook on c and journals collection name in mode; returns it. */
 pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode);
-/* Borrowed: valid as long as c. */
-pc_coll *coll_of(pc_cache *c, const char *name);
 
 /* xorshift64*; a test that needs a fixed sequence sets rng_state. */
 extern uint64_t rng_state;

@@ -93,20 +93,7 @@ void mk_dir(char *out, size_t cap, const char *tag)
 
 pc_cache *mk_cache(const char *colls)
 {
-    pc_config cfg;
-    pc_cache *c = NULL;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = 48;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
+    return pc_fx_cache(colls, 48);
 }
 
 pc_store *open_store(const char *dir, unsigned flags)
@@ -174,12 +161,12 @@ void mk_store(char *dir, size_t cap, const char *tag)
 {
     mk_dir(dir, cap, tag);
     pc_cache *c = mk_cache("c;d");
-    put_mixed(coll_of(c, "c"));
-    pc_coll *d = coll_of(c, "d");
+    put_mixed(pc_fx_coll(c, "c"));
+    pc_coll *d = pc_fx_coll(c, "d");
     check_rc(pc_set(d, "alpha", 5, "one", 3, 0, 0), PC_OK);
     check_rc(pc_set(d, "only-d", 6, "x", 1, 0, 0), PC_OK);
     check_rc(pc_set_counter(d, "counter-neg", 11, -41, 0), PC_OK);
-    save(dir, coll_of(c, "c"));
+    save(dir, pc_fx_coll(c, "c"));
     save(dir, d);
     pc_cache_destroy(c);
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pc_fixture.h"
 #include "pcache.h"
 #include "pcache_store.h"
 
@@ -49,7 +50,6 @@ json_t *parse_json(const char *text);
 /* ---- stores ----------------------------------------------------------------- */
 void mk_dir(char *out, size_t cap, const char *tag);
 pc_cache *mk_cache(const char *colls);
-pc_coll *coll_of(pc_cache *c, const char *name);
 pc_store *open_store(const char *dir, unsigned flags);
 void save(const char *dir, pc_coll *co);
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pc_fixture.h"
 #include "pc_testhooks.h"
 #include "pcache.h"
 
@@ -46,23 +47,11 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk(const char *colls, size_t mem_mb, unsigned load_factor)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
 
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_load_factor = load_factor;
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static void sleep_ms(long ms)
@@ -152,7 +141,7 @@ static uint64_t xorshift(uint64_t *s)
 static void every_value_size_round_trips(void **state)
 {
     pc_cache *c = mk(NULL, 256, 4);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     unsigned char *v = malloc(PC_VALUE_MAX), *scratch = malloc(PC_VALUE_MAX);
     size_t sizes[700], n = 0;
     char k[32];
@@ -212,7 +201,7 @@ static void churn(unsigned load_factor)
         int st;
     } *model = calloc(NKEYS, sizeof(*model));
     pc_cache *c = mk("ch=4", 512, load_factor);
-    pc_coll *ch = coll(c, "ch");
+    pc_coll *ch = pc_fx_coll(c, "ch");
     unsigned char *v = malloc(100000), *scratch = malloc(100000);
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ load_factor, live = 0, in_ovf = 0;
     char k[32], when[64];
@@ -311,7 +300,7 @@ static void overflow_nodes_never_clobber_class_byte(void **state)
 {
     enum { NTMP = 600, NKEEP = 50 };
     pc_cache *c = mk("o=4", 64, 0); /* growth disabled: 16 buckets, 96 slots */
-    pc_coll *o = coll(c, "o");
+    pc_coll *o = pc_fx_coll(c, "o");
     unsigned char v[300], scratch[300];
     uint64_t keep_ovf = 0;
     char k[32];
@@ -368,7 +357,7 @@ static void overflow_nodes_never_clobber_class_byte(void **state)
 static void mem_stats_sane_and_cells_reused(void **state)
 {
     pc_cache *c = mk(NULL, 64, 4);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     pc_mem_stats m0 = mem(c), m1 = m0, m;
     unsigned char v[3000];
     uint64_t chunks_round2 = 0;

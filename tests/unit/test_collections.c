@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pc_fixture.h"
 #include "pcache.h"
 
 #define check_rc(expr, want)                                                                       \
@@ -63,9 +64,7 @@ static int create(const char *colls, size_t mem_mb, struct logcap *lc, pc_cache 
 {
     pc_config cfg;
 
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.log = log_cb;
     cfg.log_ctx = lc;
     cfg.log_level = PC_LOG_DEBUG;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pc_fixture.h"
 #include "pc_testhooks.h"
 #include "pcache.h"
 
@@ -81,23 +82,13 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk_cache(const char *colls, size_t mem_mb, unsigned budget, struct recorder *r)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_budget = budget;
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
+    pc_cache *c = pc_fx_create(&cfg);
     if (r != NULL)
         check_rc(pc_event_handler(c, rec_fn, r), PC_OK);
     return c;
-}
-
-static pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
 }
 
 static void fill(pc_coll *co, const char *tag, int from, int to)
@@ -123,7 +114,7 @@ static void grown_event_carries_the_growth(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("default;g=4;h=4", 16, 4096, &r);
-    pc_coll *g = coll_of(c, "g"), *h = coll_of(c, "h");
+    pc_coll *g = pc_fx_coll(c, "g"), *h = pc_fx_coll(c, "h");
     check_rc(pc_event_subscribe(c, PC_EV_GROWN, 1), PC_OK);
     fill(g, "g", 0, 200);
     pc_maint_report rep;
@@ -169,7 +160,7 @@ static void grown_event_carries_the_growth(void **state)
     struct recorder r2 = {0};
     c = mk_cache("g=4", 16, 5, &r2);
     check_rc(pc_event_subscribe(c, PC_EV_GROWN, 1), PC_OK);
-    fill(coll_of(c, "g"), "g", 0, 200);
+    fill(pc_fx_coll(c, "g"), "g", 0, 200);
     for (int i = 0; i < 3; i++)
         check_rc(pc_maintain(c, PC_MAINT_GROW, NULL), PC_OK);
     assert_int_equal(r2.n, 3);
@@ -202,7 +193,7 @@ static void expired_event_is_opt_in_per_collection(void **state)
     enum { NA = 300, NB = 50 };
     struct recorder r = {0};
     pc_cache *c = mk_cache("a=4;b=4", 16, 4096, &r);
-    pc_coll *a = coll_of(c, "a"), *b = coll_of(c, "b");
+    pc_coll *a = pc_fx_coll(c, "a"), *b = pc_fx_coll(c, "b");
     check_rc(pc_event_subscribe(c, PC_EV_EXPIRED, 1), PC_OK);
     check_rc(pc_event_expired(a, 1), PC_OK);
     unsigned char k[8];
@@ -259,7 +250,7 @@ static void nomem_event_names_the_dropped_write(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("n=4", 1, 4096, &r);
-    pc_coll *n = coll_of(c, "n");
+    pc_coll *n = pc_fx_coll(c, "n");
     check_rc(pc_event_subscribe(c, PC_EV_NOMEM, 1), PC_OK);
     static char val[700];
     memset(val, 'v', sizeof val);
@@ -308,7 +299,7 @@ static void nomem_event_when_the_overflow_node_is_missing(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("n=4;big=14", 1, 4096, &r);
-    pc_coll *n = coll_of(c, "n"), *big = coll_of(c, "big");
+    pc_coll *n = pc_fx_coll(c, "n"), *big = pc_fx_coll(c, "big");
     unsigned cnt[16] = {0}, full = 0;
     char k[32];
     for (int id = 0; full < 16; id++) { /* 11 keys in each of the 16 buckets */
@@ -361,7 +352,7 @@ static void synced_event_and_unsubscribe(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("default;sessions=6", 8, 4096, &r);
-    pc_coll *s = coll_of(c, "sessions");
+    pc_coll *s = pc_fx_coll(c, "sessions");
     pc_event_synced(s, "node-2"); /* not subscribed yet */
     assert_int_equal(r.n, 0);
     check_rc(pc_event_subscribe(c, PC_EV_SYNCED, 1), PC_OK);
@@ -397,7 +388,7 @@ static void no_subscriber_never_calls_the_handler(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("g=4;t=4", 1, 4096, &r);
-    pc_coll *g = coll_of(c, "g"), *t = coll_of(c, "t");
+    pc_coll *g = pc_fx_coll(c, "g"), *t = pc_fx_coll(c, "t");
     check_rc(pc_event_expired(t, 1), PC_OK); /* opted in, but nobody subscribed */
     fill(g, "g", 0, 200);
     check_rc(pc_set(t, "short", 5, "v", 1, 10, 0), PC_OK);
@@ -431,7 +422,7 @@ static void subscription_shared_handler_local(void **state)
     (void)state;
     struct recorder r = {0};
     pc_cache *c = mk_cache("s=6", 8, 4096, &r);
-    pc_coll *s = coll_of(c, "s");
+    pc_coll *s = pc_fx_coll(c, "s");
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -521,7 +512,7 @@ static void mem_degraded_event_once_at_creation(void **state)
         assert_int_equal(e->ev.overcommit_pages, 0);
     }
     /* it is raised at creation only */
-    pc_coll *d = coll_of(c, "d");
+    pc_coll *d = pc_fx_coll(c, "d");
     fill(d, "d", 0, 100);
     check_rc(pc_maintain(c, PC_MAINT_ALL, NULL), PC_OK);
     assert_int_equal(r.n, no_hugetlb ? 1 : (ms.tier == PC_TIER_HUGETLB ? 0 : 1));

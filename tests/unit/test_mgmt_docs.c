@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pc_fixture.h"
 #include "pcache_mgmt.h"
 
 #ifndef PCACHE_DOCS_DIR
@@ -48,28 +49,20 @@ struct fx {
 
 static void put(pc_cache *c, const char *coll, const char *k, const char *v, int64_t ttl_s)
 {
-    pc_coll *co = NULL;
-    assert_int_equal(pc_coll_find(c, coll, strlen(coll), &co), 0);
-    assert_int_equal(pc_set(co, k, strlen(k), v, strlen(v), ttl_s * 1000, 0), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, coll), k, strlen(k), v, strlen(v), ttl_s * 1000, 0), 0);
 }
 
 /* Three collections as an OpenSIPS proxy might declare them; the context's
  * default is "sessions" (the groupless cachedb_url perf:///sessions). */
 static void fx_open(struct fx *f)
 {
-    pc_config cfg;
-    pc_config_init(&cfg);
-    cfg.collections = "default;sessions=4;th=4";
-    cfg.mem_mb = 16;
-    assert_int_equal(pc_cache_create(&cfg, &f->c), 0);
+    f->c = pc_fx_cache("default;sessions=4;th=4", 16);
     put(f->c, "sessions", "session-abc123", "state=confirmed;cseq=4", 3600);
     put(f->c, "sessions", "session-abd456", "state=early", 1800);
     put(f->c, "sessions", "session-x9", "state=terminated", 60);
     put(f->c, "sessions", "profile-alice", "{\"tier\":\"gold\"}", 0);
     put(f->c, "sessions", "profile-bob", "line1\nline2", 0);
-    pc_coll *s = NULL;
-    assert_int_equal(pc_coll_find(f->c, "sessions", 8, &s), 0);
-    assert_int_equal(pc_add(s, "hits", 4, 6, 0, NULL), 0);
+    assert_int_equal(pc_add(pc_fx_coll(f->c, "sessions"), "hits", 4, 6, 0, NULL), 0);
     put(f->c, "th", "th-7f3a", "a=10.0.0.1;b=10.0.0.2", 120);
     put(f->c, "th", "th-91c0", "a=10.0.0.3;b=10.0.0.4", 120);
     put(f->c, "default", "greeting", "hello", 0);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pc_fixture.h"
 #include "pc_testhooks.h"
 #include "pcache.h"
 
@@ -63,24 +64,10 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk_cache(const char *colls, size_t mem_mb)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
 
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    assert_non_null(c);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    assert_non_null(co);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static int setup(void **state)
@@ -89,8 +76,8 @@ static int setup(void **state)
 
     assert_non_null(f);
     f->c = mk_cache("default;g=4", 64);
-    f->def = coll(f->c, "default");
-    f->g = coll(f->c, "g");
+    f->def = pc_fx_coll(f->c, "default");
+    f->g = pc_fx_coll(f->c, "g");
     *state = f;
     return 0;
 }
@@ -677,7 +664,7 @@ static void full_arena_is_enomem(void **state)
 {
     static char val[1000];
     pc_cache *c = mk_cache("n=4", 4);
-    pc_coll *n = coll(c, "n");
+    pc_coll *n = pc_fx_coll(c, "n");
     char k[32];
     int i, rc = PC_OK, stored;
 

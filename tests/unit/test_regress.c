@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pc_fixture.h"
 #include "pc_testhooks.h"
 #include "pcache.h"
 
@@ -52,24 +53,12 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk(const char *colls, size_t mem_mb, unsigned load_factor, size_t huge_mb)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
 
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.hugepage_mb = huge_mb;
     cfg.growth_load_factor = load_factor;
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-static pc_coll *coll(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static void sleep_ms(long ms)
@@ -126,7 +115,7 @@ static void grow_until_quiet(pc_cache *c)
 static void string_over_counter_reads_as_string(void **state)
 {
     pc_cache *c = mk(NULL, 64, 4, 0);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     const int64_t same_bytes = 4050765991979987505; /* "12345678" read as LE int64 */
     static const int64_t ttls[] = {0, 60000};
     char buf[32];
@@ -202,7 +191,7 @@ static void torn_length_never_wraps_clamp(void **state)
                                      1u << 20,    5000u,       0u};
     static const uint16_t klens[] = {0xFFF0u, 0xFFFFu, 0x8000u, 200u, 0u};
     pc_cache *c = mk(NULL, 64, 4, 0);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     char val[100], k[32];
 
     (void)state;
@@ -238,7 +227,7 @@ static void overflow_key_found_by_every_path(void **state)
 {
     enum { N = 400 };
     pc_cache *c = mk("o=4", 64, 0, 0); /* growth disabled: 16 buckets */
-    pc_coll *o = coll(c, "o");
+    pc_coll *o = pc_fx_coll(c, "o");
     char k[32], v[32], buf[64];
     int in_ovf[N], n_ovf = 0, i;
     size_t vlen, needed;
@@ -325,7 +314,7 @@ static void overflow_key_found_by_every_path(void **state)
 static void add_on_expired_counter_starts_from_delta(void **state)
 {
     pc_cache *c = mk(NULL, 64, 4, 0);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     int64_t r = 0;
     pc_meta m;
 
@@ -357,7 +346,7 @@ static void sequential_numeric_keys_overflow_under_1pct(void **state)
 {
     enum { N = 500000 };
     pc_cache *c = mk("seq", 256, 4, 0);
-    pc_coll *s = coll(c, "seq");
+    pc_coll *s = pc_fx_coll(c, "seq");
     char k[16];
     pc_coll_stats st;
 
@@ -387,7 +376,7 @@ static void growth_runs_without_sweep_and_drains_overflow(void **state)
 {
     enum { N = 1000000 };
     pc_cache *c = mk("b=4", 512, 4, 0);
-    pc_coll *b = coll(c, "b");
+    pc_coll *b = pc_fx_coll(c, "b");
     char k[24];
     pc_maint_report r;
     pc_coll_stats st;
@@ -445,7 +434,7 @@ static void growth_budget_shared_across_collections(void **state)
     cfg.growth_budget = 32;
     pc_cache *c;
     assert_int_equal(pc_cache_create(&cfg, &c), 0);
-    pc_coll *a = coll(c, "a"), *b = coll(c, "b");
+    pc_coll *a = pc_fx_coll(c, "a"), *b = pc_fx_coll(c, "b");
     char k[32];
     for (int i = 0; i < 100000; i++) {
         int n = snprintf(k, sizeof k, "a%d", i);
@@ -469,7 +458,7 @@ static void hugepage_exhaustion_never_negative(void **state)
 {
     static const size_t sizes[] = {100, 1000, 4000, 20000};
     pc_cache *c = mk(NULL, 64, 4, 2);
-    pc_coll *d = coll(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     static char val[20000];
     size_t written = 0;
     pc_mem_stats ms;

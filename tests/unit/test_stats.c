@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pc_fixture.h"
 #include "pcache.h"
 
 #define check_rc(expr, want)                                                                       \
@@ -51,20 +52,9 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk_cache(const char *colls)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = 16;
+    pc_fx_config(&cfg, colls, 16);
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-static pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static pc_coll_stats stats(pc_coll *co)
@@ -155,7 +145,7 @@ static void stats_sum_across_processes(void **state)
     (void)state;
     enum { NCHILD = 3 };
     pc_cache *c = mk_cache("st=8;other=8");
-    pc_coll *co = coll_of(c, "st"), *other = coll_of(c, "other");
+    pc_coll *co = pc_fx_coll(c, "st"), *other = pc_fx_coll(c, "other");
     char k[32];
     for (int i = 0; i < 50; i++)
         check_rc(pc_set(co, k, key(k, "pre", i), "value", 5, 0, 0), PC_OK);
@@ -208,7 +198,7 @@ static void get_of_large_value_counts_one_hit(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("st=8");
-    pc_coll *co = coll_of(c, "st");
+    pc_coll *co = pc_fx_coll(c, "st");
     static char big[4000];
     memset(big, 'b', sizeof big);
     check_rc(pc_set(co, "small", 5, "v", 1, 0, 0), PC_OK);
@@ -237,7 +227,7 @@ static void reset_restarts_counters_not_gauges(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("a=4;b=8");
-    pc_coll *a = coll_of(c, "a"), *b = coll_of(c, "b");
+    pc_coll *a = pc_fx_coll(c, "a"), *b = pc_fx_coll(c, "b");
     char k[32];
     for (int i = 0; i < 250; i++) /* 16 buckets: some of these land in overflow */
         check_rc(pc_set(a, k, key(k, "k", i), "v", 1, 0, 0), PC_OK);
@@ -361,7 +351,7 @@ static void hit_rate_note_zero_reads(void **state)
     assert_non_null(pc_hit_rate_note(&st, NULL));
     /* and from a real, untouched collection */
     pc_cache *c = mk_cache("fresh=6");
-    st = stats(coll_of(c, "fresh"));
+    st = stats(pc_fx_coll(c, "fresh"));
     assert_string_equal(pc_hit_rate_note(&st, &rate), note);
     assert_true(rate == -1.0);
     pc_cache_destroy(c);
@@ -373,7 +363,7 @@ static void hit_rate_note_rtpdebug_is_not_loss(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("default;rtpdebug=6");
-    pc_coll *co = coll_of(c, "rtpdebug");
+    pc_coll *co = pc_fx_coll(c, "rtpdebug");
     char k[32];
     for (int i = 0; i < 9; i++) {
         void *v = NULL;
@@ -398,7 +388,7 @@ static void hit_rate_note_rtpdebug_is_not_loss(void **state)
     pc_coll_stats lit = snap(0, 0, 0, 9);
     assert_string_equal(pc_hit_rate_note(&lit, NULL), note);
     /* and after a reset baseline: writes before it, none since */
-    pc_coll *d = coll_of(c, "default");
+    pc_coll *d = pc_fx_coll(c, "default");
     check_rc(pc_set(d, "x", 1, "v", 1, 0, 0), PC_OK);
     check_rc(pc_remove(d, "x", 1), PC_OK);
     check_rc(pc_stats_reset(d), PC_OK);
@@ -443,7 +433,7 @@ static void hit_rate_note_follows_value(void **state)
     assert_true(nseq >= 2); /* the note does follow the value */
     /* real traffic lands on the same notes */
     pc_cache *c = mk_cache("hi=6;lo=6");
-    pc_coll *hi = coll_of(c, "hi"), *lo = coll_of(c, "lo");
+    pc_coll *hi = pc_fx_coll(c, "hi"), *lo = pc_fx_coll(c, "lo");
     char k[32];
     for (int i = 0; i < 100; i++) {
         check_rc(pc_set(hi, k, key(k, "k", i), "v", 1, 0, 0), PC_OK);

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pc_fixture.h"
 #include "pc_testhooks.h"
 #include "pcache.h"
 
@@ -68,22 +69,11 @@ static void log_cb(void *ctx, int level, const char *msg)
 static pc_cache *mk_cache(const char *colls, size_t mem_mb, unsigned lf, unsigned budget)
 {
     pc_config cfg;
-    pc_cache *c = NULL;
-    pc_config_init(&cfg);
-    cfg.collections = colls;
-    cfg.mem_mb = mem_mb;
+    pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_load_factor = lf;
     cfg.growth_budget = budget;
     cfg.log = log_cb;
-    check_rc(pc_cache_create(&cfg, &c), PC_OK);
-    return c;
-}
-
-static pc_coll *coll_of(pc_cache *c, const char *name)
-{
-    pc_coll *co = NULL;
-    check_rc(pc_coll_find(c, name, strlen(name), &co), PC_OK);
-    return co;
+    return pc_fx_create(&cfg);
 }
 
 static int64_t now_ms(void)
@@ -384,7 +374,7 @@ static void walk_and_scan_match_reference(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("w=8", 64, 4, 100);
-    pc_coll *co = coll_of(c, "w");
+    pc_coll *co = pc_fx_coll(c, "w");
     build_keys();
     load_keys(c, co);
     pc_coll_stats st;
@@ -417,7 +407,7 @@ static void scan_argument_errors(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("w=4", 8, 4, 4096);
-    pc_coll *co = coll_of(c, "w");
+    pc_coll *co = pc_fx_coll(c, "w");
     check_rc(pc_set(co, "k", 1, "v", 1, 0, 0), PC_OK);
     struct obs *o = calloc(1, sizeof *o);
     uint64_t next = 7, nb = buckets_of(co);
@@ -468,7 +458,7 @@ static void del_glob_matches_reference(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("w=8", 64, 4, 100);
-    pc_coll *co = coll_of(c, "w");
+    pc_coll *co = pc_fx_coll(c, "w");
     build_keys();
     load_keys(c, co);
     static const struct gl seq[] = {
@@ -543,7 +533,7 @@ static void ttl_glob_matches_reference(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("w=8", 64, 4, 100);
-    pc_coll *co = coll_of(c, "w");
+    pc_coll *co = pc_fx_coll(c, "w");
     build_keys();
     load_keys(c, co);
     static const struct {
@@ -781,7 +771,7 @@ static void scan_complete_while_growing(void **state)
     (void)state;
     enum { NSTABLE = 1500, NCHURN = 1500 };
     pc_cache *c = mk_cache("s=4", 64, 4, 2);
-    pc_coll *co = coll_of(c, "s");
+    pc_coll *co = pc_fx_coll(c, "s");
     char k[32];
     for (unsigned i = 0; i < NSTABLE; i++) {
         size_t kl = stable_key(k, i);
@@ -903,7 +893,7 @@ static unsigned owalk_round(struct owalk *w, int64_t round_ms, unsigned *walks,
 {
     enum { NSTABLE = 600, NCHURN = 1500 };
     pc_cache *c = mk_cache("s=4", 96, 4, 2);
-    pc_coll *co = coll_of(c, "s");
+    pc_coll *co = pc_fx_coll(c, "s");
     w->nstable = NSTABLE;
     char k[32];
     for (unsigned i = 0; i < NSTABLE; i++) {
@@ -1035,7 +1025,7 @@ static void scan_complete_while_draining(void **state)
 {
     (void)state;
     pc_cache *c = mk_cache("o=4", 8, 0, 4); /* 16 buckets; growth off, drains on */
-    pc_coll *co = coll_of(c, "o");
+    pc_coll *co = pc_fx_coll(c, "o");
     struct conc *sh = conc_map();
     struct fixed *fx =
         mmap(NULL, sizeof *fx, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -1,0 +1,378 @@
+/*
+ * test_store_corrupt.c - a damaged snapshot store
+ * (storage/store/include/pcache_store.h) is reported, not loaded.
+ *
+ * Corruption is made with raw LMDB writes laid out from
+ * docs/snapshot-format.md alone (this file does not include the store's
+ * internals): a flipped byte in a block payload, a record whose own checksum
+ * fails inside a block whose checksums were recomputed, a meta count that
+ * disagrees, a meta that fails its checksum, a collection of a newer format
+ * version, a truncated data.mdb, a block under a key that does not name its
+ * last order key, blocks whose meta is gone. Each must be reported
+ * (collection and, for a record, the key in the log) and not loaded.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "pcache.h"
+#include "pcache_store.h"
+#include "sipgen.h"
+#include "store_testlib.h"
+
+/* ---- corruption ----------------------------------------------------------------------- */
+static void load_expect(const char *dir, int want_rc, pc_store_load_result *lr)
+{
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
+    pc_store *s = open_store(dir, 0);
+    memset(lr, 0, sizeof *lr);
+    check_rc(pc_store_load(s, co, NULL, lr), want_rc);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+}
+
+static void test_corrupt_payload_byte(void **state)
+{
+    (void)state;
+    char dir[300];
+    pc_store_save_result sr;
+    mk_corruptible(dir, sizeof dir, "corrupt-payload", &sr);
+    raw_env r;
+    raw_open(&r, dir);
+    uint8_t key[80];
+    size_t klen;
+    MDB_val v;
+    assert_int_equal(raw_block(&r, "c", 2, key, &klen, &v), 0);
+    uint8_t *copy = malloc(v.mv_size);
+    memcpy(copy, v.mv_data, v.mv_size);
+    uint32_t cnt = le32(copy + 8);
+    copy[DOC_BLOCK_HDR + (v.mv_size - DOC_BLOCK_HDR) / 2] ^= 0x5a; /* inside the zstd frame */
+    MDB_val k = {klen, key}, nv = {v.mv_size, copy};
+    assert_int_equal(mdb_put(r.txn, r.blocks, &k, &nv, 0), 0);
+    raw_close(&r, 1);
+    free(copy);
+    log_reset();
+    pc_store_load_result lr;
+    load_expect(dir, PC_ECORRUPT, &lr);
+    assert_int_equal(lr.corrupt_blocks, 1);
+    assert_int_equal(lr.corrupt, cnt);
+    assert_int_equal(lr.loaded, sr.saved - cnt); /* the rest loads */
+    assert_non_null(strstr(logbuf, "collection c: block"));
+    assert_non_null(strstr(logbuf, "payload fails its checksum"));
+    pc_store *s = open_store(dir, PC_STORE_RDONLY);
+    pc_store_problem *pr;
+    size_t np;
+    check_rc(pc_store_verify(s, NULL, &pr, &np), PC_OK);
+    assert_true(np >= 1);
+    assert_int_equal(pr[0].kind, PC_SP_BLOCK);
+    assert_string_equal(pr[0].collection, "c");
+    assert_true(pr[0].last != 0);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+}
+
+/* Rewrites block nth of "c": its raw records decompressed, edit() applied,
+ * recompressed, and every block checksum recomputed - so only the record's
+ * own checksum can tell. */
+static void rewrite_block(const char *dir, unsigned nth, void (*edit)(uint8_t *raw, size_t len),
+                          char *key_out, size_t key_cap)
+{
+    raw_env r;
+    raw_open(&r, dir);
+    uint8_t key[80];
+    size_t klen;
+    MDB_val v;
+    assert_int_equal(raw_block(&r, "c", nth, key, &klen, &v), 0);
+    const uint8_t *h = v.mv_data;
+    uint32_t raw_len = le32(h + 12), pl = le32(h + 16);
+    uint8_t *raw = malloc(raw_len);
+    assert_int_equal(h[6], 1);
+    assert_int_equal(ZSTD_decompress(raw, raw_len, h + DOC_BLOCK_HDR, pl), raw_len);
+    /* the first record's key, for the caller to look for in the log */
+    uint32_t kl = 0, vl = 0;
+    size_t a = varint_get(raw + 17, raw_len - 17, &kl);
+    size_t c = varint_get(raw + 17 + a, raw_len - 17 - a, &vl);
+    snprintf(key_out, key_cap, "%.*s", (int)kl, (const char *)raw + 17 + a + c);
+    edit(raw, raw_len);
+    size_t bound = ZSTD_compressBound(raw_len);
+    uint8_t *nv = malloc(DOC_BLOCK_HDR + bound);
+    memcpy(nv, h, DOC_BLOCK_HDR);
+    size_t z = ZSTD_compress(nv + DOC_BLOCK_HDR, bound, raw, raw_len, 1);
+    assert_false(ZSTD_isError(z));
+    put32(nv + 16, (uint32_t)z);
+    put64(nv + 40, XXH3_64bits(nv + DOC_BLOCK_HDR, z));
+    put64(nv + 48, XXH3_64bits(raw, raw_len));
+    put64(nv + 56, XXH3_64bits(nv, 56));
+    MDB_val k = {klen, key}, val = {DOC_BLOCK_HDR + z, nv};
+    assert_int_equal(mdb_put(r.txn, r.blocks, &k, &val, 0), 0);
+    raw_close(&r, 1);
+    free(raw);
+    free(nv);
+}
+
+/* Re-derives the meta of "c" from its blocks as §4.1 defines it: as if the
+ * damage had happened before the save hashed anything. */
+static void rederive_meta(const char *dir)
+{
+    raw_env r;
+    raw_open(&r, dir);
+    XXH3_state_t *cs = XXH3_createState();
+    XXH3_64bits_reset(cs);
+    uint64_t stored = 0, rawb = 0;
+    uint8_t key[80];
+    size_t klen;
+    MDB_val bv;
+    for (unsigned b = 0; raw_block(&r, "c", b, key, &klen, &bv) == 0; b++) {
+        uint8_t w[8];
+        put64(w, le64((const uint8_t *)bv.mv_data + 48));
+        XXH3_64bits_update(cs, w, 8);
+        stored += bv.mv_size;
+        rawb += le32((const uint8_t *)bv.mv_data + 12);
+    }
+    MDB_val k = {3, (void *)"c:c"}, v;
+    assert_int_equal(mdb_get(r.txn, r.meta, &k, &v), 0);
+    uint8_t m[DOC_META_SIZE];
+    memcpy(m, v.mv_data, sizeof m);
+    put64(m + 32, rawb);
+    put64(m + 40, stored);
+    put64(m + 64, XXH3_64bits_digest(cs));
+    put64(m + 120, XXH3_64bits(m, 120));
+    XXH3_freeState(cs);
+    MDB_val nv = {sizeof m, m};
+    assert_int_equal(mdb_put(r.txn, r.meta, &k, &nv, 0), 0);
+    raw_close(&r, 1);
+}
+
+static void edit_first_value(uint8_t *raw, size_t len)
+{
+    uint32_t kl = 0, vl = 0;
+    size_t a = varint_get(raw + 17, len - 17, &kl);
+    size_t c = varint_get(raw + 17 + a, len - 17 - a, &vl);
+    assert_true(vl > 0);
+    raw[17 + a + c + kl] ^= 0x01; /* the first value byte */
+}
+
+static void test_corrupt_record(void **state)
+{
+    (void)state;
+    char dir[300], key[128];
+    pc_store_save_result sr;
+    mk_corruptible(dir, sizeof dir, "corrupt-record", &sr);
+    rewrite_block(dir, 1, edit_first_value, key, sizeof key);
+    rederive_meta(dir);
+    log_reset();
+    pc_store_load_result lr;
+    load_expect(dir, PC_ECORRUPT, &lr);
+    assert_int_equal(lr.corrupt, 1);
+    assert_int_equal(lr.corrupt_blocks, 0);
+    assert_int_equal(lr.loaded, sr.saved - 1); /* every other record of the block loads */
+    char want[200];
+    snprintf(want, sizeof want, "key '%s': record fails its checksum", key);
+    if (strstr(logbuf, want) == NULL)
+        fail_msg("log does not name the key: want \"%s\" in:\n%s", want, logbuf);
+    assert_non_null(strstr(logbuf, "collection c:"));
+    /* it was not loaded */
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
+    pc_store *s = open_store(dir, 0);
+    check_rc(pc_store_load(s, co, NULL, &lr), PC_ECORRUPT);
+    check_rc(pc_probe(co, key, strlen(key), NULL), PC_ENOTFOUND);
+    void *v;
+    size_t vl;
+    check_rc(pc_store_get(s, "c", key, strlen(key), 0, &v, &vl, NULL), PC_ECORRUPT);
+    pc_store_problem *pr;
+    size_t np;
+    check_rc(pc_store_verify(s, "c", &pr, &np), PC_OK);
+    assert_int_equal(np, 1);
+    assert_int_equal(pr[0].kind, PC_SP_RECORD);
+    assert_int_equal(pr[0].klen, strlen(key));
+    assert_memory_equal(pr[0].key, key, pr[0].klen);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+}
+
+/* Rewrites the meta of "c" with edit() applied and (if fix) its checksum
+ * recomputed. */
+static void rewrite_meta(const char *dir, void (*edit)(uint8_t *m), int fix)
+{
+    raw_env r;
+    raw_open(&r, dir);
+    MDB_val k = {3, (void *)"c:c"}, v;
+    assert_int_equal(mdb_get(r.txn, r.meta, &k, &v), 0);
+    uint8_t m[DOC_META_SIZE];
+    assert_int_equal(v.mv_size, DOC_META_SIZE);
+    memcpy(m, v.mv_data, sizeof m);
+    edit(m);
+    if (fix)
+        put64(m + 120, XXH3_64bits(m, 120));
+    MDB_val nv = {sizeof m, m};
+    assert_int_equal(mdb_put(r.txn, r.meta, &k, &nv, 0), 0);
+    raw_close(&r, 1);
+}
+
+static void edit_count(uint8_t *m)
+{
+    put64(m + 16, le64(m + 16) + 1);
+}
+static void edit_version(uint8_t *m)
+{
+    put32(m + 4, 2);
+}
+static void edit_saved_at(uint8_t *m)
+{
+    m[72] ^= 0xff;
+}
+
+static void test_corrupt_meta(void **state)
+{
+    (void)state;
+    char dir[300];
+    pc_store_save_result sr;
+    pc_store_load_result lr;
+    /* a count that disagrees with the blocks (the meta's own checksum fine) */
+    mk_corruptible(dir, sizeof dir, "meta-count", &sr);
+    rewrite_meta(dir, edit_count, 1);
+    log_reset();
+    load_expect(dir, PC_ECORRUPT, &lr);
+    assert_int_equal(lr.loaded, sr.saved); /* every block is sound: all loaded */
+    assert_non_null(strstr(logbuf, "but the meta says"));
+    pc_store *s = open_store(dir, PC_STORE_RDONLY);
+    pc_store_problem *pr;
+    size_t np;
+    check_rc(pc_store_verify(s, "c", &pr, &np), PC_OK);
+    assert_int_equal(np, 1);
+    assert_int_equal(pr[0].kind, PC_SP_COUNT);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+    /* a meta that fails its own checksum: nothing is loaded */
+    mk_corruptible(dir, sizeof dir, "meta-sum", &sr);
+    rewrite_meta(dir, edit_saved_at, 0);
+    log_reset();
+    load_expect(dir, PC_ECORRUPT, &lr);
+    assert_int_equal(lr.loaded, 0);
+    assert_non_null(strstr(logbuf, "collection c: the meta record fails its checksum"));
+    /* a collection written by a newer format version */
+    mk_corruptible(dir, sizeof dir, "meta-version", &sr);
+    rewrite_meta(dir, edit_version, 1);
+    uint64_t before = dir_fingerprint(dir);
+    log_reset();
+    load_expect(dir, PC_EFORMAT, &lr);
+    assert_non_null(strstr(logbuf, "newer format version"));
+    /* and a save does not overwrite it */
+    pc_cache *c = pc_fx_cache("c", 16);
+    s = open_store(dir, 0);
+    check_rc(pc_store_save(s, pc_fx_coll(c, "c"), NULL, &sr), PC_EFORMAT);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+    assert_true(dir_fingerprint(dir) == before);
+}
+
+static void test_truncated(void **state)
+{
+    (void)state;
+    char dir[300], data[340];
+    pc_store_save_result sr;
+    mk_corruptible(dir, sizeof dir, "truncated", &sr);
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    struct stat st;
+    assert_int_equal(stat(data, &st), 0);
+    assert_int_equal(truncate(data, st.st_size / 2), 0);
+    uint64_t before = dir_fingerprint(dir);
+    char err[512];
+    log_reset();
+    check_rc(try_open(dir, 0, err, sizeof err), PC_ECORRUPT);
+    assert_non_null(strstr(err, "truncated"));
+    check_rc(try_open(dir, PC_STORE_RDONLY, err, sizeof err), PC_ECORRUPT);
+    check_rc(try_open(dir, PC_STORE_CREATE, err, sizeof err), PC_ECORRUPT);
+    assert_true(dir_fingerprint(dir) == before);
+}
+
+/* A block moved under a key that does not name its last order key, and a
+ * collection whose meta is gone: verify names both. */
+static void test_verify_order_orphan(void **state)
+{
+    (void)state;
+    char dir[300];
+    pc_store_save_result sr;
+    mk_corruptible(dir, sizeof dir, "verify-order", &sr);
+    raw_env r;
+    raw_open(&r, dir);
+    uint8_t key[80];
+    size_t klen;
+    MDB_val v;
+    assert_int_equal(raw_block(&r, "c", 0, key, &klen, &v), 0);
+    uint8_t *copy = malloc(v.mv_size);
+    memcpy(copy, v.mv_data, v.mv_size);
+    size_t vsz = v.mv_size;
+    MDB_val k = {klen, key};
+    assert_int_equal(mdb_del(r.txn, r.blocks, &k, NULL), 0);
+    memset(key + 2, 0xff, 8); /* "c" 00 ff..ff: after every other block */
+    MDB_val nv = {vsz, copy};
+    assert_int_equal(mdb_put(r.txn, r.blocks, &k, &nv, 0), 0);
+    raw_close(&r, 1);
+    free(copy);
+    pc_store *s = open_store(dir, PC_STORE_RDONLY);
+    pc_store_problem *pr;
+    size_t np;
+    check_rc(pc_store_verify(s, NULL, &pr, &np), PC_OK);
+    int order = 0;
+    for (size_t i = 0; i < np; i++)
+        order += pr[i].kind == PC_SP_ORDER;
+    assert_true(order >= 1);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+    /* the meta deleted: the blocks are orphans */
+    raw_open(&r, dir);
+    MDB_val mk = {3, (void *)"c:c"};
+    assert_int_equal(mdb_del(r.txn, r.meta, &mk, NULL), 0);
+    raw_close(&r, 1);
+    s = open_store(dir, PC_STORE_RDONLY);
+    check_rc(pc_store_verify(s, NULL, &pr, &np), PC_OK);
+    assert_true(np >= 1);
+    int orphan = 0;
+    for (size_t i = 0; i < np; i++)
+        orphan += pr[i].kind == PC_SP_ORPHAN && strcmp(pr[i].collection, "c") == 0;
+    assert_int_equal(orphan, 1);
+    pc_store_problems_free(pr, np);
+    check_rc(pc_store_verify(s, "c", &pr, &np), PC_OK); /* named: the same orphan */
+    orphan = 0;
+    for (size_t i = 0; i < np; i++)
+        orphan += pr[i].kind == PC_SP_ORPHAN;
+    assert_int_equal(orphan, 1);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+    /* and a save over it starts afresh at generation 1 and removes them */
+    pc_cache *c = pc_fx_cache("c", 16);
+    pc_coll *co = pc_fx_coll(c, "c");
+    check_rc(pc_set(co, "k", 1, "v", 1, 0, 0), PC_OK);
+    s = open_store(dir, 0);
+    check_rc(pc_store_save(s, co, NULL, &sr), PC_OK);
+    assert_int_equal(sr.generation, 1);
+    check_rc(pc_store_verify(s, NULL, &pr, &np), PC_OK);
+    assert_int_equal(np, 0);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_corrupt_payload_byte), cmocka_unit_test(test_corrupt_record),
+        cmocka_unit_test(test_corrupt_meta),         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_verify_order_orphan),
+    };
+    return cmocka_run_group_tests(tests, setup_root, teardown_root);
+}

@@ -200,9 +200,10 @@ static int listen_unix(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path);         /* a stale socket of a previous run */
+    if (srv_unix_socket_free(path) != 0) {
+        close(fd);
+        return -1;
+    }
     mode_t old = umask(0177); /* born 0600: never a window where others may connect */
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
@@ -224,6 +225,11 @@ int srv_maint_listen(srv *s)
         return -1;
     if (s->cfg.unix_socket[0] != '\0' && (s->unix_fd = listen_unix(s->cfg.unix_socket)) < 0)
         return -1;
+    struct stat st;
+    if (s->unix_fd >= 0 && stat(s->cfg.unix_socket, &st) == 0) {
+        s->unix_dev = st.st_dev;
+        s->unix_ino = st.st_ino;
+    }
     return 0;
 }
 
@@ -293,8 +299,7 @@ void srv_maint_main(srv *s)
                     srv_log_reopen();
                     continue;
                 }
-                if (s->unix_fd >= 0)
-                    unlink(s->cfg.unix_socket);
+                srv_unix_socket_unlink(s);
                 pc_json_destroy(m_json);
                 pc_mgmt_destroy(m);
                 exit(0); /* the master runs the shutdown save once workers are gone */

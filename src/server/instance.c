@@ -88,8 +88,8 @@ static long listener_pid(unsigned port)
     while (inode == 0 && fgets(line, sizeof line, f) != NULL) {
         unsigned lport, state;
         unsigned long ino;
-        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &lport,
-                   &state, &ino) == 3 &&
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &lport, &state,
+                   &ino) == 3 &&
             lport == port && state == 0x0a)
             inode = ino;
     }
@@ -154,8 +154,9 @@ int srv_port_probe(const struct sockaddr_in *sa)
     }
     long pid = listener_pid(port);
     if (pid > 0)
-        srv_log(PC_LOG_ERR, "listen on %s:%u: the port is in use by another process (pid %ld); "
-                            "not starting",
+        srv_log(PC_LOG_ERR,
+                "listen on %s:%u: the port is in use by another process (pid %ld); "
+                "not starting",
                 addr, port, pid);
     else
         srv_log(PC_LOG_ERR, "listen on %s:%u: the port is in use by another process; not starting",
@@ -185,12 +186,12 @@ int srv_unix_socket_free(const char *path)
         long pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? (long)cr.pid : 0;
         close(fd);
         if (pid > 0)
-            srv_log(PC_LOG_ERR, "unix_socket %s: another server answers on it (pid %ld); "
-                                "not starting",
+            srv_log(PC_LOG_ERR,
+                    "unix_socket %s: another server answers on it (pid %ld); "
+                    "not starting",
                     path, pid);
         else
-            srv_log(PC_LOG_ERR, "unix_socket %s: another server answers on it; not starting",
-                    path);
+            srv_log(PC_LOG_ERR, "unix_socket %s: another server answers on it; not starting", path);
         return -1;
     }
     close(fd);

@@ -261,6 +261,17 @@ void srv_maint_main(srv *s)
         srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
         _exit(1);
     }
+    /* A maintenance process killed during a save left `saving` set: this
+     * one is its replacement, so that save is over, and it failed (the
+     * store still holds the snapshot before it: saves are atomic). BGSAVE,
+     * LASTSAVE and INFO tell the truth from here on; an unanswered BGSAVE
+     * slot is served again below. */
+    if (atomic_exchange(&s->shm->saving, 0) != 0) {
+        atomic_store(&s->shm->last_save_rc, PC_ESYS);
+        atomic_fetch_add(&s->shm->save_failures, 1);
+        srv_log(PC_LOG_WARN, "the previous maintenance process died during a save: that save "
+                             "did not complete; the store keeps the snapshot before it");
+    }
     pc_event_handler(s->cache, maint_event, NULL);
     pc_event_subscribe(s->cache, PC_EV_SYNCED, 1);
     atomic_store(&s->shm->maint_pid, (int64_t)getpid());

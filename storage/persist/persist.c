@@ -450,9 +450,12 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_journal_restore
             atomic_store(&st->generation, r.load.meta.generation);
         pp_log(p, PC_LOG_INFO,
                "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
-               "skipped, journal replayed, in %.3f s",
+               "skipped, %s, in %.3f s",
                pc_coll_name(coll), (unsigned long long)r.load.loaded,
-               (unsigned long long)r.load.skipped_expired, secs);
+               (unsigned long long)r.load.skipped_expired,
+               p->journal != NULL && pc_coll_journal(coll) != 0 ? "journal replayed"
+                                                                : "journal off",
+               secs);
     } else {
         pp_log(p, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll), pc_strerror(rc));
     }

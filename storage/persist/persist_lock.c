@@ -44,8 +44,7 @@ static long pp_flock_holder(dev_t dev, ino_t ino)
         unsigned long long i;
         /* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" */
         if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min, &i) == 5 &&
-            strcmp(kind, "FLOCK") == 0 && maj == major(dev) && min == minor(dev) &&
-            (ino_t)i == ino)
+            strcmp(kind, "FLOCK") == 0 && maj == major(dev) && min == minor(dev) && (ino_t)i == ino)
             pid = p;
     }
     fclose(f);
@@ -71,8 +70,8 @@ int pp_lock_store(pc_persist *p, const char *db_url, char *err, size_t errlen)
         long holder = fstat(fd, &st) == 0 ? pp_flock_holder(st.st_dev, st.st_ino) : 0;
         close(fd);
         if (e != EWOULDBLOCK)
-            return pp_fail(err, errlen, PC_EIO, "db_url '%.200s': cannot lock the store: %s",
-                           path, strerror(e));
+            return pp_fail(err, errlen, PC_EIO, "db_url '%.200s': cannot lock the store: %s", path,
+                           strerror(e));
         if (holder > 0)
             return pp_fail(err, errlen, PC_ELOCKED,
                            "db_url '%.200s': the store is in use by another process (pid %ld); "

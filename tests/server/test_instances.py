@@ -4,8 +4,11 @@ must refuse with a message that names the first one's pid, and the first
 must be unharmed: it keeps serving every connection and its shutdown save
 holds what it acknowledged. Every common signal either stops pcached with the
 shutdown save (db_mode 2) or is ignored."""
+import http.client
+import json
 import os
 import signal
+import threading
 import socket
 import subprocess
 import sys
@@ -209,6 +212,96 @@ class Signals(unittest.TestCase):
             self.assertIsNone(s.proc.poll())
             self.assertEqual(sorted(s.children()), sorted(kids), "a child was restarted")
             self.assertEqual(redis.Redis(port=s.port).get("mine"), b"first")
+        finally:
+            s.cleanup()
+
+
+def maintenance_pid(s):
+    """The master forks the maintenance process first (master.c)."""
+    def started(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    return min(s.children(), key=lambda pid: (started(pid), pid))
+
+
+class StartupLog(unittest.TestCase):
+    def test_journal_off_is_said(self):
+        s = Server()
+        store = os.path.join(s.dir, "store")
+        s.opts.update(db_url=store, db_mode=2, persist_collections="default")
+        try:
+            s.start()
+            log = s.log_text()
+            self.assertIn("collection 'default': journal off", log)
+            self.assertIn("journal off, in", log)
+            self.assertNotIn("segment(s)", log)
+            self.assertNotIn("journal replayed", log)
+            s.stop()
+            s.opts.update(journal="default=everysec")
+            s.start()
+            log = s.log_text()
+            self.assertIn("journal replayed", log)
+            self.assertIn("read 0 segment(s)", log)
+        finally:
+            s.cleanup()
+
+
+def info_field(r, name):
+    return r.info("persistence")[name]
+
+
+class DeadSaver(unittest.TestCase):
+    def test_kill9_maintenance_during_jsonrpc_save(self):
+        """The maintenance process dies in the middle of a JSON-RPC
+        perf_save: its replacement clears the save-in-progress state, so
+        INFO, BGSAVE and LASTSAVE tell the truth without a foreground SAVE."""
+        s = Server(workers=1, mem_mb=512)
+        store = os.path.join(s.dir, "store")
+        s.opts.update(db_url=store, db_mode=2, persist_collections="default",
+                      http_port=free_port())
+        try:
+            s.start()
+            r = redis.Redis(port=s.port)
+            p = r.pipeline(transaction=False)
+            for i in range(400000):
+                p.set("k:%d" % i, "v" * 100)
+                if len(p) >= 10000:
+                    p.execute()
+            p.execute()
+            before = r.lastsave()
+            maint = maintenance_pid(s)
+
+            def save():
+                c = http.client.HTTPConnection("127.0.0.1", s.opts["http_port"], timeout=30)
+                try:
+                    c.request("POST", "/", json.dumps({"jsonrpc": "2.0", "method": "perf_save",
+                                                       "params": {}, "id": 1}))
+                    c.getresponse().read()
+                except OSError:
+                    pass  # the process that served it died
+                finally:
+                    c.close()
+            t = threading.Thread(target=save)
+            t.start()
+            deadline = time.time() + 10
+            while time.time() < deadline and info_field(r, "rdb_bgsave_in_progress") != 1:
+                time.sleep(0.002)
+            self.assertEqual(info_field(r, "rdb_bgsave_in_progress"), 1, "the save never began")
+            os.kill(maint, signal.SIGKILL)
+            t.join(30)
+            deadline = time.time() + 10  # the master restarts it within a second
+            while time.time() < deadline and info_field(r, "rdb_bgsave_in_progress") != 0:
+                time.sleep(0.05)
+            self.assertEqual(info_field(r, "rdb_bgsave_in_progress"), 0)
+            self.assertIn("died during a save", s.log_text())
+            self.assertEqual(r.info("persistence")["rdb_last_bgsave_status"], "err")
+            self.assertEqual(r.bgsave(), True)  # "Background saving started"
+            deadline = time.time() + 30
+            while time.time() < deadline and r.lastsave() == before:
+                time.sleep(0.1)
+            self.assertNotEqual(r.lastsave(), before, "the BGSAVE after the kill never finished")
+            self.assertEqual(info_field(r, "rdb_bgsave_in_progress"), 0)
+            self.assertEqual(r.info("persistence")["rdb_last_bgsave_status"], "ok")
         finally:
             s.cleanup()
 

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 {
     static srv s; /* static: large, and inherited as is by every child */
     memset(&s, 0, sizeof s);
+    s.http_fd = s.unix_fd = s.pid_fd = -1;
     srv_config_defaults(&s.cfg);
     const char *file = NULL;
     int check = 0;

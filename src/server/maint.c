@@ -200,9 +200,10 @@ static int listen_unix(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path);         /* a stale socket of a previous run */
+    if (srv_unix_socket_free(path) != 0) {
+        close(fd);
+        return -1;
+    }
     mode_t old = umask(0177); /* born 0600: never a window where others may connect */
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
@@ -224,6 +225,11 @@ int srv_maint_listen(srv *s)
         return -1;
     if (s->cfg.unix_socket[0] != '\0' && (s->unix_fd = listen_unix(s->cfg.unix_socket)) < 0)
         return -1;
+    struct stat st;
+    if (s->unix_fd >= 0 && stat(s->cfg.unix_socket, &st) == 0) {
+        s->unix_dev = st.st_dev;
+        s->unix_ino = st.st_ino;
+    }
     return 0;
 }
 
@@ -254,6 +260,17 @@ void srv_maint_main(srv *s)
     if (rc != 0) {
         srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
         _exit(1);
+    }
+    /* A maintenance process killed during a save left `saving` set: this
+     * one is its replacement, so that save is over, and it failed (the
+     * store still holds the snapshot before it: saves are atomic). BGSAVE,
+     * LASTSAVE and INFO tell the truth from here on; an unanswered BGSAVE
+     * slot is served again below. */
+    if (atomic_exchange(&s->shm->saving, 0) != 0) {
+        atomic_store(&s->shm->last_save_rc, PC_ESYS);
+        atomic_fetch_add(&s->shm->save_failures, 1);
+        srv_log(PC_LOG_WARN, "the previous maintenance process died during a save: that save "
+                             "did not complete; the store keeps the snapshot before it");
     }
     pc_event_handler(s->cache, maint_event, NULL);
     pc_event_subscribe(s->cache, PC_EV_SYNCED, 1);
@@ -293,8 +310,7 @@ void srv_maint_main(srv *s)
                     srv_log_reopen();
                     continue;
                 }
-                if (s->unix_fd >= 0)
-                    unlink(s->cfg.unix_socket);
+                srv_unix_socket_unlink(s);
                 pc_json_destroy(m_json);
                 pc_mgmt_destroy(m);
                 exit(0); /* the master runs the shutdown save once workers are gone */

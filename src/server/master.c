@@ -17,7 +17,8 @@
  * it. Its loop waits on a signalfd: SIGCHLD (restart the dead child; one
  * that died within a second of its start waits a second, so a crash loop
  * does not spin), SIGHUP (reopen logs, passed on to the children),
- * SIGTERM/SIGINT (the graceful stop):
+ * SIGUSR1 / SIGUSR2 (logged and ignored), SIGTERM / SIGINT / SIGQUIT (the
+ * graceful stop):
  *   1. close the listeners here and send SIGTERM to the workers, which stop
  *      accepting, run what they have buffered, flush and exit;
  *   2. once they are gone (or drain_timeout_ms + 2 s passed: SIGKILL), stop
@@ -98,6 +99,8 @@ static int open_listeners(srv *s)
     }
     for (unsigned i = 0; i < SRV_MAX_WORKERS; i++)
         s->listen_fds[i] = -1;
+    if (srv_port_probe(&sa) != 0) /* never join another instance's SO_REUSEPORT group */
+        return -1;
     for (unsigned i = 0; i < s->cfg.workers; i++) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         int one = 1;
@@ -256,19 +259,6 @@ static int setup(srv *s)
     return 0;
 }
 
-static void write_pidfile(const srv *s)
-{
-    if (s->cfg.pidfile[0] == '\0')
-        return;
-    FILE *f = fopen(s->cfg.pidfile, "w");
-    if (f == NULL) {
-        srv_log(PC_LOG_WARN, "pidfile %s: %m", s->cfg.pidfile);
-        return;
-    }
-    fprintf(f, "%d\n", (int)getpid());
-    fclose(f);
-}
-
 /* The master's view of its children. */
 struct sup {
     srv *s;
@@ -320,7 +310,10 @@ static void sup_signal(struct sup *sp, int sig)
         for (unsigned i = 0; i < s->cfg.workers; i++)
             if (sp->workers[i].pid > 0)
                 kill(sp->workers[i].pid, SIGHUP);
-    } else if (!sp->stopping) { /* SIGTERM, SIGINT: step 1 of the graceful stop */
+    } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+        srv_log(PC_LOG_WARN, "signal %d ignored: pcached has no action for it (SIGTERM stops)",
+                sig);
+    } else if (!sp->stopping) { /* SIGTERM, SIGINT, SIGQUIT: step 1 of the graceful stop */
         sp->stopping = 1;
         srv_log(PC_LOG_INFO, "signal %d: stopping (drain, then the shutdown save)", sig);
         for (unsigned i = 0; i < s->cfg.workers; i++) {
@@ -383,16 +376,26 @@ int srv_master_run(srv *s)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, NULL); /* before any child exists: none is missed */
+    sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    /* before any child exists: none is missed. The children inherit the
+     * mask and take TERM, INT and HUP through their own signalfd; QUIT,
+     * USR1 and USR2 stay blocked there, so `pkill -USR1 pcached` ends no
+     * process and QUIT reaches the stop through the master alone. */
+    sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (setup(s) != 0)
+    if (srv_pidfile_lock(s) != 0)
         return 1;
+    if (setup(s) != 0) {
+        srv_pidfile_release(s);
+        return 1;
+    }
     master_sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (master_sfd < 0) {
         srv_log(PC_LOG_ERR, "signalfd: %m");
         return 1;
     }
-    write_pidfile(s);
     srv_log(PC_LOG_INFO, "pcached %s: %u worker(s) serving RESP on %s:%u%s%s", SRV_VERSION,
             s->cfg.workers, s->cfg.bind, s->bound_port, s->persist ? ", store " : "",
             s->persist ? s->cfg.db_url : "");
@@ -436,10 +439,8 @@ int srv_master_run(srv *s)
         }
         pc_persist_close(s->persist);
     }
-    if (s->cfg.pidfile[0] != '\0')
-        unlink(s->cfg.pidfile);
-    if (s->unix_fd >= 0)
-        unlink(s->cfg.unix_socket);
+    srv_unix_socket_unlink(s);
+    srv_pidfile_release(s);
     pc_cache_destroy(s->cache);
     srv_log(PC_LOG_INFO, "stopped");
     return rc;

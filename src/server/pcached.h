@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SRV_VERSION "0.1.0"
 #define SRV_MAX_WORKERS 64u
@@ -152,6 +153,9 @@ typedef struct srv {
     int done_efd[SRV_MAX_WORKERS];   /* maintenance -> worker i: slot i answered */
     int maint_efd;                   /* worker -> maintenance: a slot is pending */
     int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
+    dev_t unix_dev;                  /* the unix socket this instance bound (instance.c) */
+    ino_t unix_ino;
+    int pid_fd; /* the pidfile, flock(LOCK_EX)ed; -1 = no pidfile */
     unsigned bound_port;
     int sync_fd; /* UDP notices (maintenance only), -1 = none */
     unsigned npeers;
@@ -170,6 +174,14 @@ const pc_persist_backend *srv_sql_backend(void);
 
 /* master.c */
 int srv_master_run(srv *s);
+/* instance.c: one instance per pidfile, port and unix socket. Each logs
+ * why it refuses (naming the other process's pid when it can be told) and
+ * returns -1; 0 when the way is free. */
+int srv_pidfile_lock(srv *s);     /* takes the pidfile and writes the pid */
+void srv_pidfile_release(srv *s); /* at exit: unlinks it while still held */
+int srv_port_probe(const struct sockaddr_in *sa);
+int srv_unix_socket_free(const char *path); /* refuses a live one, removes a stale one */
+void srv_unix_socket_unlink(const srv *s);  /* only if it is still the one bound here */
 /* worker.c: never returns */
 void srv_worker_main(srv *s, unsigned slot) __attribute__((noreturn));
 /* maint.c: never returns */

@@ -330,13 +330,16 @@ int pc_journal_replay_open(pc_journal *j, pc_coll *coll, uint64_t min_epoch, uns
         return rc;
     }
     rp->st.keys = rp->n;
-    pc_jlog(j, PC_LOG_INFO,
-            "collection '%s': read %llu segment(s), %llu record(s), %llu key(s); "
-            "%llu corrupt record(s), %llu torn tail(s), %llu bad segment(s)",
-            pc_coll_name(coll), (unsigned long long)rp->st.segments,
-            (unsigned long long)rp->st.records, (unsigned long long)rp->st.keys,
-            (unsigned long long)rp->st.bad_records, (unsigned long long)rp->st.torn_tails,
-            (unsigned long long)rp->st.bad_segments);
+    if (rp->st.segments == 0 && pc_coll_journal(coll) == 0)
+        pc_jlog(j, PC_LOG_INFO, "collection '%s': journal off", pc_coll_name(coll));
+    else
+        pc_jlog(j, PC_LOG_INFO,
+                "collection '%s': read %llu segment(s), %llu record(s), %llu key(s); "
+                "%llu corrupt record(s), %llu torn tail(s), %llu bad segment(s)",
+                pc_coll_name(coll), (unsigned long long)rp->st.segments,
+                (unsigned long long)rp->st.records, (unsigned long long)rp->st.keys,
+                (unsigned long long)rp->st.bad_records, (unsigned long long)rp->st.torn_tails,
+                (unsigned long long)rp->st.bad_segments);
     *out = rp;
     return 0;
 }
@@ -493,13 +496,14 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
     }
     if (hooked)
         (void)pc_wal_hook(j->c, pc_journal_hook, j);
-    pc_jlog(j, PC_LOG_INFO,
-            "collection '%s': replayed %llu set(s), %llu counter(s), %llu delete(s), "
-            "%llu expire(s); %llu expired, %llu snapshot record(s) superseded, %llu error(s)",
-            pc_coll_name(rp->coll), (unsigned long long)rp->st.set,
-            (unsigned long long)rp->st.counter, (unsigned long long)rp->st.del,
-            (unsigned long long)rp->st.expire, (unsigned long long)rp->st.expired,
-            (unsigned long long)rp->st.snap_skipped, (unsigned long long)rp->st.errors);
+    if (rp->st.segments > 0 || pc_coll_journal(rp->coll) != 0)
+        pc_jlog(j, PC_LOG_INFO,
+                "collection '%s': replayed %llu set(s), %llu counter(s), %llu delete(s), "
+                "%llu expire(s); %llu expired, %llu snapshot record(s) superseded, %llu error(s)",
+                pc_coll_name(rp->coll), (unsigned long long)rp->st.set,
+                (unsigned long long)rp->st.counter, (unsigned long long)rp->st.del,
+                (unsigned long long)rp->st.expire, (unsigned long long)rp->st.expired,
+                (unsigned long long)rp->st.snap_skipped, (unsigned long long)rp->st.errors);
     return first;
 }
 

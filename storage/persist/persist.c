@@ -59,8 +59,7 @@ __attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, in
     p->log(p->log_ctx, level, buf);
 }
 
-__attribute__((format(printf, 4, 5))) static int pp_fail(char *err, size_t errlen, int rc,
-                                                         const char *fmt, ...)
+int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
         va_list ap;
@@ -246,6 +245,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     if (p == NULL)
         return PC_ESYS;
     p->cache = c;
+    p->lock_fd = -1;
     p->db_mode = cfg->db_mode;
     p->period_s = cfg->snapshot_period_s;
     p->log = cfg->log;
@@ -296,7 +296,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
         goto fail;
     }
-    if ((rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
+    if ((rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||
+        (rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
         goto fail;
     p->store_pid = getpid();
     uint64_t gen;
@@ -335,6 +336,8 @@ void pc_persist_close(pc_persist *p)
     if (p->shm != NULL && p->shm != MAP_FAILED)
         munmap(p->shm, PC_MAX_COLLECTIONS * sizeof *p->shm);
     pc_sync_close(p);
+    if (p->lock_fd >= 0)
+        close(p->lock_fd); /* the lock goes with the last process that has it open */
     free(p->db_url);
     free(p);
 }
@@ -476,9 +479,12 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
             atomic_store(&st->generation, r.generation);
         pp_log(p, PC_LOG_INFO,
                "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
-               "skipped, journal replayed, in %.3f s",
+               "skipped, %s, in %.3f s",
                pc_coll_name(coll), (unsigned long long)r.rows,
-               (unsigned long long)r.skipped_expired, secs);
+               (unsigned long long)r.skipped_expired,
+               p->journal != NULL && pc_coll_journal(coll) != 0 ? "journal replayed"
+                                                                 : "journal off",
+               secs);
     } else {
         pp_log(p, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll), pc_strerror(rc));
     }

@@ -37,6 +37,7 @@ struct pc_persist {
                           * pp_store, never used, closed (handle only) by close */
     pid_t store_pid;
     char *db_url; /* for the reopen in a forked process */
+    int lock_fd;  /* the store directory, flock(LOCK_EX)ed (persist_lock.c); -1 = none */
     pc_journal *journal;
     const pc_persist_backend *backend;     /* non-NULL: an SQL db_url, no store, no journal */
     const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
@@ -58,6 +59,14 @@ struct pc_persist {
     bool reopen;          /* the backend's connection may be lost: reopen before its next use */
     struct pc_sync_coll_shm *sync; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
 };
+
+/* Writes the message into err (when not NULL) and returns rc (persist.c). */
+int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Takes the exclusive lock of the LMDB store db_url names (creating its
+ * directory when missing) into p->lock_fd: PC_ELOCKED with the holder's
+ * pid in err when another process holds it (persist_lock.c). */
+int pp_lock_store(pc_persist *p, const char *db_url, char *err, size_t errlen);
 
 /* The index of coll among the cache's collections (persist.c). */
 unsigned pp_index(const pc_persist *p, const pc_coll *coll);

@@ -135,6 +135,14 @@ static int eng_build(struct eng_ctx *e, const bench_keys *keys, struct be_engine
     pc_config_init(&cfg);
     cfg.collections = getenv("PCACHE_BENCH_COLL") ? getenv("PCACHE_BENCH_COLL") : "bench=16";
     cfg.mem_mb = 1024;
+    /* Exploration knobs (docs/benchmarks.md, "engine"); the recorded figures
+     * use neither: a huge-page reservation in front of the region, and a
+     * maintenance tick every N inserts of the load, as a host's timer would. */
+    if (getenv("PCACHE_BENCH_HUGEPAGE_MB") != NULL)
+        cfg.hugepage_mb = (size_t)strtoull(getenv("PCACHE_BENCH_HUGEPAGE_MB"), NULL, 10);
+    size_t tick = getenv("PCACHE_BENCH_LOAD_TICK") != NULL
+                      ? (size_t)strtoull(getenv("PCACHE_BENCH_LOAD_TICK"), NULL, 10)
+                      : 0;
     cfg.log = eng_log;
     cfg.log_level = PC_LOG_WARN;
     rc = pc_cache_create(&cfg, &e->cache);
@@ -159,6 +167,10 @@ static int eng_build(struct eng_ctx *e, const bench_keys *keys, struct be_engine
         }
         if (rc != 0) {
             fprintf(stderr, "pcache-bench: engine load, key %zu: %s\n", i, pc_strerror(rc));
+            return -1;
+        }
+        if (tick != 0 && (i + 1) % tick == 0 && pc_maintain(e->cache, PC_MAINT_GROW, &rep) != 0) {
+            fprintf(stderr, "pcache-bench: pc_maintain during the load failed\n");
             return -1;
         }
     }

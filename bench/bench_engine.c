@@ -61,7 +61,7 @@ static int eng_result(int rc)
     return rc == 0 ? 0 : rc == PC_ENOTFOUND ? 1 : -1;
 }
 
-/* pc_get: a malloc'd copy per hit, freed here - the seed's get(). */
+/* pc_get: a malloc'd copy per hit, freed here - the cachedb get() contract. */
 static int eng_get(void *ctx, const char *key, size_t klen, uint64_t *sink)
 {
     struct eng_ctx *e = ctx;

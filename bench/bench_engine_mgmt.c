@@ -1,6 +1,6 @@
 /*
  * bench_engine_mgmt.c - what management costs the datapath, measured in the
- * engine run on the 1M-entry data set (issue: management):
+ * engine run on the 1M-entry data set:
  *   ratio_during_keys_scan: 95/5 throughput of one worker while another
  *     process walks every key of the 1M collection in a loop (the walker of
  *     perf_keys "*" / perf_scan, without a limit), over the same without;

@@ -1,6 +1,6 @@
 /*
  * bench_main.c - pcache-bench: side-by-side measurements of pcache against
- * its anchors (SPEC section 11, docs/benchmarks.md). This file only
+ * its anchors (docs/benchmarks.md). This file only
  * dispatches; each subcommand is one entry of the table below and one file.
  */
 #include "bench_cmds.h"

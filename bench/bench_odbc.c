@@ -1,9 +1,9 @@
 /*
  * bench_odbc.c - pcache-bench odbc: rows per second of the ODBC exporter's
  * save (one transaction, the dialect's statement shape) and load (block
- * cursor) on SQLite, PostgreSQL and MariaDB, against the anchors of issue
- * #6: the same driver row by row with autocommit (the seed's SQL save:
- * time-boxed and extrapolated), and for PostgreSQL `psql \copy` of the same
+ * cursor) on SQLite, PostgreSQL and MariaDB, against two anchors: the
+ * same driver row by row with autocommit (a naive SQL save: time-boxed
+ * and extrapolated), and for PostgreSQL `psql \copy` of the same
  * rows (the server's own bulk path). 16-byte keys, 200-byte values; 100k
  * and 1M entries (--quick: 100k only). The servers are private ones
  * started for the run (tests/support/odbc_servers.sh) with their default
@@ -47,7 +47,7 @@ static void mk_key(size_t i, char k[KLEN + 1])
     snprintf(k, KLEN + 1, "k%015u", (unsigned)(i % 1000000000u));
 }
 
-/* Row by row with autocommit, through raw ODBC, as the seed did: one
+/* Row by row with autocommit, through raw ODBC, as a naive save does: one
  * prepared INSERT re-bound and executed per row, each its own transaction.
  * Runs for at most budget_s seconds or n rows; returns rows/s. */
 static double rowwise(const char *target, size_t n, double budget_s)
@@ -373,7 +373,7 @@ int bench_cmd_odbc(int argc, char **argv)
             }
             if (!json)
                 continue;
-            /* the 100k figures carry the issue's names; 1M ones end in _1m */
+            /* the 100k figures carry the plain names; 1M ones end in _1m */
             const char *sfx = s == 0 ? "" : "_1m";
             char key[64];
             snprintf(key, sizeof key, "%s_rows_per_s%s", d->name, sfx);

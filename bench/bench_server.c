@@ -13,8 +13,8 @@
  * a temporary directory that is removed at the end; redis-server runs with
  * no persistence of its own (save "", appendonly no, its dir the temp dir).
  * With two or more CPUs the server is pinned to CPU 0 and the client to
- * CPU 1 (pcached: the master and all its children, 1 worker), as in the
- * planning measurements; "2 workers" runs unpinned.
+ * CPU 1 (pcached: the master and all its children, 1 worker); "2
+ * workers" runs unpinned.
  *
  * Figures: ratio_{set,get}_p{1,16} = pcached / redis-server through the
  * lean client (50 connections, 200-byte values, 100k keys), the median of

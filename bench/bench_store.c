@@ -6,8 +6,8 @@
  *     encode + zstd + one durable write transaction; load into an empty,
  *     huge-page cache) against a raw LMDB bulk insert of the same records
  *     (one transaction, sorted, MDB_APPEND: the naive per-record ceiling),
- *     SQLite row by row in autocommit and in one transaction (the seed's
- *     before and after), and redis-server SAVE when one is installed;
+ *     SQLite row by row in autocommit and in one transaction, and
+ *     redis-server SAVE when one is installed;
  *   - the snapshot's size against the raw value bytes;
  *   - p99.9 of a 95/5 worker pinned to one core while a save runs pinned to
  *     the other, against the same worker without a save;

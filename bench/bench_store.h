@@ -4,7 +4,7 @@
  * system. bench_store.c runs them in one process, in one run, and prints
  * the ratios.
  *
- * The data set is the issue's: n entries (1M by default), 16-byte keys (the
+ * The data set: n entries (1M by default), 16-byte keys (the
  * hex keys of bench_util.h), SIP-like string values of about 200 bytes from
  * tests/support/sipgen.c (contacts, dialogs, flags; its counters are replaced by
  * the next string entry so every value is a SIP-like string), a fifth

@@ -2,12 +2,12 @@
  * bench_store_anchor.c - the anchors of `pcache-bench store`: the same data
  * set written and read back by
  *   - raw LMDB: one write transaction, records in key order with
- *     MDB_APPEND, durable commit (the naive one-record-per-entry ceiling the
- *     issue measured at 365k/s), and once more with MDB_WRITEMAP; the load
+ *     MDB_APPEND, durable commit (the naive one-record-per-entry
+ *     ceiling), and once more with MDB_WRITEMAP; the load
  *     anchor is a cursor scan of that environment into an empty cache;
  *   - SQLite (libsqlite3, default journal and synchronous=FULL) with the
- *     SPEC's table: one INSERT per row in autocommit (the seed's shutdown
- *     save, sampled for a few seconds: at disk-sync speed a million rows
+ *     table (collection, pkey, pvalue, expires): one INSERT per row in
+ *     autocommit (a naive shutdown save, sampled for a few seconds: at disk-sync speed a million rows
  *     would take hours) and every row in one transaction; the load anchor
  *     is a SELECT of every row into an empty cache;
  *   - redis-server SAVE of the same keys and values (with their TTLs), and

@@ -5,8 +5,7 @@
  * (pinned to CPU 1, with the save's compression threads, which inherit the
  * pin) alternates a quiet window and a save of the whole collection, of
  * the same length. Each round gives a p99.9 quiet and a p99.9 during the
- * save; the figure is the median of the per-round ratios (seed 003's
- * measurement: its server reached 1.43x, Redis about 35x).
+ * save; the figure is the median of the per-round ratios.
  *
  * Latencies go into log-linear histograms in shared memory (32 sub-buckets
  * per power of two: 3% resolution), one per round and phase, so the worker

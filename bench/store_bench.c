@@ -1,7 +1,7 @@
 /*
  * store_bench.c - pcache-store-bench: measures the snapshot store on
- * SIP-like data (sipgen.h). Not installed; the numbers it prints are
- * the ones docs/snapshot-format.md quotes.
+ * SIP-like data (sipgen.h). Not installed; what it prints and the runs
+ * recorded are in docs/benchmarks.md, "store format study".
  *
  *   pcache-store-bench study [N]        compression study: block size x
  *                                        zstd level x dictionary, on N
@@ -263,8 +263,8 @@ static int study(size_t n)
         }
         free(out);
     }
-    /* values alone, as the issue's yardsticks measured them: each value on
-     * its own, and the values as one stream */
+    /* the generator's own compressibility, to compare with real data: each
+     * value on its own, and the values as one stream */
     {
         size_t vcap = d.value_bytes, vo = 0, alone = 0;
         uint8_t *vs = malloc(vcap);

@@ -519,8 +519,8 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
      * load of a large collection would then grow with it. And by default it
      * wraps every statement in a SAVEPOINT (statement-level rollback) that
      * our all-or-nothing transactions never use: Protocol=7.4-1 (rollback
-     * the transaction on error) drops those round trips, which measured
-     * 1.3-1.9x on 50-row statements. Reconnect once with both unless the
+     * the transaction on error) drops those round trips. Reconnect once
+     * with both unless the
      * user chose them in the connection string. */
     bool udf = strcasestr(o->connstr, "UseDeclareFetch") == NULL;
     bool proto = strcasestr(o->connstr, "Protocol") == NULL;

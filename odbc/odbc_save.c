@@ -1,6 +1,6 @@
 /*
  * odbc_save.c - saving a live collection to SQL and loading it back, and
- * the cheap generation query that replicas poll (issue #8's backstop).
+ * the cheap generation query that replicas poll (perf_sync's backstop).
  *
  * A save is the transaction of pcache_odbc.h: the writer bumps the
  * generation row and deletes the rows, the ordered walk (lock-free; each

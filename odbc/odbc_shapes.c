@@ -4,7 +4,7 @@
  * (pc_odbc_batch_seal, in the caller's thread) and executing it
  * (pc_odbc_batch_exec, on the sender thread when pipelined).
  *
- * Statement shape per dialect, measured (issue #6, docs/odbc.md §4):
+ * Statement shape per dialect, measured (docs/odbc.md §4):
  *   SQLite      a multi-row INSERT ... VALUES (..),(..) of 100 rows.
  *               libsqliteodbc compiles (sqlite3_prepare) every INSERT again
  *               at every SQLExecute, prepared or not: one row per statement
@@ -23,10 +23,9 @@
  *               would more than double it), not as a binary parameter:
  *               psqlODBC 13.02 walks every byte of a binary parameter
  *               calling its log-level getters twice per byte (log_params(),
- *               whatever the log level): about 6 ms of the sender's 7 ms
- *               per 1.1 MB batch, during which the server waits. As text
- *               the sender's share is a copy. Save / \copy went from
- *               0.96-0.99 to 1.11-1.17 at 100k rows (docs/odbc.md §4).
+ *               whatever the log level): most of the sender's time per
+ *               batch, during which the server waits. As text the sender's
+ *               share is a copy (docs/odbc.md §4).
  *   MariaDB     parameter arrays (SQL_ATTR_PARAMSET_SIZE): Connector/ODBC
  *               sends them with the bulk protocol.
  *   generic     one-row INSERT: portable.

@@ -16,17 +16,13 @@
  * The thread is created at a collection's first full batch and joined by
  * finish, pc_odbc_writer_stop or free, so none outlives a save and none
  * exists while no save runs (handles are used across fork()).
- * Default (want_pipeline), measured with pcache-bench odbc on 2 cores
- * (docs/benchmarks.md "ODBC pipeline"; medians of pipelined / serial per
- * run): on for MULTI, ARRAY and PACKED, where the caller's walk and
- * packing overlap the driver and the server - PostgreSQL PACKED x1.00-1.22
- * at 100k and x1.14 at 1M, SQLite MULTI x1.08-1.55 at 100k (x0.97 at 1M
- * under load; SQLite's own work runs on the sender), MariaDB ARRAY
- * x0.86-1.15 (bound by the server; kept on: above 1 in five runs of six,
- * and its cost is one more batch of memory).
+ * Default (want_pipeline), measured with pcache-bench odbc
+ * (docs/benchmarks.md "ODBC pipeline"): on for MULTI, ARRAY and PACKED,
+ * where the caller's walk and packing overlap the driver and the server
+ * (SQLite's own work runs on the sender; MariaDB ARRAY is bound by the
+ * server and gains little, kept on: its cost is one more batch of memory).
  * The gain shrinks to nothing when other jobs hold both cores. Off for
- * ROW: one row per hand-off made a save slower (x0.54 SQLite, x0.64
- * PostgreSQL).
+ * ROW: one row per hand-off made a save slower.
  *
  * Memory is bounded: a batch holds at most per_stmt rows and about
  * batch_bytes of keys and values (plus one maximal row), whatever the size

@@ -1,7 +1,7 @@
 /*
  * cdbp_sync.c - perf_sync over the clusterer module: the OpenSIPS host of
- * the library's shared-database read-replica refresh (SPEC section 6,
- * docs/sync.md "Host contract").
+ * the library's shared-database read-replica refresh (docs/sync.md
+ * "Host contract").
  *
  * The library does the database work: pc_persist_sync saves a collection to
  * the shared SQL database and bumps its generation in one transaction, then

@@ -1,8 +1,8 @@
 /*
  * cdbbench.c - a benchmark-only OpenSIPS module (never loaded in
  * production): drives any cachedb backend through the core's cachedb_funcs
- * vtable in C, inside the OpenSIPS process model, the way seed 000's
- * "in-process" table measured cachedb_perf against cachedb_local.
+ * vtable in C, inside the OpenSIPS process model, to measure cachedb_perf
+ * against cachedb_local (docs/benchmarks.md, "OpenSIPS process model").
  *
  *   cdbbench_fill(url, n)                 stores n keys "thid-%010u" (16 B)
  *                                         with 200-byte values

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""cachedb_perf against cachedb_local inside a real OpenSIPS (seed 000's
-"in-process" table).
+"""cachedb_perf against cachedb_local inside a real OpenSIPS
+(docs/benchmarks.md, "OpenSIPS process model").
 
 One OpenSIPS on 127.0.0.1 loads both backends: perf:// (collection b, 2^16
 buckets to start; it grows) and cachedb_local at its default (512 buckets)

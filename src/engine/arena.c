@@ -7,8 +7,8 @@
  *
  * Allocation state is per process - a bump pointer into the current chunk
  * and a private free stack per class - so the fast path takes no lock and
- * no atomic (seed 000 §4: one shared append point costs more than it
- * saves). A global pool per class, behind its own lock, rebalances: a
+ * no atomic (one shared append point costs more than it saves). A global
+ * pool per class, behind its own lock, rebalances: a
  * process whose private stack grows past PC_DONATE_AT hands a batch over;
  * one that runs dry takes a batch before carving a new chunk.
  *

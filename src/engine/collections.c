@@ -4,7 +4,7 @@
  *
  * A declared size is the log2 of the starting bucket count, clamped to
  * [PC_LOG2_MIN, PC_LOG2_MAX] with a warning (1 << size on an unclamped
- * value was undefined behaviour in the original). Names match exactly:
+ * value would be undefined behaviour). Names match exactly:
  * a byte compare of the whole name, never a prefix.
  */
 #include "pc_int.h"

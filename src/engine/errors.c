@@ -91,8 +91,8 @@ int64_t pc_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* XXH3 from libxxhash: fast on short keys and free of the sequential-key
- * collisions that left 44% of the original's entries in overflow. */
+/* XXH3 from libxxhash: fast on short keys and free of the collisions on
+ * sequential keys that push a weaker hash's entries into overflow. */
 uint64_t pc_hash(const void *key, size_t len)
 {
     return XXH3_64bits(key, len);

@@ -65,8 +65,8 @@ void pc_event_synced(pc_coll *coll, const char *source_node)
 
 /* The note reads the measured value; it never asserts a verdict the
  * numbers do not support. In particular a collection that was never
- * written to cannot be "losing" state (seed 000: the rtpdebug collection,
- * entries 0, stores 0, misses 9, was told its state was being lost). */
+ * written to cannot be "losing" state (a collection with no entries, no
+ * stores and only misses must not be told its state is being lost). */
 const char *pc_hit_rate_note(const pc_coll_stats *st, double *rate)
 {
     uint64_t reads = st->hits + st->misses;

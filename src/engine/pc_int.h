@@ -337,7 +337,7 @@ static inline uint32_t pc_hint_of(int64_t expires_ms)
 
 /* Seqlock writer bracket (I3). The opening bump is an acq_rel RMW followed
  * by a release fence so no payload store can become visible before the odd
- * version on weakly ordered CPUs (seed 000's aarch64 hole). */
+ * version on weakly ordered CPUs (aarch64, ppc64le). */
 static inline void pc_wbegin(struct pc_bucket_shm *b)
 {
     atomic_fetch_add_explicit(&b->version, 1, memory_order_acq_rel);

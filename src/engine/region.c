@@ -4,7 +4,7 @@
  * extent followed by a plain 4 KiB extent, carved by two bump pointers.
  *
  * The huge-page extent climbs a ladder detected by trying, never by kernel
- * version (seed 000, "Modern-kernel memory backing"):
+ * version:
  *   1 hugetlb    MAP_HUGETLB; with vm.nr_overcommit_hugepages the pages are
  *                taken at fault time and nothing is held while the cache is
  *                small. Unswappable, so no mlock is needed.

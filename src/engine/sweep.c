@@ -6,8 +6,8 @@
  * memory back. Each bucket has a 32-bit hint, a lower bound of the earliest
  * deadline among its records (in pc_hint units); the hints sit in their own
  * arrays, sixteen to a cache line, so the sweep reads 4 bytes per bucket and
- * locks only the buckets whose hint has passed (seed 000 §6: 30x cheaper
- * than locking every bucket, at zero cost to the hot path). Writers lower a
+ * locks only the buckets whose hint has passed (far cheaper than locking
+ * every bucket, at no cost to the hot path). Writers lower a
  * hint when they store an earlier deadline; only the sweep raises one, after
  * recomputing it under the bucket lock. Chains carry the same hint.
  */

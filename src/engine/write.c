@@ -270,7 +270,7 @@ static bool pc_predict_identical(pc_coll *coll, uint64_t h, const void *key, siz
 
 /* The TTL-only refresh under the lock. Returns true when it applied. The
  * flags must be those of a plain string: a counter whose int64 bytes happen
- * to equal the new string is NOT identical (seed 000 review bug 2). */
+ * to equal the new string is NOT identical. */
 static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, const void *val,
                               size_t vlen, int64_t expires, unsigned flags)
 {

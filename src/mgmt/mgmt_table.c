@@ -1,6 +1,6 @@
 /*
- * mgmt_table.c - the built-in command table: every command of SPEC §3 that
- * the engine alone can serve, with its parameters, in one declarative place.
+ * mgmt_table.c - the built-in command table: every command of
+ * docs/management.md that the engine alone can serve, with its parameters, in one declarative place.
  * perf_save / perf_load / perf_sync are not here: the storage layer
  * registers them into a context with pc_mgmt_register.
  *

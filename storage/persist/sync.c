@@ -1,6 +1,6 @@
 /*
- * sync.c - the shared-database read-replica refresh (perf_sync; SPEC.md
- * §6, docs/sync.md): the authority's side (save + record the source +
+ * sync.c - the shared-database read-replica refresh (perf_sync;
+ * docs/sync.md): the authority's side (save + record the source +
  * push), the replica's side (notices, the rate-limited check, the poll,
  * the reload in sync_reload.c) and the facts perf_stats reports.
  *

@@ -7,7 +7,7 @@
  * in place (the engine's seqlocked store: a reader sees the old or the new
  * value, never a miss), and is never deleted, because the prune only
  * removes keys that the snapshot does not hold. A delete-then-load would
- * open exactly the window SPEC.md §6 forbids.
+ * open exactly the window docs/sync.md "Guarantees and limits" forbids.
  *
  * The prune needs the set of the snapshot's keys. It is kept as 64-bit
  * hashes (pc_hash, seeded per reload) in a process-local open-addressing

@@ -13,7 +13,7 @@
  * the low hash bits so buckets overflow into side chains all run long. The
  * maintainer grows every 5 ms and sweeps every 1 s: overflow + expiry
  * reclamation + growth together, the shape production caught and a
- * generous-TTL soak did not (seed 000). The checks:
+ * generous-TTL soak did not. The checks:
  *  - no torn read: every value is all-bytes-equal and its length is a
  *    function of (key, byte), so a mix of two writes is visible;
  *  - no lost update: counters hammered with pc_add(+1) by every worker sum
@@ -979,8 +979,7 @@ static void on_alarm(int sig)
 
 /* Before the fork: the immortal keys, and - like a host that loads and
  * prunes before it forks - cells left on the parent's private free stacks,
- * which each child must drop, never use or donate (seed 000: the first
- * thing the original soak caught). */
+ * which each child must drop, never use or donate. */
 static int setup_data(pc_coll *soak, unsigned char *buf)
 {
     char k[64];

@@ -1,6 +1,6 @@
 /*
  * test_journal_kill.c - crash test: kill -9 of journal writers under load
- * with `always` loses no acknowledged write (SPEC §10), with saves running
+ * with `always` loses no acknowledged write (journal-format.md §6), with saves running
  * between the kills; and the same with `everysec`, whose acknowledged
  * records wait in the writer's ring in shared memory: the maintenance
  * process's drainer writes a killed writer's ring out.

@@ -12,8 +12,8 @@
  * names, domains, transports and user agents repeat; phone numbers, IPs,
  * ports, tags, branches, call-ids and instance UUIDs are random. The mix is
  * tuned so that zstd level 1 over the whole stream compresses the values
- * about 3x, close to the 3.1x measured on real SIP values (see
- * docs/snapshot-format.md, "Compression measurements").
+ * about as well as real SIP values, a little better (pcache-store-bench
+ * study prints the ratio; docs/benchmarks.md, "store format study").
  */
 #ifndef PC_SIPGEN_INT_H
 #define PC_SIPGEN_INT_H

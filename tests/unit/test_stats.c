@@ -10,8 +10,8 @@
  * touched, and reset_at is set. pc_hit_rate_note must follow the measured
  * value: the rate it returns is hits / (hits + misses), -1 with no reads,
  * and the note never tells a collection that was never written to that its
- * state is being lost or is expiring (seed 000, the rtpdebug collection:
- * entries 0, stores 0, misses 9). It does not cover the per-operation
+ * state is being lost or is expiring (entries 0, stores 0, only misses).
+ * It does not cover the per-operation
  * counters of test_ops.c beyond what these properties need.
  */
 #include <stdarg.h>

@@ -1,11 +1,10 @@
 /*
- * errors.c - error names, the logging funnel, the clock and the hash: the
+ * errors.c - error names, the engine's log entry point and the hash: the
  * small leaf utilities every other file of the engine uses.
  */
 #include "pc_int.h"
 
-#include <stdio.h>
-#include <time.h>
+#include <stdarg.h>
 #include <xxhash.h>
 
 const char *pc_strerror(int err)
@@ -70,25 +69,18 @@ const char *pc_tier_name(int tier)
     }
 }
 
-/* The level is checked before the arguments are formatted, so a disabled
- * debug line costs one compare. Never called under a bucket lock. */
+/* Through util's funnel: the level is checked before the arguments are
+ * formatted, so a disabled debug line costs one compare. Never called
+ * under a bucket lock. */
 void pc_log(const pc_cache *c, int level, const char *fmt, ...)
 {
-    if (c == NULL || c->log == NULL || level > c->log_level)
+    if (c == NULL)
         return;
-    char buf[512];
+    const pc_logger lg = {c->log, c->log_ctx, c->log_level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    pc_log_vemit(&lg, level, NULL, fmt, ap);
     va_end(ap);
-    c->log(c->log_ctx, level, buf);
-}
-
-int64_t pc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* XXH3 from libxxhash: fast on short keys and free of the collisions on

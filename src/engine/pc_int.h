@@ -361,7 +361,6 @@ static inline void pc_cpu_relax(void)
 /* ---- errors.c --------------------------------------------------------- */
 void pc_log(const pc_cache *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int64_t pc_now_ms(void);
 
 /* ---- procs.c: process slots and owner-token locks --------------------- */
 extern _Atomic uint64_t pc_fork_epoch;

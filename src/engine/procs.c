@@ -182,7 +182,7 @@ int pc_lock_slow(pc_cache *c, _Atomic uint32_t *l)
         sched_yield();
         if ((spins & 63) != 0)
             continue;
-        int64_t now = pc_now_ms();
+        int64_t now = pc_mono_ms();
         if (next_check == 0) {
             next_check = now + 5;
             continue;

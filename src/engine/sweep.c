@@ -166,7 +166,7 @@ again:
  * so bucket indexes are stable (no concurrent split). */
 unsigned pc_sweep(pc_coll *coll, unsigned *probed)
 {
-    int64_t now = pc_now_ms();
+    int64_t now = pc_mono_ms();
     uint32_t now_hint = pc_hint_of(now);
     uint64_t nb = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
     unsigned reaped = 0;

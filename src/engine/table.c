@@ -264,7 +264,7 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
         rd->fallback = true;
     }
     rd->retries = retries;
-    if (res == PC_RD_HIT && (rd->expires == 0 || rd->expires > pc_now_ms()))
+    if (res == PC_RD_HIT && (rd->expires == 0 || rd->expires > pc_mono_ms()))
         return 0;
     return PC_ENOTFOUND;
 }
@@ -338,7 +338,7 @@ static void pc_fill_meta(const struct pc_rd *rd, size_t vlen, pc_meta *meta)
     if (rd->expires == 0) {
         meta->ttl_ms = -1;
     } else {
-        int64_t left = rd->expires - pc_now_ms();
+        int64_t left = rd->expires - pc_mono_ms();
         meta->ttl_ms = left > 0 ? left : 0;
     }
     meta->is_counter = (rd->flags & PC_RF_COUNTER) != 0;

@@ -249,7 +249,7 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
             break;
         idx++;
         visited++;
-        int64_t now = pc_now_ms();
+        int64_t now = pc_mono_ms();
         for (size_t i = 0; i < w.n && stop == 0; i++) {
             const struct pc_went *e = &w.ents[i];
             if (e->expires != 0 && e->expires <= now)
@@ -482,7 +482,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
             idx[i].i = i;
         }
         pc_gidx_sort(idx, g.n, &g);
-        int64_t now = pc_now_ms();
+        int64_t now = pc_mono_ms();
         for (size_t k = 0; k < g.n && stop == 0; k++) {
             if (k > 0 && pc_gidx_cmp(&idx[k - 1], &idx[k], &g) == 0)
                 continue; /* seen twice across a split */

@@ -337,7 +337,7 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     if ((rc = pc_enter(c)) != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
-    int64_t now = pc_now_ms();
+    int64_t now = pc_mono_ms();
     int64_t expires = pc_deadline(now, ttl_ms);
     struct pc_loc loc;
 
@@ -471,7 +471,7 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
         return rc;
     uint64_t h = pc_hash(key, klen);
     struct pc_loc loc;
-    pc_locate(coll, h, key, klen, pc_now_ms(), &loc);
+    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
     pc_off old = 0, old_node = 0;
     bool live = loc.live;
     if (loc.where != 0) {
@@ -513,7 +513,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
     if (rc != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
-    int64_t now = pc_now_ms();
+    int64_t now = pc_mono_ms();
     pc_off rec = 0, node = 0, old = 0;
     int64_t value = 0, final_exp = 0;
     uint32_t stamp = 0;
@@ -627,7 +627,7 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     if (rc != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
-    int64_t now = pc_now_ms();
+    int64_t now = pc_mono_ms();
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, now, &loc);
     rc = PC_ENOTFOUND;

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pcache_util.h" /* pc_log_fn, PC_LOG_*, pc_logger */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,11 +63,8 @@ const char *pc_strerror(int err);
 #define PC_LOG2_MAX 24u
 #define PC_LOG2_DEFAULT 14u
 
-/* ---- logging ------------------------------------------------------------ */
-enum pc_log_level { PC_LOG_ERR = 0, PC_LOG_WARN = 1, PC_LOG_INFO = 2, PC_LOG_DEBUG = 3 };
-/* msg is borrowed for the call; it carries no trailing newline. */
-typedef void (*pc_log_fn)(void *ctx, int level, const char *msg);
-
+/* ---- logging and events --------------------------------------------------
+ * The log levels, pc_log_fn and pc_logger come from pcache_util.h. */
 struct pc_event;
 /* An event handler: ev is borrowed for the call. */
 typedef void (*pc_event_fn)(void *ctx, const struct pc_event *ev);

@@ -18,6 +18,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_util.h"
 
 /* ---- format constants (docs/snapshot-format.md) ------------------------- */
 #define PC_SF_VERSION 1u /* the format version this code writes and reads */
@@ -48,46 +49,8 @@
 /* the block key: name, 0x00, big-endian order key */
 #define PC_SF_BKEY_MAX (PC_COLL_NAME_MAX + 1u + 8u)
 
-/* ---- little/big endian helpers ----------------------------------------- */
-static inline void pc_put_le16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static inline void pc_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void pc_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void pc_put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[7 - i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t pc_get_le16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t pc_get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t pc_get_le64(const uint8_t *p)
-{
-    return (uint64_t)pc_get_le32(p) | ((uint64_t)pc_get_le32(p + 4) << 32);
-}
-static inline uint64_t pc_get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
+/* Byte order: pc_put_le16/32/64, pc_get_le*, pc_put_be64 and pc_get_be64
+ * come from pcache_util.h. */
 
 /* ---- store_format.c ------------------------------------------------------ */
 uint64_t pc_sf_hash(const void *p, size_t n); /* XXH3-64, seed 0 */

@@ -17,22 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
-
-int64_t pc_odbc_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-double pc_odbc_mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void pc_odbc_config_init(pc_odbc_config *cfg)
 {
@@ -210,15 +195,16 @@ static void mask_secret(const pc_odbc *o, char *s, size_t cap)
 
 void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
 {
-    if (o->cfg.log == NULL || level > o->cfg.log_level)
+    const pc_logger lg = {o->cfg.log, o->cfg.log_ctx, o->cfg.log_level};
+    if (!pc_log_enabled(&lg, level))
         return;
     char buf[PC_ODBC_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    pc_log_vformat(buf, sizeof buf, NULL, fmt, ap);
     va_end(ap);
     mask_secret(o, buf, sizeof buf);
-    o->cfg.log(o->cfg.log_ctx, level, buf);
+    pc_log_put(&lg, level, buf);
 }
 
 int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *what, ...)
@@ -253,8 +239,8 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
     if (h != SQL_NULL_HANDLE && len == (size_t)(n < 0 ? 0 : n))
         snprintf(o->msg + len, sizeof o->msg - len, ": (the driver gave no diagnostic)");
     mask_secret(o, o->msg, sizeof o->msg);
-    if (o->cfg.log != NULL && PC_LOG_ERR <= o->cfg.log_level)
-        o->cfg.log(o->cfg.log_ctx, PC_LOG_ERR, o->msg);
+    const pc_logger lg = {o->cfg.log, o->cfg.log_ctx, o->cfg.log_level};
+    pc_log_put(&lg, PC_LOG_ERR, o->msg);
     return rc;
 }
 

@@ -89,7 +89,4 @@ int pc_odbc_sync_schema(pc_odbc *o);
 /* Inside the save's transaction: the generation row names source. */
 int pc_odbc_set_source(pc_odbc *o, const char *name, const char *source);
 
-int64_t pc_odbc_wall_ms(void);
-double pc_odbc_mono_s(void);
-
 #endif /* PC_ODBC_INT_H */

@@ -56,7 +56,7 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     int erc = pc_odbc_enter(o);
     if (erc != 0)
         return erc;
-    double t0 = pc_odbc_mono_s();
+    double t0 = pc_mono_sec();
     pc_store_coll_meta *list = NULL, one;
     size_t n = 0;
     int rc;
@@ -71,7 +71,7 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     } else if ((rc = pc_store_list(s, &list, &n)) != 0) {
         return rc;
     }
-    struct export_ctx x = {NULL, pc_odbc_wall_ms(), 0};
+    struct export_ctx x = {NULL, pc_wall_ms(), 0};
     uint64_t rows = 0, batches = 0, gen = 0;
     if ((rc = pc_odbc_writer_new(o, &x.w)) != 0)
         goto out;
@@ -98,7 +98,7 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     }
 out:
     if (rc == 0 && result != NULL) {
-        double secs = pc_odbc_mono_s() - t0;
+        double secs = pc_mono_sec() - t0;
         pc_odbc_result r = {
             rows, x.expired, 0, batches, gen, secs, secs > 0 ? (double)rows / secs : 0};
         *result = r;
@@ -114,7 +114,7 @@ static int import_row(void *ctx, const void *key, size_t klen, const void *val, 
                       int64_t expires_ms, bool is_counter)
 {
     pc_coll *coll = ctx;
-    int64_t ttl = expires_ms == 0 ? 0 : expires_ms - pc_odbc_wall_ms();
+    int64_t ttl = expires_ms == 0 ? 0 : expires_ms - pc_wall_ms();
     if (expires_ms != 0 && ttl <= 0)
         return 0; /* lapsed while importing */
     if (!is_counter)
@@ -170,7 +170,7 @@ static int import_one(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result 
                          pc_strerror(rc));
     }
     if (rc == 0)
-        rc = pc_odbc_read_rows(o, name, pc_odbc_wall_ms(), import_row, coll, &expired);
+        rc = pc_odbc_read_rows(o, name, pc_wall_ms(), import_row, coll, &expired);
     if (rc == 0)
         rc = pc_odbc_end(o, true);
     else
@@ -195,7 +195,7 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
     int erc = pc_odbc_enter(o);
     if (erc != 0)
         return erc;
-    double t0 = pc_odbc_mono_s();
+    double t0 = pc_mono_sec();
     pc_odbc_result sum;
     memset(&sum, 0, sizeof sum);
     int rc = 0;
@@ -237,7 +237,7 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
         free(names);
     }
     if (rc == 0 && result != NULL) {
-        sum.seconds = pc_odbc_mono_s() - t0;
+        sum.seconds = pc_mono_sec() - t0;
         sum.rate = sum.seconds > 0 ? (double)sum.rows / sum.seconds : 0;
         *result = sum;
     }

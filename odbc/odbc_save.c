@@ -44,9 +44,9 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
     int erc = pc_odbc_enter(o);
     if (erc != 0)
         return erc;
-    double t0 = pc_odbc_mono_s();
+    double t0 = pc_mono_sec();
     const char *name = pc_coll_name(coll);
-    struct save_ctx s = {NULL, pc_odbc_wall_ms(), 0};
+    struct save_ctx s = {NULL, pc_wall_ms(), 0};
     uint64_t gen = 0;
     int rc = pc_odbc_writer_new(o, &s.w);
     if (rc != 0)
@@ -57,25 +57,25 @@ int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_resul
     if ((rc = pc_odbc_begin(o, false)) != 0)
         goto out;
     rc = pc_odbc_writer_begin(s.w, name, 0);
-    t[0] = pc_odbc_mono_s();
+    t[0] = pc_mono_sec();
     if (rc == 0)
         rc = pc_walk_ordered(coll, PC_WALK_VALUES, save_entry, &s);
-    t[1] = pc_odbc_mono_s();
+    t[1] = pc_mono_sec();
     if (rc == 0)
         rc = pc_odbc_writer_finish(s.w, &gen);
     if (rc == 0 && source != NULL)
         rc = pc_odbc_set_source(o, name, source);
-    t[2] = pc_odbc_mono_s();
+    t[2] = pc_mono_sec();
     if (rc == 0) {
         rc = pc_odbc_end(o, true);
     } else {
         pc_odbc_writer_stop(s.w); /* a batch may be in flight (an engine error of the walk) */
         pc_odbc_end(o, false);
     }
-    t[3] = pc_odbc_mono_s();
+    t[3] = pc_mono_sec();
 out:
     if (rc == 0) {
-        double secs = pc_odbc_mono_s() - t0;
+        double secs = pc_mono_sec() - t0;
         pc_odbc_result r = {pc_odbc_writer_rows(s.w),
                             s.expired,
                             0,
@@ -152,9 +152,9 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
     int erc = pc_odbc_enter(o);
     if (erc != 0)
         return erc;
-    double t0 = pc_odbc_mono_s();
+    double t0 = pc_mono_sec();
     const char *name = pc_coll_name(coll);
-    struct load_ctx l = {o, coll, pc_odbc_wall_ms(), 0, 0, 0};
+    struct load_ctx l = {o, coll, pc_wall_ms(), 0, 0, 0};
     uint64_t gen = 0, expired = 0;
     bool found = false;
     int rc = pc_odbc_begin(o, true);
@@ -174,7 +174,7 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
         pc_odbc_end(o, false);
     if (rc != 0)
         return rc;
-    double secs = pc_odbc_mono_s() - t0;
+    double secs = pc_mono_sec() - t0;
     pc_odbc_result r = {l.loaded,
                         expired + l.expired,
                         l.failed,

@@ -276,13 +276,12 @@ static void arr_put(struct wbatch *b, int i, bool first, long long v)
  * NUL after them); returns the length without the NUL. */
 static size_t hex_text(char *dst, const unsigned char *src, size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
     char *d = dst;
     *d++ = '\\';
     *d++ = 'x';
     for (size_t i = 0; i < n; i++) {
-        *d++ = digits[src[i] >> 4];
-        *d++ = digits[src[i] & 15];
+        *d++ = pc_hex_digit(src[i] >> 4);
+        *d++ = pc_hex_digit(src[i]);
     }
     *d = '\0';
     return (size_t)(d - dst);

@@ -236,7 +236,7 @@ int pc_odbc_writer_begin(pc_odbc_writer *w, const char *name, uint64_t total)
     }
     /* The generation row first: its row lock queues a concurrent saver of
      * the same collection here, before either deleted anything. */
-    SQLBIGINT now = pc_odbc_wall_ms();
+    SQLBIGINT now = pc_wall_ms();
     SQLLEN changed = 0;
     SQLBindParameter(w->aux, 1, SQL_PARAM_INPUT, SQL_C_SBIGINT, SQL_BIGINT, 0, 0, &now, 0, NULL);
     pc_odbc_bind_name(w, w->aux, 2);

@@ -44,7 +44,6 @@
 #include <linux/membarrier.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -90,20 +89,17 @@ static void pc_jonce_init(void)
 
 void pc_jlog(const pc_journal *j, int level, const char *fmt, ...)
 {
-    if (j == NULL || j->log == NULL || level > j->log_level)
+    if (j == NULL)
         return;
-    char buf[768];
-    int n = snprintf(buf, sizeof buf, "journal: ");
+    const pc_logger lg = {j->log, j->log_ctx, j->log_level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    pc_log_vemit(&lg, level, "journal: ", fmt, ap);
     va_end(ap);
-    j->log(j->log_ctx, level, buf);
 }
 
 void pc_jkey_text(const void *key, size_t klen, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789abcdef";
     const uint8_t *k = key;
     size_t o = 0, show = klen > 64 ? 64 : klen;
     if (cap == 0)
@@ -115,8 +111,8 @@ void pc_jkey_text(const void *key, size_t klen, char *out, size_t cap)
         } else {
             out[o++] = '\\';
             out[o++] = 'x';
-            out[o++] = hex[ch >> 4];
-            out[o++] = hex[ch & 15];
+            out[o++] = pc_hex_digit(ch >> 4);
+            out[o++] = pc_hex_digit(ch);
         }
     }
     if (show < klen && o + 4 < cap) {
@@ -126,24 +122,12 @@ void pc_jkey_text(const void *key, size_t klen, char *out, size_t cap)
     out[o] = '\0';
 }
 
-static int64_t pc_jms(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t pc_jwall_now_ms(void)
-{
-    return pc_jms(CLOCK_REALTIME);
-}
-
 /* The offset that turns the engine's CLOCK_MONOTONIC deadlines into
  * wall-clock ones; sampled at most once a second (NTP slews it by at most
  * 0.5 ms per second). */
 static void pc_jwall_refresh(pc_journal *j, int64_t now)
 {
-    j->wall_off = pc_jms(CLOCK_REALTIME) - pc_jms(CLOCK_MONOTONIC);
+    j->wall_off = pc_wall_ms() - pc_mono_ms();
     j->wall_off_at = now;
 }
 
@@ -225,7 +209,7 @@ static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *ou
     if (rc != 0)
         return 0;
     if (m.ttl_ms >= 0)
-        out->expires_mono_ms = pc_jms(CLOCK_MONOTONIC) + (m.ttl_ms > 0 ? m.ttl_ms : 1);
+        out->expires_mono_ms = pc_mono_ms() + (m.ttl_ms > 0 ? m.ttl_ms : 1);
     if (m.is_counter) {
         /* the engine formats a counter as a decimal int64 */
         const char *p = (const char *)j->scratch;
@@ -305,7 +289,7 @@ int pc_journal_hook(void *ctx, const pc_wal_rec *r)
     size_t vlen = r->op == PC_WAL_SET ? r->vlen : r->op == PC_WAL_COUNTER ? 8 : 0;
     int64_t wall = 0;
     if (r->expires_mono_ms > 0 && r->op != PC_WAL_DEL) {
-        int64_t now = pc_jcoarse_ms();
+        int64_t now = pc_mono_coarse_ms();
         if (now - j->wall_off_at >= 1000)
             pc_jwall_refresh(j, now);
         wall = r->expires_mono_ms + j->wall_off;
@@ -345,7 +329,7 @@ int pc_journal_tick(pc_journal *j, unsigned flags)
     if (j == NULL || (flags & ~PC_JOURNAL_TICK_SYNC) != 0)
         return PC_EINVAL;
     pc_jcheck_fork(j);
-    int64_t now = pc_jcoarse_ms();
+    int64_t now = pc_mono_coarse_ms();
     bool sync = (flags & PC_JOURNAL_TICK_SYNC) != 0;
     int64_t beat = atomic_load_explicit(&j->shm->drain_beat_ms, memory_order_relaxed);
     int rc = 0;
@@ -615,7 +599,7 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     }
     for (unsigned i = 0; i < j->ncoll; i++)
         j->pcs[i].coll = pc_coll_at(c, i);
-    pc_jwall_refresh(j, pc_jcoarse_ms());
+    pc_jwall_refresh(j, pc_mono_coarse_ms());
     unsigned slot = 0;
     while (slot < PC_JOPEN_MAX && pc_jopen_list[slot] != NULL)
         slot++;

@@ -184,7 +184,7 @@ static int pc_jdfd_alloc(pc_journal *j)
 
 static void pc_jpass_locked(pc_journal *j, bool sync)
 {
-    int64_t now = pc_jcoarse_ms();
+    int64_t now = pc_mono_coarse_ms();
     pc_jdrain_all(j, sync);
     if (sync) {
         pc_jsync_scan(j);
@@ -203,7 +203,7 @@ static void *pc_jdrainer_main(void *arg)
     while (!atomic_load(&j->dstop)) {
         uint32_t seq = atomic_load_explicit(&j->shm->drain_futex, memory_order_acquire);
         pthread_mutex_lock(&j->dmu);
-        pc_jpass_locked(j, pc_jcoarse_ms() - j->last_sync >= PC_JSYNC_MS);
+        pc_jpass_locked(j, pc_mono_coarse_ms() - j->last_sync >= PC_JSYNC_MS);
         pthread_mutex_unlock(&j->dmu);
         struct timespec ts = {0, PC_JDRAIN_WAIT_MS * 1000000L};
         syscall(SYS_futex, &j->shm->drain_futex, FUTEX_WAIT, seq, &ts, NULL, 0);

@@ -21,40 +21,6 @@ static const uint8_t pc_jseg_magic[8] = {0x89, 'P', 'C', 'J', 'N', 'L', '\r', '\
 /* docs/journal-format.md §3: record marker bytes 93 4A 52 4E */
 static const uint8_t pc_jrec_marker[4] = {0x93, 'J', 'R', 'N'};
 
-static void pc_put16(uint8_t *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-static void pc_put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-static void pc_put64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-static uint16_t pc_get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-static uint32_t pc_get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-static uint64_t pc_get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
 int pc_journal_mode_parse(const char *s, unsigned *mode)
 {
     static const char *const names[] = {"off", "everysec", "always"};
@@ -90,16 +56,16 @@ void pc_jseg_hdr_encode(void *buf, const pc_jseg_hdr *h)
     uint8_t *p = buf;
     memset(p, 0, PC_JSEG_HDR_SIZE);
     memcpy(p, pc_jseg_magic, 8);
-    pc_put16(p + 8, PC_JOURNAL_VERSION);
-    pc_put16(p + 10, PC_JSEG_HDR_SIZE);
-    pc_put32(p + 12, h->pid);
-    pc_put64(p + 16, h->epoch);
-    pc_put64(p + 24, h->boot_gen);
-    pc_put64(p + 32, (uint64_t)h->created_wall_ms);
+    pc_put_le16(p + 8, PC_JOURNAL_VERSION);
+    pc_put_le16(p + 10, PC_JSEG_HDR_SIZE);
+    pc_put_le32(p + 12, h->pid);
+    pc_put_le64(p + 16, h->epoch);
+    pc_put_le64(p + 24, h->boot_gen);
+    pc_put_le64(p + 32, (uint64_t)h->created_wall_ms);
     size_t n = h->coll_len <= PC_COLL_NAME_MAX ? h->coll_len : PC_COLL_NAME_MAX;
     p[40] = (uint8_t)n;
     memcpy(p + 41, h->coll, n);
-    pc_put64(p + 120, XXH3_64bits(p, 120));
+    pc_put_le64(p + 120, XXH3_64bits(p, 120));
 }
 
 int pc_jseg_hdr_decode(const void *buf, size_t len, pc_jseg_hdr *out, const char **why)
@@ -111,23 +77,23 @@ int pc_jseg_hdr_decode(const void *buf, size_t len, pc_jseg_hdr *out, const char
         w = "shorter than a segment header";
     } else if (memcmp(p, pc_jseg_magic, 8) != 0) {
         w = "not a journal segment (bad magic)";
-    } else if (pc_get64(p + 120) != XXH3_64bits(p, 120)) {
+    } else if (pc_get_le64(p + 120) != XXH3_64bits(p, 120)) {
         w = "segment header checksum mismatch";
-    } else if (pc_get16(p + 8) != PC_JOURNAL_VERSION) {
+    } else if (pc_get_le16(p + 8) != PC_JOURNAL_VERSION) {
         w = "unknown journal format version";
         rc = PC_EFORMAT;
-    } else if (pc_get16(p + 10) != PC_JSEG_HDR_SIZE) {
+    } else if (pc_get_le16(p + 10) != PC_JSEG_HDR_SIZE) {
         w = "bad segment header size";
     } else if (p[40] == 0 || p[40] > PC_COLL_NAME_MAX) {
         w = "bad collection name length";
     } else {
         pc_jseg_hdr h;
         memset(&h, 0, sizeof h);
-        h.version = pc_get16(p + 8);
-        h.pid = pc_get32(p + 12);
-        h.epoch = pc_get64(p + 16);
-        h.boot_gen = pc_get64(p + 24);
-        h.created_wall_ms = (int64_t)pc_get64(p + 32);
+        h.version = pc_get_le16(p + 8);
+        h.pid = pc_get_le32(p + 12);
+        h.epoch = pc_get_le64(p + 16);
+        h.boot_gen = pc_get_le64(p + 24);
+        h.created_wall_ms = (int64_t)pc_get_le64(p + 32);
         h.coll_len = p[40];
         memcpy(h.coll, p + 41, h.coll_len);
         h.coll[h.coll_len] = '\0';
@@ -157,18 +123,18 @@ size_t pc_jrec_encode_body(void *buf, const pc_jrec *r)
     size_t vlen = r->op == PC_WAL_COUNTER ? 8 : r->op == PC_WAL_SET ? r->vlen : 0;
     size_t body = PC_JREC_HDR_SIZE + r->klen + vlen;
     memcpy(p, pc_jrec_marker, 4);
-    pc_put32(p + 4, (uint32_t)(body + PC_JREC_SUM_SIZE));
+    pc_put_le32(p + 4, (uint32_t)(body + PC_JREC_SUM_SIZE));
     p[8] = (uint8_t)r->op;
     p[9] = (uint8_t)r->flags;
-    pc_put16(p + 10, (uint16_t)r->klen);
-    pc_put32(p + 12, (uint32_t)vlen);
-    pc_put32(p + 16, r->stamp);
-    pc_put32(p + 20, 0);
-    pc_put64(p + 24, (uint64_t)r->expires_wall_ms);
+    pc_put_le16(p + 10, (uint16_t)r->klen);
+    pc_put_le32(p + 12, (uint32_t)vlen);
+    pc_put_le32(p + 16, r->stamp);
+    pc_put_le32(p + 20, 0);
+    pc_put_le64(p + 24, (uint64_t)r->expires_wall_ms);
     if (r->klen > 0)
         memcpy(p + PC_JREC_HDR_SIZE, r->key, r->klen);
     if (r->op == PC_WAL_COUNTER)
-        pc_put64(p + PC_JREC_HDR_SIZE + r->klen, (uint64_t)r->counter);
+        pc_put_le64(p + PC_JREC_HDR_SIZE + r->klen, (uint64_t)r->counter);
     else if (vlen > 0)
         memcpy(p + PC_JREC_HDR_SIZE + r->klen, r->val, vlen);
     return body + PC_JREC_SUM_SIZE;
@@ -181,7 +147,7 @@ uint64_t pc_jrec_sum(const void *buf, size_t size)
 
 uint32_t pc_jrec_size_at(const void *buf)
 {
-    return pc_get32((const uint8_t *)buf + 4);
+    return pc_get_le32((const uint8_t *)buf + 4);
 }
 
 size_t pc_jrec_encode(void *buf, const pc_jrec *r)
@@ -206,13 +172,13 @@ int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why
         w = "no record marker";
         goto bad;
     }
-    uint32_t size = pc_get32(p + 4);
+    uint32_t size = pc_get_le32(p + 4);
     r.op = p[8];
     r.flags = p[9];
-    r.klen = pc_get16(p + 10);
-    r.vlen = pc_get32(p + 12);
-    r.stamp = pc_get32(p + 16);
-    r.expires_wall_ms = (int64_t)pc_get64(p + 24);
+    r.klen = pc_get_le16(p + 10);
+    r.vlen = pc_get_le32(p + 12);
+    r.stamp = pc_get_le32(p + 16);
+    r.expires_wall_ms = (int64_t)pc_get_le64(p + 24);
     if (PC_JREC_HDR_SIZE + r.klen <= avail)
         r.key = p + PC_JREC_HDR_SIZE; /* nameable from here on */
     if (r.op < PC_WAL_SET || r.op > PC_WAL_EXPIRE) {
@@ -230,13 +196,14 @@ int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why
         w = "record length disagrees with its key and value lengths";
     } else if (size > avail) {
         w = "record runs past the end of the segment";
-    } else if (pc_get64(p + size - PC_JREC_SUM_SIZE) != XXH3_64bits(p, size - PC_JREC_SUM_SIZE)) {
+    } else if (pc_get_le64(p + size - PC_JREC_SUM_SIZE) !=
+               XXH3_64bits(p, size - PC_JREC_SUM_SIZE)) {
         w = "checksum mismatch";
     } else {
         r.size = size;
         r.val = r.vlen > 0 ? p + PC_JREC_HDR_SIZE + r.klen : NULL;
         if (r.op == PC_WAL_COUNTER)
-            r.counter = (int64_t)pc_get64(p + PC_JREC_HDR_SIZE + r.klen);
+            r.counter = (int64_t)pc_get_le64(p + PC_JREC_HDR_SIZE + r.klen);
         if (out != NULL)
             *out = r;
         return 0;

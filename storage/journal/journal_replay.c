@@ -488,7 +488,7 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
     if (hooked)
         (void)pc_wal_hook(j->c, NULL, NULL);
     int first = 0;
-    int64_t now = pc_jwall_now_ms();
+    int64_t now = pc_wall_ms();
     for (size_t i = 0; i < rp->cap; i++) {
         struct pc_jent *e = &rp->tab[i];
         if (e->vrec != NULL || e->xrec != NULL)

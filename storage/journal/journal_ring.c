@@ -46,7 +46,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PC_JCTL_SIZE 16u
@@ -65,13 +64,6 @@ static void pc_jioerr_set(struct pc_jioerr *e, int err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->what, sizeof e->what, fmt, ap);
     va_end(ap);
-}
-
-int64_t pc_jcoarse_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void pc_jfd_close(struct pc_jfd *f)
@@ -246,7 +238,7 @@ static int pc_jseg_ready(pc_journal *j, struct pc_jslot_shm *s, unsigned c, stru
                      .pid = pid,
                      .epoch = s->c_epoch,
                      .boot_gen = j->boot_gen,
-                     .created_wall_ms = pc_jwall_now_ms(),
+                     .created_wall_ms = pc_wall_ms(),
                      .coll_len = strlen(cn)};
     memcpy(h.coll, cn, h.coll_len + 1);
     uint8_t hdr[PC_JSEG_HDR_SIZE];

@@ -43,20 +43,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 __attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, int level,
                                                          const char *fmt, ...)
 {
-    if (p->log == NULL || level > p->log_level)
-        return;
-    char buf[512];
+    const pc_logger lg = {p->log, p->log_ctx, p->log_level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    pc_log_vemit(&lg, level, NULL, fmt, ap);
     va_end(ap);
-    p->log(p->log_ctx, level, buf);
 }
 
 int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -68,20 +64,6 @@ int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
         va_end(ap);
     }
     return rc;
-}
-
-static int64_t pp_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t pp_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void pc_persist_config_init(pc_persist_config *cfg)
@@ -424,7 +406,7 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res)
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
     atomic_store(&st->last_save_rc, rc);
     if (rc == 0) {
-        atomic_store(&st->last_save_ms, pp_wall_ms());
+        atomic_store(&st->last_save_ms, pc_wall_ms());
         atomic_store(&st->last_save_count, r.rows);
         atomic_store(&st->last_save_us, (uint64_t)(r.seconds * 1e6));
         atomic_store(&st->generation, r.generation);
@@ -447,8 +429,7 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
     pc_persist_result r;
     memset(&r, 0, sizeof r);
     bool snapshot = false; /* a snapshot of coll was loaded */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = pc_mono_sec();
     int rc;
     if (p->backend != NULL) {
         pc_sync_reopen_if_lost(p);
@@ -467,12 +448,11 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
         snapshot = jr.snapshot;
         pp_result_of_load(&r, &jr.load);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double secs = pc_mono_sec() - t0;
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
     atomic_store(&st->last_load_rc, rc);
     if (rc == 0) {
-        atomic_store(&st->last_load_ms, pp_wall_ms());
+        atomic_store(&st->last_load_ms, pc_wall_ms());
         atomic_store(&st->last_load_count, r.rows);
         atomic_store(&st->last_load_us, (uint64_t)(secs * 1e6));
         if (snapshot)
@@ -509,7 +489,7 @@ int pc_persist_startup(pc_persist *p)
     }
     /* journaling starts only now, so the restore is not journaled again */
     int rc = p->journal != NULL ? pc_journal_install(p->journal) : 0; /* none with a backend */
-    p->next_periodic_ms = pp_mono_ms() + (int64_t)p->period_s * 1000;
+    p->next_periodic_ms = pc_mono_ms() + (int64_t)p->period_s * 1000;
     return first != 0 ? first : rc;
 }
 
@@ -521,14 +501,14 @@ int pc_persist_tick(pc_persist *p)
     int src = pc_persist_sync_tick(p);
     if (rc == 0)
         rc = src;
-    if (p->period_s > 0 && pp_mono_ms() >= p->next_periodic_ms) {
+    if (p->period_s > 0 && pc_mono_ms() >= p->next_periodic_ms) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
             if (p->persist[i]) {
                 int r = pc_persist_save_coll(p, pc_coll_at(p->cache, i), NULL);
                 if (r != 0 && rc == 0)
                     rc = r;
             }
-        p->next_periodic_ms = pp_mono_ms() + (int64_t)p->period_s * 1000;
+        p->next_periodic_ms = pc_mono_ms() + (int64_t)p->period_s * 1000;
     }
     return rc;
 }
@@ -618,11 +598,6 @@ static int pp_call_target(pc_persist *p, const pc_mgmt_call *call, int create, p
     return 0;
 }
 
-static double pp_secs(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
-}
-
 /* The store a perf_save / perf_load result names: the call's [store] when
  * t is non-NULL, else the configured one (an SQL target with its password
  * masked). */
@@ -651,8 +626,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     int use = 0, rc = pp_call_target(p, call, 1, &t, &use, "perf_save", err);
     if (rc != 0)
         return rc;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = pc_mono_sec();
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
@@ -673,8 +647,7 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         n++;
         saved += r.rows;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = pp_secs(&t0, &t1);
+    double secs = pc_mono_sec() - t0;
     rc = ops->obj_begin(rctx, NULL);
     rc = rc ? rc : ops->u64(rctx, "collections", n);
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
@@ -699,8 +672,7 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     int use = 0, rc = pp_call_target(p, call, 0, &t, &use, "perf_load", err);
     if (rc != 0)
         return rc;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = pc_mono_sec();
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
@@ -728,12 +700,12 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         loaded += r.rows;
         expired += r.skipped_expired;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = pc_mono_sec() - t0;
     rc = ops->obj_begin(rctx, NULL);
     rc = rc ? rc : ops->u64(rctx, "collections", n);
     rc = rc ? rc : ops->u64(rctx, "loaded", loaded);
     rc = rc ? rc : ops->u64(rctx, "skipped_expired", expired);
-    rc = rc ? rc : ops->dbl(rctx, "duration", pp_secs(&t0, &t1));
+    rc = rc ? rc : ops->dbl(rctx, "duration", secs);
     const char *path = pp_describe(p, use ? &t : NULL);
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);

@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 /* One collection's sync facts, in shared memory. Counters and times are
@@ -52,28 +51,11 @@ struct pc_sync_coll_shm {
 __attribute__((format(printf, 3, 4))) static void sy_log(const pc_persist *p, int level,
                                                          const char *fmt, ...)
 {
-    if (p->log == NULL || level > p->log_level)
-        return;
-    char buf[512];
+    const pc_logger lg = {p->log, p->log_ctx, p->log_level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    pc_log_vemit(&lg, level, NULL, fmt, ap);
     va_end(ap);
-    p->log(p->log_ctx, level, buf);
-}
-
-static int64_t sy_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t sy_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* A node id travels in datagrams and log lines: printable ASCII, no space. */
@@ -156,7 +138,7 @@ int pc_sync_open(pc_persist *p, const pc_persist_config *cfg, char *err, size_t 
     p->push_ctx = cfg->sync_push_ctx;
     p->poll_ms = cfg->sync_poll_ms;
     p->check_ms = cfg->sync_check_ms != 0 ? cfg->sync_check_ms : 1000;
-    p->next_poll_ms = sy_mono_ms() + p->poll_ms;
+    p->next_poll_ms = pc_mono_ms() + p->poll_ms;
     p->sync = mmap(NULL, PC_MAX_COLLECTIONS * sizeof *p->sync, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p->sync == MAP_FAILED) {
@@ -225,7 +207,7 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
                  "locally, no peer notified");
     } else {
         r.generation = sr.generation;
-        atomic_store(&p->sync[pp_index(p, coll)].last_out_ms, sy_wall_ms());
+        atomic_store(&p->sync[pp_index(p, coll)].last_out_ms, pc_wall_ms());
         r.peers = p->push != NULL ? p->push(p->push_ctx, name, r.generation, p->node_id) : 0;
         if (r.peers < 0) {
             r.degraded = 1;
@@ -260,8 +242,7 @@ static int sy_cmd_sync(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     pc_coll *only = pc_mgmt_call_coll(call, 0);
     pc_sync_result res[PC_MAX_COLLECTIONS];
     unsigned idx[PC_MAX_COLLECTIONS], n = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = pc_mono_sec();
     for (unsigned i = 0; i < pc_coll_count(p->cache) && n < PC_MAX_COLLECTIONS; i++) {
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
@@ -277,7 +258,7 @@ static int sy_cmd_sync(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
                                   p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         idx[n++] = i;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = pc_mono_sec() - t0;
     uint64_t saved = 0, gen = 0;
     int peers = 0;
     const char *note = "";
@@ -288,7 +269,6 @@ static int sy_cmd_sync(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         if (res[k].degraded && note[0] == '\0')
             note = res[k].note;
     }
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     int rc = ops->obj_begin(rctx, NULL);
     rc = rc ? rc : ops->u64(rctx, "collections", n);
     rc = rc ? rc : ops->u64(rctx, "saved", saved);
@@ -394,7 +374,7 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
         if (rc == 0 && gen > mine) {
             sy_gen_max(&p->shm[i], gen);
             sy_set_source(st, src);
-            atomic_store(&st->last_in_ms, sy_wall_ms());
+            atomic_store(&st->last_in_ms, pc_wall_ms());
             atomic_fetch_add(&st->reloads, 1);
             atomic_fetch_add(&st->pruned, pruned);
             sy_log(p, PC_LOG_INFO,
@@ -440,7 +420,7 @@ int pc_persist_sync_tick(pc_persist *p)
         return PC_EINVAL;
     if (!sy_capable(p) || p->sync == NULL)
         return 0;
-    int64_t now = sy_mono_ms();
+    int64_t now = pc_mono_ms();
     bool poll = p->poll_ms > 0 && now >= p->next_poll_ms;
     if (poll)
         p->next_poll_ms = now + p->poll_ms;
@@ -477,7 +457,7 @@ int pc_persist_sync_due_ms(pc_persist *p)
 {
     if (p == NULL || !sy_capable(p) || p->sync == NULL)
         return -1;
-    int64_t now = sy_mono_ms(), due = INT64_MAX;
+    int64_t now = pc_mono_ms(), due = INT64_MAX;
     if (p->poll_ms > 0)
         due = p->next_poll_ms;
     for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {

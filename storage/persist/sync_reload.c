@@ -106,13 +106,6 @@ struct reload_ctx {
     uint64_t loaded, failed, pruned;
 };
 
-static int64_t rl_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
                   int64_t expires_ms, int is_counter)
 {
@@ -136,12 +129,11 @@ static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size
         rc = pc_set(r->coll, key, klen, val, vlen, ttl, 0);
     if (rc != 0) {
         r->failed++;
-        if (r->failed <= 3 && r->p->log != NULL && r->p->log_level >= PC_LOG_ERR) {
-            char msg[200];
-            snprintf(msg, sizeof msg,
-                     "pcache: sync: reloading %s: a row (key of %zu bytes) was refused: %s",
-                     pc_coll_name(r->coll), klen, pc_strerror(rc));
-            r->p->log(r->p->log_ctx, PC_LOG_ERR, msg);
+        if (r->failed <= 3) {
+            const pc_logger lg = {r->p->log, r->p->log_ctx, r->p->log_level};
+            pc_log_emit(&lg, PC_LOG_ERR,
+                        "pcache: sync: reloading %s: a row (key of %zu bytes) was refused: %s",
+                        pc_coll_name(r->coll), klen, pc_strerror(rc));
         }
         return 0;
     }
@@ -166,7 +158,7 @@ int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *
     memset(&r, 0, sizeof r);
     r.p = p;
     r.coll = coll;
-    r.now_ms = rl_wall_ms();
+    r.now_ms = pc_wall_ms();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     r.ks.seed = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&r;

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -45,26 +44,11 @@ void pc_store_config_init(pc_store_config *cfg)
 
 void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
 {
-    char msg[768];
+    const pc_logger lg = {s->log, s->log_ctx, s->log_level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pc_log_vemit(&lg, level, NULL, fmt, ap);
     va_end(ap);
-    s->log(s->log_ctx, level, msg);
-}
-
-int64_t pc_store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-double pc_store_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int pc_store_mdb_err(const pc_store *s, int mrc, const char *what)
@@ -415,7 +399,7 @@ static int pc_init_store(struct pc_open_ctx *o)
     int rc = pc_store_txn_begin(s, 0, &txn);
     if (rc != 0)
         return pc_open_fail(o, rc, "store %s: cannot begin the creating transaction", s->path);
-    pc_sf_hdr h = {.version = PC_SF_VERSION, .created_ms = pc_store_now_ms()};
+    pc_sf_hdr h = {.version = PC_SF_VERSION, .created_ms = pc_wall_ms()};
     uint8_t buf[PC_SF_HDR_SIZE];
     pc_sf_hdr_encode(&h, buf);
     MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, v = {sizeof buf, buf};

@@ -458,7 +458,6 @@ int pc_sf_name_ok(const char *name, size_t *nlen)
 
 char *pc_sf_keystr(const void *key, size_t klen, char *out, size_t cap)
 {
-    static const char hx[] = "0123456789abcdef";
     const unsigned char *k = key;
     size_t o = 0;
     if (cap == 0)
@@ -471,8 +470,8 @@ char *pc_sf_keystr(const void *key, size_t klen, char *out, size_t cap)
         } else {
             out[o++] = '\\';
             out[o++] = 'x';
-            out[o++] = hx[k[i] >> 4];
-            out[o++] = hx[k[i] & 15];
+            out[o++] = pc_hex_digit(k[i] >> 4);
+            out[o++] = pc_hex_digit(k[i]);
         }
     }
     if (klen > 80 && o + 4 < cap) {

@@ -125,9 +125,6 @@ int pc_store_grow(pc_store *s, size_t need);
 void pc_store_reap_readers(pc_store *s);
 /* Bytes in use in the environment (last page + 1) * page size. */
 size_t pc_store_used_bytes(pc_store *s);
-/* Wall clock in ms (CLOCK_REALTIME). Monotonic seconds as a double. */
-int64_t pc_store_now_ms(void);
-double pc_store_mono(void);
 /* Reads the decoded meta of collection name in txn: 0, PC_ENOTFOUND,
  * PC_ECORRUPT (logged), PC_EFORMAT (logged). */
 int pc_store_meta_read(pc_store *s, MDB_txn *txn, const char *name, size_t nlen,

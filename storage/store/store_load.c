@@ -294,7 +294,7 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
     ld.name = pc_coll_name(coll);
     if ((rc = pc_sf_name_ok(ld.name, &ld.nlen)) != 0)
         return rc;
-    double t0 = pc_store_mono();
+    double t0 = pc_mono_sec();
     unsigned nw = pc_store_auto_threads(s->threads);
     unsigned depth = 2 * nw + 2;
     struct pc_ld_job *jobs = calloc(depth + 1, sizeof *jobs);
@@ -327,7 +327,7 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
         rc = pc_store_mdb_err(s, mrc, "open a cursor");
         goto out;
     }
-    ld.now_ms = pc_store_now_ms();
+    ld.now_ms = pc_wall_ms();
     uint8_t pk[PC_SF_BKEY_MAX];
     memcpy(pk, ld.name, ld.nlen);
     pk[ld.nlen] = 0;
@@ -352,7 +352,7 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
         if (done != NULL && (rc = pc_ld_consume(&ld, done)) != 0)
             break;
         if (ld.res.blocks % 64 == 0)
-            ld.now_ms = pc_store_now_ms();
+            ld.now_ms = pc_wall_ms();
     }
     for (void *j; (j = pc_pipe_next(pipe)) != NULL;) {
         int crc = pc_ld_consume(&ld, j);
@@ -387,7 +387,7 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
             PC_SLOG(s, PC_LOG_WARN, "store %s: collection %s: prune not done: %s", s->path, ld.name,
                     pc_strerror(prc));
     }
-    ld.res.seconds = pc_store_mono() - t0;
+    ld.res.seconds = pc_mono_sec() - t0;
     ld.res.rate = ld.res.seconds > 0 ? (double)ld.res.loaded / ld.res.seconds : 0;
     ld.res.meta = ld.meta;
     PC_SLOG(s, PC_LOG_INFO,
@@ -563,7 +563,7 @@ static int pc_store_prune(pc_store *s, const char *name, size_t nlen, uint64_t g
             rc = rc == PC_ENOTFOUND ? 0 : rc;
             break;
         }
-        int64_t now = pc_store_now_ms();
+        int64_t now = pc_wall_ms();
         uint64_t removed = 0, kb = 0, vb = 0;
         int mrc = 0;
         for (size_t i = 0; i < nkeys && mrc == 0; i++)

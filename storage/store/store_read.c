@@ -231,7 +231,7 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
         off += used;
         if (!match)
             continue;
-        if (r.expires_ms != 0 && (int64_t)r.expires_ms <= pc_store_now_ms() &&
+        if (r.expires_ms != 0 && (int64_t)r.expires_ms <= pc_wall_ms() &&
             (flags & PC_STORE_INCLUDE_EXPIRED) == 0)
             goto out;
         uint8_t *copy = malloc(r.vlen + 1);
@@ -295,7 +295,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
     memcpy(pk, name, nlen);
     pk[nlen] = 0;
     MDB_val k = {nlen + 1, pk}, v;
-    int64_t now = pc_store_now_ms();
+    int64_t now = pc_wall_ms();
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && rc == 0;
          mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size <= nlen || memcmp(k.mv_data, pk, nlen + 1) != 0)

@@ -151,7 +151,7 @@ static int pc_sv_cb(void *ctx, const pc_entry *e)
             sv->err = PC_ESYS;
             return 1;
         }
-        sv->now_ms = pc_store_now_ms();
+        sv->now_ms = pc_wall_ms();
     }
     if (sv->cur->raw.len > PC_SF_BLOCK_RAW_MAX / 2) { /* only equal order keys get here */
         PC_SLOG(sv->s, PC_LOG_ERR, "store %s: save of %s: too many records share order key %016llx",
@@ -246,9 +246,9 @@ static int pc_sv_write(struct pc_sv *sv, const pc_store_save_opts *opts, double 
     meta->stored_bytes = sv->stored_bytes;
     meta->key_bytes = sv->key_bytes;
     meta->value_bytes = sv->value_bytes;
-    meta->saved_at_ms = pc_store_now_ms();
+    meta->saved_at_ms = pc_wall_ms();
     meta->journal_epoch = opts != NULL ? opts->journal_epoch : 0;
-    meta->save_usec = (uint64_t)((pc_store_mono() - t0) * 1e6);
+    meta->save_usec = (uint64_t)((pc_mono_sec() - t0) * 1e6);
     MDB_val hk = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, hv;
     if ((mrc = mdb_get(txn, s->meta, &hk, &hv)) != 0)
         goto out;
@@ -290,7 +290,7 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
     int rc = pc_store_check_pid(s);
     if (rc != 0)
         return rc;
-    double t0 = pc_store_mono();
+    double t0 = pc_mono_sec();
     struct pc_sv sv;
     memset(&sv, 0, sizeof sv);
     sv.s = s;
@@ -329,7 +329,7 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
                 pc_strerror(rc));
         goto out;
     }
-    double t1 = pc_store_mono();
+    double t1 = pc_mono_sec();
     /* stage 3: pre-size the map, then the one transaction */
     pc_store_reap_readers(s);
     size_t need = pc_store_used_bytes(s) + pc_sv_pages_bytes(&sv) + (8u << 20);
@@ -356,7 +356,7 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
                 sv.name, pc_strerror(rc));
         goto out;
     }
-    double t2 = pc_store_mono();
+    double t2 = pc_mono_sec();
     PC_SLOG(s, PC_LOG_INFO,
             "store %s: saved %s generation %llu: %llu records in %zu blocks, %llu -> %llu bytes, "
             "%.3f s (commit %.3f s)",

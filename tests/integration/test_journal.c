@@ -666,7 +666,7 @@ static void put_segment(const char *coll, uint64_t epoch, uint64_t boot_gen, uin
 static void test_order_rules(void **state)
 {
     (void)state;
-    int64_t past = pc_jwall_now_ms() - 1000, later = pc_jwall_now_ms() + 3600000;
+    int64_t past = pc_wall_ms() - 1000, later = pc_wall_ms() + 3600000;
     uint64_t e1 = 1ull << 32, e2 = 2ull << 32;
     const pc_jrec a[] = {
         SETREC("wrap", "before-wrap", 0xfffffff0u, 0),

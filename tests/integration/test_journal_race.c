@@ -209,7 +209,7 @@ static void fake_save(pc_journal *j, pc_coll *co, struct snap *s)
     s->epoch = epoch;
     s->boot_gen = pc_journal_boot_gen(j);
     /* TTLs as absolute wall-clock deadlines, as the store keeps them */
-    int64_t now = pc_jwall_now_ms();
+    int64_t now = pc_wall_ms();
     for (size_t i = 0; i < s->kv.n; i++)
         if (s->kv.v[i].ttl_ms >= 0)
             s->kv.v[i].ttl_ms = now + (s->kv.v[i].ttl_ms > 0 ? s->kv.v[i].ttl_ms : 1);
@@ -220,7 +220,7 @@ static void fake_save(pc_journal *j, pc_coll *co, struct snap *s)
  * absolute deadline (or -1). */
 static void fake_load(const struct snap *s, pc_coll *co, pc_journal_replay *rp, unsigned *skipped)
 {
-    int64_t now = pc_jwall_now_ms();
+    int64_t now = pc_wall_ms();
     *skipped = 0;
     for (size_t i = 0; i < s->kv.n; i++) {
         const struct kv *k = &s->kv.v[i];
@@ -580,9 +580,9 @@ static pid_t start_maintainer(pc_cache *c, pc_journal *j, struct grow_sh *sh)
     while (!atomic_load(&sh->stop)) {
         pc_maint_report r;
         int rc = pc_maintain(c, PC_MAINT_ALL, &r);
-        if (rc == 0 && pc_jcoarse_ms() >= next_sync) {
+        if (rc == 0 && pc_mono_coarse_ms() >= next_sync) {
             rc = pc_journal_sync_all(j);
-            next_sync = pc_jcoarse_ms() + 100;
+            next_sync = pc_mono_coarse_ms() + 100;
         }
         if (rc != 0) {
             atomic_store(&sh->rc, rc);
@@ -640,8 +640,8 @@ static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *
     assert_int_equal(pc_journal_save(ja, s, ca, NULL, NULL), 0); /* on the small table */
     atomic_store(&sh->ops, 0);
     pid_t maint = start_maintainer(a, ja, sh);
-    for (int64_t t0 = pc_jcoarse_ms(); atomic_load(&sh->calls) == 0;) { /* it splits */
-        assert_true(pc_jcoarse_ms() < t0 + 10000);
+    for (int64_t t0 = pc_mono_coarse_ms(); atomic_load(&sh->calls) == 0;) { /* it splits */
+        assert_true(pc_mono_coarse_ms() < t0 + 10000);
         usleep(100);
     }
     pid_t pids[GROW_WRITERS];
@@ -702,8 +702,8 @@ static void test_save_while_growing(void **state)
     memset(&t, 0, sizeof t);
     unsigned rounds = 0;
     uint64_t splits = 0, drained = 0, reaped = 0;
-    const int64_t t0 = pc_jcoarse_ms();
-    for (int64_t end = t0 + race_ms(); pc_jcoarse_ms() < end || rounds < 2; rounds++) {
+    const int64_t t0 = pc_mono_coarse_ms();
+    for (int64_t end = t0 + race_ms(); pc_mono_coarse_ms() < end || rounds < 2; rounds++) {
         if (rounds > 0) { /* a fresh store per round */
             teardown_dir(NULL);
             setup_dir(NULL);
@@ -718,7 +718,7 @@ static void test_save_while_growing(void **state)
         "last); maintainer: %" PRIu64 " splits, %" PRIu64 " drained, %" PRIu64 " reaped; %" PRIu64
         " buckets at the end of the last round; restore: %" PRIu64 " records, %" PRIu64
         " snapshot records superseded\n",
-        (double)(pc_jcoarse_ms() - t0) / 1000, rounds, t.saves, t.overlapped, t.last_overlapped,
+        (double)(pc_mono_coarse_ms() - t0) / 1000, rounds, t.saves, t.overlapped, t.last_overlapped,
         splits, drained, reaped, t.buckets, t.records, t.snap_skipped);
     grow_shared = NULL;
     munmap(sh, sizeof *sh);

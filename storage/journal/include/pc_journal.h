@@ -499,7 +499,6 @@ void pc_jring_after_fork(pc_journal *j);
 int pc_jslots_init(pc_journal *j);
 /* The segment file name of (pid, epoch, n) for collection cn. */
 void pc_jseg_name(char *out, size_t cap, const char *cn, uint64_t epoch, uint32_t pid, int32_t n);
-int64_t pc_jcoarse_ms(void);
 
 /* journal_ring.c, for the drainer (journal_drain.c): a consumer's side. */
 /* A drain's I/O failure, logged by its caller (the log callback may not be thread-safe). */
@@ -541,8 +540,6 @@ void pc_jlog(const pc_journal *j, int level, const char *fmt, ...)
 /* A printable rendering of a binary key for log lines (escaped, cut at 64
  * bytes with "..."), NUL-terminated in out. */
 void pc_jkey_text(const void *key, size_t klen, char *out, size_t cap);
-/* CLOCK_REALTIME in ms. */
-int64_t pc_jwall_now_ms(void);
 
 #ifdef __cplusplus
 }

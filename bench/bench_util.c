@@ -4,6 +4,8 @@
  */
 #include "bench_util.h"
 
+#include "pcache_util.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +47,6 @@ double bench_median(double *v, size_t n)
 
 int bench_keys_make(bench_keys *k, size_t n, size_t klen, uint64_t salt)
 {
-    static const char hex[] = "0123456789abcdef";
-
     memset(k, 0, sizeof *k);
     k->buf = malloc(n * klen);
     if (k->buf == NULL)
@@ -58,7 +58,7 @@ int bench_keys_make(bench_keys *k, size_t n, size_t klen, uint64_t salt)
         char *p = k->buf + i * klen;
 
         for (size_t d = 0; d < klen; d++)
-            p[d] = d < 16 ? hex[(h >> (60 - 4 * d)) & 0xf] : '0';
+            p[d] = d < 16 ? pc_hex_digit((unsigned)(h >> (60 - 4 * d))) : '0';
     }
     return 0;
 }

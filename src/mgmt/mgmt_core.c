@@ -36,7 +36,6 @@ int pc_mgmt_errorf(pc_mgmt_err *err, int code, const char *fmt, ...)
 
 char *pc_mgmt_quote(char *buf, size_t cap, const void *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *p = s;
     size_t o = 0, i = 0;
     if (cap < 16) {
@@ -58,8 +57,8 @@ char *pc_mgmt_quote(char *buf, size_t cap, const void *s, size_t len)
         } else {
             buf[o++] = '\\';
             buf[o++] = 'x';
-            buf[o++] = hex[c >> 4];
-            buf[o++] = hex[c & 15];
+            buf[o++] = pc_hex_digit(c >> 4);
+            buf[o++] = pc_hex_digit(c);
         }
     }
     buf[o++] = '"';

@@ -100,7 +100,6 @@ static size_t pc_utf8_len(const unsigned char *s, size_t n)
 /* Appends s as a quoted, escaped JSON string. */
 static int pc_json_put_str(pc_json *j, const void *str, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *s = str;
     int rc = pc_json_reserve(j, len + 2); /* the common case: nothing to escape */
     if (rc == 0)
@@ -143,8 +142,8 @@ static int pc_json_put_str(pc_json *j, const void *str, size_t len)
             break;
         default: /* other control bytes, DEL, bytes of no UTF-8 sequence */
             memcpy(e + 1, "u00", 3);
-            e[4] = hex[c >> 4];
-            e[5] = hex[c & 15];
+            e[4] = pc_hex_digit(c >> 4);
+            e[5] = pc_hex_digit(c);
             el = 6;
         }
         rc = pc_json_put(j, e, el);

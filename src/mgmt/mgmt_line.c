@@ -25,17 +25,6 @@ static bool pc_blank(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static int pc_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Length of NAME in a NAME=... word starting at s, 0 if the word is not
  * of that form. */
 static size_t pc_named(const char *s, size_t n)
@@ -101,8 +90,8 @@ static int pc_value(const char *line, size_t len, size_t *pos, char *out, size_t
             out[(*o)++] = '\0';
             break;
         case 'x': {
-            int h = i + 1 < len ? pc_hexval(line[i]) : -1;
-            int l = h >= 0 ? pc_hexval(line[i + 1]) : -1;
+            int h = i + 1 < len ? pc_hex_val((unsigned char)line[i]) : -1;
+            int l = h >= 0 ? pc_hex_val((unsigned char)line[i + 1]) : -1;
             if (l < 0)
                 return pc_mgmt_errorf(err, PC_EINVAL,
                                       "command line: \\x at byte %zu needs two hex digits", i - 1);

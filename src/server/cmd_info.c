@@ -68,7 +68,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         perr += atomic_load_explicit(&shm->wstats[i].proto_errors, memory_order_relaxed);
         clients += atomic_load_explicit(&shm->wstats[i].clients, memory_order_relaxed);
     }
-    int64_t now = now_ms() / 1000;
+    int64_t now = pc_wall_ms() / 1000;
     if (want_section(argc, argv, argl, "server")) {
         ib_add(&b,
                "# Server\r\nredis_version:7.0.0\r\npcached_version:%s\r\nredis_mode:standalone\r\n"

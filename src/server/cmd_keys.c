@@ -80,7 +80,7 @@ static void expire_generic(conn *c, unsigned argc, const char **argv, const size
     }
     int64_t ms = unit_ms ? v : v * 1000;
     if (absolute)
-        ms = ms - now_ms();
+        ms = ms - pc_wall_ms();
     pc_meta m;
     if (pc_probe(c->coll, argv[1], argl[1], &m) != 0) {
         reply_int(c, 0);

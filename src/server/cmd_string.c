@@ -57,7 +57,7 @@ static int parse_expire(conn *c, const char *p, size_t n, int unit_ms, int absol
     }
     int64_t ms = unit_ms ? v : v * 1000;
     if (absolute) {
-        int64_t now = now_ms();
+        int64_t now = pc_wall_ms();
         if (ms <= now)
             return 1;
         ms -= now;

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #define RPC_HDR_MAX 8192u
@@ -37,16 +36,9 @@ int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *a
 
 /* ---- HTTP ------------------------------------------------------------------------ */
 
-static int64_t rpc_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int wait_fd(int fd, short ev, int64_t deadline)
 {
-    int64_t left = deadline - rpc_ms();
+    int64_t left = deadline - pc_mono_ms();
     if (left <= 0)
         return -1;
     struct pollfd pf = {fd, ev, 0};
@@ -122,7 +114,7 @@ static int rpc_code(int rc)
 
 void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd)
 {
-    int64_t deadline = rpc_ms() + RPC_DEADLINE_MS;
+    int64_t deadline = pc_mono_ms() + RPC_DEADLINE_MS;
     char *buf = malloc(RPC_HDR_MAX + RPC_BODY_MAX + 1);
     char *dec = malloc(RPC_BODY_MAX + 1);
     pc_json *jb = NULL;

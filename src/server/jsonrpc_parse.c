@@ -29,14 +29,10 @@ static int hex4(const char *p, unsigned *v)
 {
     *v = 0;
     for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                                            : 99u;
-        if (d > 15)
+        int d = pc_hex_val((unsigned char)p[i]);
+        if (d < 0)
             return -1;
-        *v = *v * 16 + d;
+        *v = *v * 16 + (unsigned)d;
     }
     return 0;
 }

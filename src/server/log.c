@@ -92,16 +92,21 @@ static void log_write(int level, const char *msg)
     (void)w;
 }
 
+static void log_sink(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    log_write(level, msg);
+}
+
 void srv_log(int level, const char *fmt, ...)
 {
-    if (level > lg.level || level < 0)
+    if (level < 0)
         return;
-    char msg[1024];
+    const pc_logger out = {log_sink, NULL, lg.level};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pc_log_vemit(&out, level, NULL, fmt, ap);
     va_end(ap);
-    log_write(level, msg);
 }
 
 void srv_log_cb(void *ctx, int level, const char *msg)

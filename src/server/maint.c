@@ -32,13 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t m_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static pc_json *m_json;
 
 /* Events raised in this process: a reload by perf_sync raises "synced"
@@ -285,9 +278,9 @@ void srv_maint_main(srv *s)
         _exit(0);
     /* requests that a previous maintenance process left unanswered */
     uint64_t one = 1;
-    int64_t next_maint = 0, next_tick = m_mono_ms() + 1000;
+    int64_t next_maint = 0, next_tick = pc_mono_ms() + 1000;
     int64_t next_periodic = s->cfg.snapshot_period_s
-                                ? m_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
+                                ? pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
                                 : INT64_MAX;
     for (;;) {
         struct pollfd pf[5] = {{sfd, POLLIN, 0},
@@ -295,7 +288,7 @@ void srv_maint_main(srv *s)
                                {s->http_fd, POLLIN, 0},
                                {s->unix_fd, POLLIN, 0},
                                {s->sync_fd, POLLIN, 0}};
-        int64_t now = m_mono_ms();
+        int64_t now = pc_mono_ms();
         int timeout = next_maint > now ? (int)(next_maint - now) : 0;
         int sync_due = s->persist != NULL ? pc_persist_sync_due_ms(s->persist) : -1;
         if (sync_due >= 0 && sync_due < timeout)
@@ -342,7 +335,7 @@ void srv_maint_main(srv *s)
             srv_sync_receive(s);
         if (s->persist != NULL)
             (void)pc_persist_sync_tick(s->persist); /* logs its own errors */
-        now = m_mono_ms();
+        now = pc_mono_ms();
         if (now >= next_maint) {
             pc_maint_report rep;
             (void)pc_maintain(s->cache, PC_MAINT_ALL, &rep);
@@ -357,7 +350,7 @@ void srv_maint_main(srv *s)
                 int trc = pc_persist_tick(s->persist);
                 if (due) {
                     atomic_store(&s->shm->saving, 0);
-                    next_periodic = m_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000;
+                    next_periodic = pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000;
                     atomic_store(&s->shm->last_save_rc, trc);
                     if (trc == 0) {
                         atomic_store(&s->shm->last_save, (int64_t)time(NULL));

@@ -50,13 +50,6 @@
 
 int srv_maint_listen(srv *s);
 
-static int64_t ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct child {
     pid_t pid;          /* 0 = not running */
     int64_t started_ms; /* for the crash-loop delay */
@@ -230,14 +223,14 @@ static int setup(srv *s)
             srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_strerror(rc));
             return -1;
         }
-        int64_t t0 = ms_now();
+        int64_t t0 = pc_mono_ms();
         rc = pc_persist_startup(s->persist);
         if (rc != 0)
             srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
                     pc_strerror(rc));
         else if (s->cfg.db_mode >= 1)
             srv_log(PC_LOG_INFO, "warm-up from %s done in %lld ms", s->cfg.db_url,
-                    (long long)(ms_now() - t0));
+                    (long long)(pc_mono_ms() - t0));
     }
     s->shm = mmap(NULL, sizeof *s->shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (s->shm == MAP_FAILED) {
@@ -292,7 +285,7 @@ static void sup_reap(struct sup *sp)
         else
             srv_log(PC_LOG_ERR, "%s (pid %d) exited with status %d: restarting", what, (int)pid,
                     WEXITSTATUS(status));
-        int64_t now = ms_now();
+        int64_t now = pc_mono_ms();
         c->restart_at = now - c->started_ms < 1000 ? now + 1000 : now; /* no crash loop spin */
     }
 }
@@ -322,7 +315,7 @@ static void sup_signal(struct sup *sp, int sig)
             if (sp->workers[i].pid > 0)
                 kill(sp->workers[i].pid, SIGTERM);
         }
-        sp->deadline = ms_now() + s->cfg.drain_timeout_ms + 2000;
+        sp->deadline = pc_mono_ms() + s->cfg.drain_timeout_ms + 2000;
     }
 }
 
@@ -337,7 +330,7 @@ static void sup_restart(struct sup *sp, struct child *c, int role, int64_t now)
 
 static void sup_restart_due(struct sup *sp)
 {
-    int64_t now = ms_now();
+    int64_t now = pc_mono_ms();
     sup_restart(sp, &sp->maint, -1, now);
     for (unsigned i = 0; i < sp->s->cfg.workers; i++)
         sup_restart(sp, &sp->workers[i], (int)i, now);
@@ -349,7 +342,7 @@ static int sup_stop_step(struct sup *sp)
     unsigned alive = 0;
     for (unsigned i = 0; i < sp->s->cfg.workers; i++)
         alive += sp->workers[i].pid > 0;
-    int64_t now = ms_now();
+    int64_t now = pc_mono_ms();
     if (alive > 0 && now >= sp->deadline) {
         srv_log(PC_LOG_WARN, "%u worker(s) still running at the deadline: SIGKILL", alive);
         for (unsigned i = 0; i < sp->s->cfg.workers; i++)
@@ -411,10 +404,10 @@ int srv_master_run(srv *s)
     memset(&sp, 0, sizeof sp);
     sp.s = s;
     sp.maint.pid = spawn(s, -1);
-    sp.maint.started_ms = ms_now();
+    sp.maint.started_ms = pc_mono_ms();
     for (unsigned i = 0; i < s->cfg.workers; i++) {
         sp.workers[i].pid = spawn(s, (int)i);
-        sp.workers[i].started_ms = ms_now();
+        sp.workers[i].started_ms = pc_mono_ms();
     }
     for (;;) {
         struct pollfd pf = {master_sfd, POLLIN, 0};
@@ -429,13 +422,13 @@ int srv_master_run(srv *s)
     }
     int rc = 0;
     if (s->persist != NULL) {
-        int64_t t0 = ms_now();
+        int64_t t0 = pc_mono_ms();
         int prc = pc_persist_shutdown(s->persist);
         if (prc != 0) {
             srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_strerror(prc));
             rc = 1;
         } else if (s->cfg.db_mode == 2) {
-            srv_log(PC_LOG_INFO, "shutdown save done in %lld ms", (long long)(ms_now() - t0));
+            srv_log(PC_LOG_INFO, "shutdown save done in %lld ms", (long long)(pc_mono_ms() - t0));
         }
         pc_persist_close(s->persist);
     }

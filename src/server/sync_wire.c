@@ -18,18 +18,7 @@
 
 #include <string.h>
 
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static uint32_t get_be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
+#include "pcache_util.h"
 
 static int name_ok(const char *s, size_t n)
 {
@@ -45,13 +34,12 @@ int sync_wire_encode(const sync_notice *n, unsigned char *buf, size_t cap, size_
     if (c == 0 || c > SYNC_WIRE_NAME_MAX || s > SYNC_WIRE_NAME_MAX || n->generation == 0 ||
         !name_ok(n->coll, c) || !name_ok(n->source, s) || cap < SYNC_WIRE_HDR + c + s)
         return -1;
-    put_be32(buf, SYNC_WIRE_MAGIC);
+    pc_put_be32(buf, SYNC_WIRE_MAGIC);
     buf[4] = SYNC_WIRE_VERSION;
     buf[5] = 0;
     buf[6] = (unsigned char)c;
     buf[7] = (unsigned char)s;
-    put_be32(buf + 8, (uint32_t)(n->generation >> 32));
-    put_be32(buf + 12, (uint32_t)n->generation);
+    pc_put_be64(buf + 8, n->generation);
     memcpy(buf + SYNC_WIRE_HDR, n->coll, c);
     memcpy(buf + SYNC_WIRE_HDR + c, n->source, s);
     *len = SYNC_WIRE_HDR + c + s;
@@ -62,7 +50,7 @@ int sync_wire_decode(const unsigned char *buf, size_t len, sync_notice *out)
 {
     if (len < SYNC_WIRE_HDR)
         return SYNC_WIRE_SHORT;
-    if (get_be32(buf) != SYNC_WIRE_MAGIC)
+    if (pc_get_be32(buf) != SYNC_WIRE_MAGIC)
         return SYNC_WIRE_MAGIC_BAD;
     if (buf[4] != SYNC_WIRE_VERSION)
         return SYNC_WIRE_VERSION_BAD;
@@ -71,7 +59,7 @@ int sync_wire_decode(const unsigned char *buf, size_t len, sync_notice *out)
     size_t c = buf[6], s = buf[7];
     if (c == 0 || c > SYNC_WIRE_NAME_MAX || s > SYNC_WIRE_NAME_MAX || len != SYNC_WIRE_HDR + c + s)
         return SYNC_WIRE_LENGTH_BAD;
-    uint64_t gen = (uint64_t)get_be32(buf + 8) << 32 | get_be32(buf + 12);
+    uint64_t gen = pc_get_be64(buf + 8);
     if (gen == 0)
         return SYNC_WIRE_GEN_BAD;
     const char *cn = (const char *)buf + SYNC_WIRE_HDR, *sn = cn + c;

@@ -26,18 +26,10 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define W_READ_CHUNK 16384u
 #define W_BUF_KEEP (1u << 20) /* an idle buffer larger than this is released */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void conn_events(srv_worker *w, conn *c)
 {
@@ -281,7 +273,7 @@ static void conn_read(srv_worker *w, conn *c)
             return;
         }
         b->len += (size_t)n;
-        c->last_ms = mono_ms();
+        c->last_ms = pc_mono_ms();
         conn_process(w, c);
         if ((size_t)n < room)
             break;
@@ -303,7 +295,7 @@ static void accept_all(srv_worker *w, int lfd)
                 srv_log(PC_LOG_WARN, "accept: %m (%u connections): pausing accepts for 100 ms",
                         w->nconns);
                 epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
-                w->accept_resume_ms = mono_ms() + 100;
+                w->accept_resume_ms = pc_mono_ms() + 100;
             } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 srv_log(PC_LOG_WARN, "accept: %m");
             }
@@ -328,7 +320,7 @@ static void accept_all(srv_worker *w, int lfd)
         c->need_args = -1;
         c->bulk_len = -1;
         c->coll = w->s->dbs[0];
-        c->last_ms = mono_ms();
+        c->last_ms = pc_mono_ms();
         c->events = EPOLLIN;
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
@@ -427,7 +419,7 @@ void srv_worker_main(srv *s, unsigned slot)
     if (getppid() == 1)
         _exit(0); /* the master died before PDEATHSIG was set */
 
-    int64_t next_tick = mono_ms() + 1000, stop_deadline = 0;
+    int64_t next_tick = pc_mono_ms() + 1000, stop_deadline = 0;
     struct epoll_event evs[256];
     for (;;) {
         int n = epoll_wait(w->epfd, evs, 256, 200);
@@ -443,7 +435,7 @@ void srv_worker_main(srv *s, unsigned slot)
                         srv_log_reopen();
                     } else {
                         begin_stop(w, lfd);
-                        stop_deadline = mono_ms() + s->cfg.drain_timeout_ms;
+                        stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
                     }
                 }
             } else if (p == &tag_slot) {
@@ -470,7 +462,7 @@ void srv_worker_main(srv *s, unsigned slot)
             w->graveyard = g->gnext;
             conn_free(g);
         }
-        int64_t now = mono_ms();
+        int64_t now = pc_mono_ms();
         if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
             struct epoll_event le = {.events = EPOLLIN, .data.ptr = &tag_listen};
             epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &le);

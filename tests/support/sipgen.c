@@ -5,6 +5,8 @@
  */
 #include "sipgen.h"
 
+#include "pcache_util.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,9 +56,8 @@ __attribute__((format(printf, 4, 5))) static void sg_put(char *buf, size_t cap, 
 
 static void sg_hex(uint64_t *s, char *out, unsigned n)
 {
-    static const char hx[] = "0123456789abcdef";
     for (unsigned i = 0; i < n; i++)
-        out[i] = hx[sg_next(s) & 15];
+        out[i] = pc_hex_digit((unsigned)sg_next(s));
     out[n] = 0;
 }
 

@@ -13,19 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "pc_journal.h"
 #include "snap.h"
 
 #define SNAP_STOP 100 /* an iteration callback's "enough" (never a PC_E* code) */
-
-static int64_t snap_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- info ------------------------------------------------------------------ */
 struct snap_jseg {
@@ -318,7 +310,7 @@ static int snap_list(snap_ctx *cx, int argc, char **argv, int details)
         pc_store_close(s);
         return r;
     }
-    struct snap_ls ls = {cx, glob, glob ? strlen(glob) : 0, limit, 0, details, snap_now_ms()};
+    struct snap_ls ls = {cx, glob, glob ? strlen(glob) : 0, limit, 0, details, pc_wall_ms()};
     if (cx->json) {
         fprintf(cx->out, "{\"collection\":");
         snap_jstr(cx->out, name, strlen(name));
@@ -353,7 +345,7 @@ static void snap_get_print(snap_ctx *cx, const char *name, const uint8_t *key, s
                            const uint8_t *val, size_t vlen, const pc_store_record *rec)
 {
     FILE *f = cx->out;
-    int64_t now = snap_now_ms(), num = 0;
+    int64_t now = pc_wall_ms(), num = 0;
     if (rec->is_counter) /* 8 bytes little-endian (pc_store_record) */
         for (int i = 7; i >= 0; i--)
             num = (int64_t)((uint64_t)num << 8 | val[i]);

@@ -17,7 +17,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef PCACHE_SNAPSHOT_ODBC
@@ -27,7 +26,7 @@
  * times a second, only when stderr is a terminal. */
 struct snap_bar {
     int on;
-    struct timespec last;
+    double last; /* monotonic seconds of the last redraw, 0 = never */
     char coll[PC_COLL_NAME_MAX + 1];
     int drawn;
 };
@@ -37,11 +36,9 @@ static int snap_bar_fn(void *ctx, const char *coll, uint64_t done, uint64_t tota
     struct snap_bar *b = ctx;
     if (!b->on)
         return 0;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    double now = pc_mono_sec();
     int changed = strncmp(b->coll, coll, sizeof b->coll) != 0;
-    double since =
-        (double)(now.tv_sec - b->last.tv_sec) + (double)(now.tv_nsec - b->last.tv_nsec) / 1e9;
+    double since = now - b->last;
     if (!changed && since < 0.1 && done != total)
         return 0;
     if (changed && b->drawn)

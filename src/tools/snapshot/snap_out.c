@@ -26,17 +26,6 @@ void snap_esc(FILE *f, const void *p, size_t n)
     }
 }
 
-static int snap_hex(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int snap_unesc(const char *s, size_t n, uint8_t **out, size_t *outlen)
 {
     uint8_t *o = malloc(n + 1); /* never longer than the escaped form */
@@ -54,8 +43,8 @@ int snap_unesc(const char *s, size_t n, uint8_t **out, size_t *outlen)
             continue;
         }
         int h, l;
-        if (i + 3 < n && s[i + 1] == 'x' && (h = snap_hex((unsigned char)s[i + 2])) >= 0 &&
-            (l = snap_hex((unsigned char)s[i + 3])) >= 0) {
+        if (i + 3 < n && s[i + 1] == 'x' && (h = pc_hex_val((unsigned char)s[i + 2])) >= 0 &&
+            (l = pc_hex_val((unsigned char)s[i + 3])) >= 0) {
             o[k++] = (uint8_t)(h << 4 | l);
             i += 3;
             continue;

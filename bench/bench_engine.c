@@ -143,8 +143,8 @@ static int eng_build(struct eng_ctx *e, const bench_keys *keys, struct be_engine
     size_t tick = getenv("PCACHE_BENCH_LOAD_TICK") != NULL
                       ? (size_t)strtoull(getenv("PCACHE_BENCH_LOAD_TICK"), NULL, 10)
                       : 0;
-    cfg.log = eng_log;
-    cfg.log_level = PC_LOG_WARN;
+    cfg.log.fn = eng_log;
+    cfg.log.level = PC_LOG_WARN;
     rc = pc_cache_create(&cfg, &e->cache);
     if (rc == 0)
         rc = pc_coll_find(e->cache, "bench", 5, &e->coll);

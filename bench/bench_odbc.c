@@ -184,8 +184,8 @@ static int open_target(const struct drv *d, int pipeline, pc_odbc **o)
         oc.batch_rows = (unsigned)atoi(batch);
     const char *lg = getenv("PCACHE_BENCH_ODBC_LOG");
     if (lg != NULL && strcmp(lg, "1") == 0) {
-        oc.log = log_stderr;
-        oc.log_level = PC_LOG_DEBUG;
+        oc.log.fn = log_stderr;
+        oc.log.level = PC_LOG_DEBUG;
     }
     char err[1024];
     int rc = pc_odbc_open(d->target, &oc, o, err, sizeof err);

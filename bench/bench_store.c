@@ -109,7 +109,7 @@ pc_cache *bs_cache_new(size_t n, pc_coll **coll, int *tier)
     cfg.collections = spec;
     cfg.mem_mb = 64;
     cfg.hugepage_mb = 256 + n / 1500; /* ~330 B per entry plus the tables */
-    cfg.log = bs_log;
+    cfg.log.fn = bs_log;
     pc_cache *c = NULL;
     if (pc_cache_create(&cfg, &c) != 0 || pc_coll_find(c, "sip", 3, coll) != 0) {
         fprintf(stderr, "pcache-bench store: cannot create a cache of %zu MB\n", cfg.hugepage_mb);
@@ -158,7 +158,7 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
-    sc.log = bs_log;
+    sc.log.fn = bs_log;
     char err[256];
     pc_store *s = NULL;
     if (pc_store_open(path, &sc, &s, err, sizeof err) != 0) {

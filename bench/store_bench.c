@@ -384,7 +384,7 @@ static pc_cache *bench_cache(size_t n, pc_coll **coll)
         cfg.hugepage_mb = cfg.mem_mb;
         cfg.mem_mb = 64;
     }
-    cfg.log = bench_log;
+    cfg.log.fn = bench_log;
     pc_cache *c = NULL;
     if (pc_cache_create(&cfg, &c) != 0 || pc_coll_find(c, "sip", 3, coll) != 0) {
         fprintf(stderr, "cannot create a cache of %zu MB\n", cfg.mem_mb);
@@ -442,7 +442,7 @@ static int bench_config(const char *dir, pc_coll *coll, size_t n, unsigned round
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
-    sc.log = bench_log;
+    sc.log.fn = bench_log;
     sc.threads = threads;
     sc.block_bytes = block;
     sc.zstd_level = level;

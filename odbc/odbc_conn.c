@@ -22,7 +22,7 @@
 void pc_odbc_config_init(pc_odbc_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->log_level = PC_LOG_INFO;
+    cfg->log.level = PC_LOG_INFO;
 }
 
 const char *pc_odbc_dialect_name(int dialect)
@@ -195,8 +195,7 @@ static void mask_secret(const pc_odbc *o, char *s, size_t cap)
 
 void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
 {
-    const pc_logger lg = {o->cfg.log, o->cfg.log_ctx, o->cfg.log_level};
-    if (!pc_log_enabled(&lg, level))
+    if (!pc_log_enabled(&o->cfg.log, level))
         return;
     char buf[PC_ODBC_MSG_MAX];
     va_list ap;
@@ -204,7 +203,7 @@ void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
     pc_log_vformat(buf, sizeof buf, NULL, fmt, ap);
     va_end(ap);
     mask_secret(o, buf, sizeof buf);
-    pc_log_put(&lg, level, buf);
+    pc_log_put(&o->cfg.log, level, buf);
 }
 
 int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *what, ...)
@@ -239,8 +238,7 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
     if (h != SQL_NULL_HANDLE && len == (size_t)(n < 0 ? 0 : n))
         snprintf(o->msg + len, sizeof o->msg - len, ": (the driver gave no diagnostic)");
     mask_secret(o, o->msg, sizeof o->msg);
-    const pc_logger lg = {o->cfg.log, o->cfg.log_ctx, o->cfg.log_level};
-    pc_log_put(&lg, PC_LOG_ERR, o->msg);
+    pc_log_put(&o->cfg.log, PC_LOG_ERR, o->msg);
     return rc;
 }
 

@@ -13,15 +13,12 @@
 
 #include <string.h>
 
-static int be_open(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
-                   char *err, size_t errlen)
+static int be_open(const char *db_url, const pc_logger *log, void **h, char *err, size_t errlen)
 {
     pc_odbc_config cfg;
     pc_odbc_config_init(&cfg);
     cfg.flags = PC_ODBC_CREATE;
-    cfg.log = log;
-    cfg.log_ctx = log_ctx;
-    cfg.log_level = log_level;
+    cfg.log = *log;
     pc_odbc *o = NULL;
     int rc = pc_odbc_open(db_url, &cfg, &o, err, errlen);
     if (rc == 0)

@@ -273,8 +273,8 @@ static int cdbp_open_persistence(void)
     pcfg.persist_collections = cdbp_persist_colls;
     pcfg.journal = cdbp_journal;
     pcfg.snapshot_period_s = (unsigned)cdbp_snapshot_period;
-    pcfg.log = cdbp_log;
-    pcfg.log_level = cdbp_lib_log_level();
+    pcfg.log.fn = cdbp_log;
+    pcfg.log.level = cdbp_lib_log_level();
 #ifdef CDBP_HAVE_ODBC
     /* db_url "odbc://DSN", "odbc:CONNSTR" or a bare "DSN=..." / "DRIVER=..."
      * connection string: the ODBC exporter. It connects here, in the main
@@ -333,8 +333,8 @@ static int mod_init(void)
     cfg.hugepage_mb = (size_t)cdbp_hugepage_mb;
     cfg.growth_load_factor = (unsigned)cdbp_growth_load_factor;
     cfg.growth_budget = (unsigned)cdbp_growth_budget;
-    cfg.log = cdbp_log;
-    cfg.log_level = cdbp_lib_log_level();
+    cfg.log.fn = cdbp_log;
+    cfg.log.level = cdbp_lib_log_level();
     cfg.event_fn = cdbp_event_fn;
     cfg.event_mask = 1u << PC_EV_MEM_DEGRADED;
     int rc = pc_cache_create(&cfg, &cdbp_cache);

@@ -18,7 +18,7 @@ static pc_cache *st_cache(const char *colls, unsigned lf)
     cfg.collections = colls;
     cfg.mem_mb = 16;
     cfg.growth_load_factor = lf;
-    cfg.log = cdbp_log;
+    cfg.log.fn = cdbp_log;
     pc_cache *c = NULL;
     int rc = pc_cache_create(&cfg, &c);
     if (rc != 0)

@@ -119,13 +119,11 @@ typedef struct pc_odbc_config {
     size_t batch_bytes;  /* key + value bytes buffered per batch; 0 = 4 MiB */
     pc_odbc_progress_fn progress; /* NULL = none */
     void *progress_ctx;
-    pc_log_fn log; /* NULL = silent */
-    void *log_ctx;
-    int log_level;
+    pc_logger log; /* fn NULL = silent; level: above it, nothing is formatted */
 } pc_odbc_config;
 
-/* flags 0, shape and pipeline DEFAULT, batch_rows 0, batch_bytes 0, no progress, log
- * NULL, PC_LOG_INFO. */
+/* flags 0, shape and pipeline DEFAULT, batch_rows 0, batch_bytes 0, no progress, log.fn
+ * NULL, log.level PC_LOG_INFO. */
 void pc_odbc_config_init(pc_odbc_config *cfg);
 
 /* 1 when where names an ODBC target: "odbc://DSN", "odbc:CONNSTR", or a

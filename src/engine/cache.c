@@ -24,7 +24,7 @@ void pc_config_init(pc_config *cfg)
     cfg->lock_memory = 1;
     cfg->growth_load_factor = 4;
     cfg->growth_budget = 4096;
-    cfg->log_level = PC_LOG_INFO;
+    cfg->log.level = PC_LOG_INFO;
 }
 
 static uint32_t pc_layout_fingerprint(void)
@@ -81,8 +81,6 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     if (c == NULL)
         return PC_ESYS;
     c->log = cfg->log;
-    c->log_ctx = cfg->log_ctx;
-    c->log_level = cfg->log_level;
     c->ev_fn = cfg->event_fn;
     c->ev_ctx = cfg->event_ctx;
     struct pc_coll_decl decl[PC_MAX_COLLECTIONS];

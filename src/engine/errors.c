@@ -76,10 +76,9 @@ void pc_log(const pc_cache *c, int level, const char *fmt, ...)
 {
     if (c == NULL)
         return;
-    const pc_logger lg = {c->log, c->log_ctx, c->log_level};
     va_list ap;
     va_start(ap, fmt);
-    pc_log_vemit(&lg, level, NULL, fmt, ap);
+    pc_log_vemit(&c->log, level, NULL, fmt, ap);
     va_end(ap);
 }
 

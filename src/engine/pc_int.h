@@ -223,9 +223,7 @@ struct pc_cache {
     unsigned nclasses;
     unsigned ncoll;
     struct pc_coll coll[PC_MAX_COLLECTIONS];
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
+    pc_logger log;     /* pc_config.log */
     pc_event_fn ev_fn; /* this process's event handler */
     void *ev_ctx;
     pc_wal_fn wal_fn; /* this process's write-ahead hook */

@@ -160,8 +160,8 @@ int srv_setup_cache(srv *s, char *err, size_t errlen)
     pc.collections = s->cfg.collections;
     pc.mem_mb = s->cfg.mem_mb;
     pc.hugepage_mb = s->cfg.hugepage_mb;
-    pc.log = srv_log_cb;
-    pc.log_level = srv_log_level();
+    pc.log.fn = srv_log_cb;
+    pc.log.level = srv_log_level();
     int rc = pc_cache_create(&pc, &s->cache);
     if (rc != 0) {
         snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s", pc_strerror(rc));
@@ -210,8 +210,8 @@ static int setup(srv *s)
         pc.persist_collections = s->cfg.persist_collections;
         pc.journal = s->cfg.journal[0] ? s->cfg.journal : NULL;
         pc.snapshot_period_s = s->cfg.snapshot_period_s;
-        pc.log = srv_log_cb;
-        pc.log_level = srv_log_level();
+        pc.log.fn = srv_log_cb;
+        pc.log.level = srv_log_level();
         pc.sql_backend = srv_sql_backend();
         pc.node_id = s->node_id;
         pc.sync_push = srv_sync_push;

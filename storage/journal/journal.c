@@ -91,10 +91,9 @@ void pc_jlog(const pc_journal *j, int level, const char *fmt, ...)
 {
     if (j == NULL)
         return;
-    const pc_logger lg = {j->log, j->log_ctx, j->log_level};
     va_list ap;
     va_start(ap, fmt);
-    pc_log_vemit(&lg, level, "journal: ", fmt, ap);
+    pc_log_vemit(&j->log, level, "journal: ", fmt, ap);
     va_end(ap);
 }
 
@@ -475,7 +474,7 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
 void pc_journal_config_init(pc_journal_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->log_level = PC_LOG_INFO;
+    cfg->log.level = PC_LOG_INFO;
 }
 
 int pc_journal_install(pc_journal *j)
@@ -551,8 +550,6 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     for (unsigned i = 0; i < PC_MAX_COLLECTIONS; i++)
         j->own[i].fd = -1;
     j->log = cfg->log;
-    j->log_ctx = cfg->log_ctx;
-    j->log_level = cfg->log_level;
     j->fork_gen = atomic_load(&pc_jfork_gen);
     j->pid = j->opener = getpid();
     size_t plen = strlen(cfg->dir) + sizeof "/journal";

@@ -45,16 +45,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-__attribute__((format(printf, 3, 4))) static void pp_log(const pc_persist *p, int level,
-                                                         const char *fmt, ...)
-{
-    const pc_logger lg = {p->log, p->log_ctx, p->log_level};
-    va_list ap;
-    va_start(ap, fmt);
-    pc_log_vemit(&lg, level, NULL, fmt, ap);
-    va_end(ap);
-}
-
 int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
@@ -69,7 +59,7 @@ int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 void pc_persist_config_init(pc_persist_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->log_level = PC_LOG_INFO;
+    cfg->log.level = PC_LOG_INFO;
 }
 
 unsigned pp_index(const pc_persist *p, const pc_coll *coll)
@@ -231,8 +221,6 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     p->db_mode = cfg->db_mode;
     p->period_s = cfg->snapshot_period_s;
     p->log = cfg->log;
-    p->log_ctx = cfg->log_ctx;
-    p->log_level = cfg->log_level;
     p->shm = mmap(NULL, PC_MAX_COLLECTIONS * sizeof *p->shm, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p->shm == MAP_FAILED) {
@@ -259,8 +247,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
             rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
             goto fail;
         }
-        rc = p->backend->open(cfg->db_url, cfg->log, cfg->log_ctx, cfg->log_level, &p->bh, err,
-                              errlen);
+        rc = p->backend->open(cfg->db_url, &cfg->log, &p->bh, err, errlen);
         if (rc != 0) {
             p->backend = NULL;
             goto fail;
@@ -272,8 +259,6 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
     sc.log = cfg->log;
-    sc.log_ctx = cfg->log_ctx;
-    sc.log_level = cfg->log_level;
     if ((p->db_url = strdup(cfg->db_url)) == NULL) {
         rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
         goto fail;
@@ -293,8 +278,6 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     jc.dir = pc_store_path(p->store);
     jc.boot_gen = gen;
     jc.log = cfg->log;
-    jc.log_ctx = cfg->log_ctx;
-    jc.log_level = cfg->log_level;
     if ((rc = pc_journal_open(c, &jc, &p->journal)) != 0) {
         pp_fail(err, errlen, rc, "cannot open the journal in '%s': %s", jc.dir, pc_strerror(rc));
         goto fail;
@@ -346,13 +329,11 @@ static int pp_store(pc_persist *p, pc_store **out)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.log = p->log;
-    sc.log_ctx = p->log_ctx;
-    sc.log_level = p->log_level;
     char err[256];
     int rc = pc_store_open(p->db_url, &sc, &p->store, err, sizeof err);
     if (rc != 0) {
-        pp_log(p, PC_LOG_ERR, "pcache: cannot open the store in process %d: %s", (int)getpid(),
-               err);
+        pc_log_emit(&p->log, PC_LOG_ERR, "pcache: cannot open the store in process %d: %s",
+                    (int)getpid(), err);
         return rc;
     }
     p->store_pid = getpid();
@@ -410,14 +391,15 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res)
         atomic_store(&st->last_save_count, r.rows);
         atomic_store(&st->last_save_us, (uint64_t)(r.seconds * 1e6));
         atomic_store(&st->generation, r.generation);
-        pp_log(p, PC_LOG_INFO,
-               "pcache: saved %s: %llu entries in %.3f s (%.0f/s), generation "
-               "%llu",
-               pc_coll_name(coll), (unsigned long long)r.rows, r.seconds, r.rate,
-               (unsigned long long)r.generation);
+        pc_log_emit(&p->log, PC_LOG_INFO,
+                    "pcache: saved %s: %llu entries in %.3f s (%.0f/s), generation "
+                    "%llu",
+                    pc_coll_name(coll), (unsigned long long)r.rows, r.seconds, r.rate,
+                    (unsigned long long)r.generation);
     } else {
-        pp_log(p, PC_LOG_ERR, "pcache: save of %s failed: %s (the previous snapshot stands)",
-               pc_coll_name(coll), pc_strerror(rc));
+        pc_log_emit(&p->log, PC_LOG_ERR,
+                    "pcache: save of %s failed: %s (the previous snapshot stands)",
+                    pc_coll_name(coll), pc_strerror(rc));
     }
     if (res != NULL)
         *res = r;
@@ -457,16 +439,16 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
         atomic_store(&st->last_load_us, (uint64_t)(secs * 1e6));
         if (snapshot)
             atomic_store(&st->generation, r.generation);
-        pp_log(p, PC_LOG_INFO,
-               "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
-               "skipped, %s, in %.3f s",
-               pc_coll_name(coll), (unsigned long long)r.rows,
-               (unsigned long long)r.skipped_expired,
-               p->journal != NULL && pc_coll_journal(coll) != 0 ? "journal replayed"
-                                                                 : "journal off",
-               secs);
+        pc_log_emit(
+            &p->log, PC_LOG_INFO,
+            "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
+            "skipped, %s, in %.3f s",
+            pc_coll_name(coll), (unsigned long long)r.rows, (unsigned long long)r.skipped_expired,
+            p->journal != NULL && pc_coll_journal(coll) != 0 ? "journal replayed" : "journal off",
+            secs);
     } else {
-        pp_log(p, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll), pc_strerror(rc));
+        pc_log_emit(&p->log, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll),
+                    pc_strerror(rc));
     }
     if (res != NULL)
         *res = r;
@@ -590,8 +572,7 @@ static int pp_call_target(pc_persist *p, const pc_mgmt_call *call, int create, p
     const char *u = pp_call_store(p, call, url, sizeof url);
     if (u == NULL)
         return 0;
-    int rc = pp_target_open(u, p->sql_backend, create, p->log, p->log_ctx, p->log_level, t, msg,
-                            sizeof msg);
+    int rc = pp_target_open(u, p->sql_backend, create, &p->log, t, msg, sizeof msg);
     if (rc != 0)
         return pc_mgmt_errorf(err, rc, "%s: store: %s", cmd, msg);
     *use = 1;

@@ -47,9 +47,7 @@ struct pc_persist {
     int64_t next_periodic_ms;
     bool persist[PC_MAX_COLLECTIONS];
     struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
+    pc_logger log;                   /* pc_persist_config.log */
     /* sync (sync.c) */
     char node_id[PC_SYNC_NODE_MAX + 1];
     pc_sync_push_fn push;
@@ -107,8 +105,8 @@ typedef struct pp_target {
 /* Opens url (borrowed, NUL-terminated): a backend URL when be accepts it,
  * else an LMDB store (created when create). On failure err says why
  * without any password; the code is PC_EURL, PC_ESTORE, PC_EIO... */
-int pp_target_open(const char *url, const pc_persist_backend *be, int create, pc_log_fn log,
-                   void *log_ctx, int log_level, pp_target *t, char *err, size_t errlen);
+int pp_target_open(const char *url, const pc_persist_backend *be, int create, const pc_logger *log,
+                   pp_target *t, char *err, size_t errlen);
 int pp_target_save(pp_target *t, pc_coll *coll, pc_persist_result *r);
 /* PC_ENOTFOUND when the target has no snapshot of coll: nothing loaded. */
 int pp_target_load(pp_target *t, pc_coll *coll, pc_persist_result *r);

@@ -7,12 +7,12 @@
 
 #include "persist_int.h"
 
-int pp_target_open(const char *url, const pc_persist_backend *be, int create, pc_log_fn log,
-                   void *log_ctx, int log_level, pp_target *t, char *err, size_t errlen)
+int pp_target_open(const char *url, const pc_persist_backend *be, int create, const pc_logger *log,
+                   pp_target *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     if (be != NULL && be->accepts(url)) {
-        int rc = be->open(url, log, log_ctx, log_level, &t->bh, err, errlen);
+        int rc = be->open(url, log, &t->bh, err, errlen);
         if (rc == 0)
             t->be = be;
         return rc;
@@ -34,9 +34,7 @@ int pp_target_open(const char *url, const pc_persist_backend *be, int create, pc
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = create ? PC_STORE_CREATE : 0;
-    sc.log = log;
-    sc.log_ctx = log_ctx;
-    sc.log_level = log_level;
+    sc.log = *log;
     return pc_store_open(url, &sc, &t->store, err, errlen);
 }
 

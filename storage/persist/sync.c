@@ -48,16 +48,6 @@ struct pc_sync_coll_shm {
     char source[PC_SYNC_NODE_MAX + 1];
 };
 
-__attribute__((format(printf, 3, 4))) static void sy_log(const pc_persist *p, int level,
-                                                         const char *fmt, ...)
-{
-    const pc_logger lg = {p->log, p->log_ctx, p->log_level};
-    va_list ap;
-    va_start(ap, fmt);
-    pc_log_vemit(&lg, level, NULL, fmt, ap);
-    va_end(ap);
-}
-
 /* A node id travels in datagrams and log lines: printable ASCII, no space. */
 static bool sy_node_ok(const char *s, size_t len)
 {
@@ -175,15 +165,16 @@ void pc_sync_reopen_if_lost(pc_persist *p)
         return;
     void *h = NULL;
     char err[512];
-    int rc = p->backend->open(p->db_url, p->log, p->log_ctx, p->log_level, &h, err, sizeof err);
+    int rc = p->backend->open(p->db_url, &p->log, &h, err, sizeof err);
     if (rc != 0) {
-        sy_log(p, PC_LOG_ERR, "pcache: reconnecting to the database failed: %s", err);
+        pc_log_emit(&p->log, PC_LOG_ERR, "pcache: reconnecting to the database failed: %s", err);
         return; /* still lost: the next use tries again */
     }
     p->backend->close(p->bh); /* in a forked child it leaves the parent's connection alone */
     p->bh = h;
     p->reopen = false;
-    sy_log(p, PC_LOG_INFO, "pcache: reconnected to the database %s", p->backend->describe(h));
+    pc_log_emit(&p->log, PC_LOG_INFO, "pcache: reconnected to the database %s",
+                p->backend->describe(h));
 }
 
 /* ---- the authority: perf_sync ------------------------------------------- */
@@ -222,10 +213,10 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
                      "that poll pick it up)");
         }
     }
-    sy_log(p, r.degraded ? PC_LOG_WARN : PC_LOG_INFO,
-           "pcache: sync of %s: %llu entries, generation %llu, %d peer(s) notified%s%s", name,
-           (unsigned long long)r.saved, (unsigned long long)r.generation, r.peers > 0 ? r.peers : 0,
-           r.degraded ? ": " : "", r.note);
+    pc_log_emit(&p->log, r.degraded ? PC_LOG_WARN : PC_LOG_INFO,
+                "pcache: sync of %s: %llu entries, generation %llu, %d peer(s) notified%s%s", name,
+                (unsigned long long)r.saved, (unsigned long long)r.generation,
+                r.peers > 0 ? r.peers : 0, r.degraded ? ": " : "", r.note);
     if (result != NULL)
         *result = r;
     return 0;
@@ -364,10 +355,10 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
      * what its clients wrote since the restart. */
     bool own = p->node_id[0] != '\0' && strcmp(src, p->node_id) == 0;
     if (rc == 0 && dbgen > mine && own) {
-        sy_log(p, PC_LOG_DEBUG,
-               "pcache: sync: %s generation %llu in the database is this node's own save: "
-               "not reloaded",
-               name, (unsigned long long)dbgen);
+        pc_log_emit(&p->log, PC_LOG_DEBUG,
+                    "pcache: sync: %s generation %llu in the database is this node's own save: "
+                    "not reloaded",
+                    name, (unsigned long long)dbgen);
     } else if (rc == 0 && dbgen > mine) {
         uint64_t gen = 0, loaded = 0, pruned = 0;
         rc = pc_sync_reload(p, coll, mine, &gen, src, sizeof src, &loaded, &pruned);
@@ -377,24 +368,25 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
             atomic_store(&st->last_in_ms, pc_wall_ms());
             atomic_fetch_add(&st->reloads, 1);
             atomic_fetch_add(&st->pruned, pruned);
-            sy_log(p, PC_LOG_INFO,
-                   "pcache: sync: reloaded %s generation %llu (from node %s%s): %llu "
-                   "entries, %llu pruned",
-                   name, (unsigned long long)gen, src[0] != '\0' ? src : "unknown",
-                   by_notice ? ", pushed" : ", polled", (unsigned long long)loaded,
-                   (unsigned long long)pruned);
+            pc_log_emit(&p->log, PC_LOG_INFO,
+                        "pcache: sync: reloaded %s generation %llu (from node %s%s): %llu "
+                        "entries, %llu pruned",
+                        name, (unsigned long long)gen, src[0] != '\0' ? src : "unknown",
+                        by_notice ? ", pushed" : ", polled", (unsigned long long)loaded,
+                        (unsigned long long)pruned);
             pc_event_synced(coll, src);
             dbgen = gen;
         } else if (rc != 0) {
-            sy_log(p, PC_LOG_ERR,
-                   "pcache: sync: reloading %s failed: %s%s%.300s (generation %llu kept; "
-                   "the next poll retries)",
-                   name, pc_strerror(rc), p->backend->errmsg(p->bh)[0] != '\0' ? ": " : "",
-                   p->backend->errmsg(p->bh), (unsigned long long)mine);
+            pc_log_emit(&p->log, PC_LOG_ERR,
+                        "pcache: sync: reloading %s failed: %s%s%.300s (generation %llu kept; "
+                        "the next poll retries)",
+                        name, pc_strerror(rc), p->backend->errmsg(p->bh)[0] != '\0' ? ": " : "",
+                        p->backend->errmsg(p->bh), (unsigned long long)mine);
         }
     } else if (rc != 0) {
-        sy_log(p, PC_LOG_ERR, "pcache: sync: reading the generation of %s failed: %s: %.300s", name,
-               pc_strerror(rc), p->backend->errmsg(p->bh));
+        pc_log_emit(&p->log, PC_LOG_ERR,
+                    "pcache: sync: reading the generation of %s failed: %s: %.300s", name,
+                    pc_strerror(rc), p->backend->errmsg(p->bh));
     }
     atomic_store(&st->last_rc, rc);
     if (rc != 0)
@@ -402,10 +394,10 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
     if (by_notice && rc == 0) {
         if (pending > dbgen) {
             atomic_fetch_add(&st->rejected, 1);
-            sy_log(p, PC_LOG_WARN,
-                   "pcache: sync: a notice of generation %llu for %s is not confirmed by the "
-                   "database (generation %llu): ignored",
-                   (unsigned long long)pending, name, (unsigned long long)dbgen);
+            pc_log_emit(&p->log, PC_LOG_WARN,
+                        "pcache: sync: a notice of generation %llu for %s is not confirmed by the "
+                        "database (generation %llu): ignored",
+                        (unsigned long long)pending, name, (unsigned long long)dbgen);
         }
         /* invariant 3: dropped after one check, unless a newer one came in */
         uint64_t exp = pending;

@@ -129,12 +129,10 @@ static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size
         rc = pc_set(r->coll, key, klen, val, vlen, ttl, 0);
     if (rc != 0) {
         r->failed++;
-        if (r->failed <= 3) {
-            const pc_logger lg = {r->p->log, r->p->log_ctx, r->p->log_level};
-            pc_log_emit(&lg, PC_LOG_ERR,
+        if (r->failed <= 3)
+            pc_log_emit(&r->p->log, PC_LOG_ERR,
                         "pcache: sync: reloading %s: a row (key of %zu bytes) was refused: %s",
                         pc_coll_name(r->coll), klen, pc_strerror(rc));
-        }
         return 0;
     }
     r->loaded++;

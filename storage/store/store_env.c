@@ -37,17 +37,16 @@
 void pc_store_config_init(pc_store_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->log_level = PC_LOG_INFO;
+    cfg->log.level = PC_LOG_INFO;
     cfg->zstd_level = PC_STORE_ZSTD_LEVEL_DEFAULT;
     cfg->block_bytes = PC_STORE_BLOCK_DEFAULT;
 }
 
 void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
 {
-    const pc_logger lg = {s->log, s->log_ctx, s->log_level};
     va_list ap;
     va_start(ap, fmt);
-    pc_log_vemit(&lg, level, NULL, fmt, ap);
+    pc_log_vemit(&s->log, level, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -448,8 +447,6 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         return PC_ESYS;
     s->flags = cfg->flags;
     s->log = cfg->log;
-    s->log_ctx = cfg->log_ctx;
-    s->log_level = cfg->log_level;
     s->zlevel = cfg->zstd_level == 0 ? PC_STORE_ZSTD_LEVEL_DEFAULT : cfg->zstd_level;
     s->block_bytes = cfg->block_bytes == 0 ? PC_STORE_BLOCK_DEFAULT : cfg->block_bytes;
     s->threads = cfg->threads;

@@ -88,9 +88,7 @@ struct pc_store {
     MDB_dbi meta, blocks;
     unsigned flags; /* PC_STORE_RDONLY, PC_STORE_CREATE */
     pid_t pid;      /* the opener: an LMDB env must not cross fork() */
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
+    pc_logger log;  /* pc_store_config.log */
     int zlevel;
     size_t block_bytes;
     unsigned threads;
@@ -105,7 +103,7 @@ void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define PC_SLOG(s, lvl, ...)                                                                       \
     do {                                                                                           \
-        if ((s)->log != NULL && (lvl) <= (s)->log_level)                                           \
+        if (pc_log_enabled(&(s)->log, (lvl)))                                                      \
             pc_slog_emit((s), (lvl), __VA_ARGS__);                                                 \
     } while (0)
 

@@ -30,7 +30,7 @@
 void pc_store_report_block(const pc_store *s, const char *name, const pc_sf_block *hdr, int hdr_ok,
                            const char *why, const uint8_t *raw)
 {
-    if (s->log == NULL || PC_LOG_ERR > s->log_level)
+    if (!pc_log_enabled(&s->log, PC_LOG_ERR))
         return;
     char a[360] = "", b[360] = "";
     if (raw != NULL && hdr_ok) {

@@ -725,8 +725,8 @@ static int drain_race(struct shared *sh, int64_t budget_ms, uint64_t *rounds)
         cfg.collections = "race=4";
         cfg.mem_mb = 16;
         cfg.growth_budget = 2;
-        cfg.log = log_cb;
-        cfg.log_level = PC_LOG_WARN;
+        cfg.log.fn = log_cb;
+        cfg.log.level = PC_LOG_WARN;
         pc_cache *c = NULL;
         pc_coll *coll;
         int up[2] = {-1, -1}, st = 0;
@@ -867,8 +867,8 @@ static int64_t sweep_race(struct shared *sh, int64_t budget_ms, uint64_t *checke
     cfg.collections = "sweep=4";
     cfg.mem_mb = 32;
     cfg.growth_budget = 2;
-    cfg.log = log_cb;
-    cfg.log_level = PC_LOG_WARN;
+    cfg.log.fn = log_cb;
+    cfg.log.level = PC_LOG_WARN;
     pc_cache *c = NULL;
     pc_coll *coll = NULL;
     char k[32], buf[64];
@@ -1204,8 +1204,8 @@ int main(void)
     cfg.collections = "soak=4;churn=4";
     cfg.mem_mb = 256;
     cfg.growth_budget = 256; /* per call, every 5 ms: splits spread over the run */
-    cfg.log = log_cb;
-    cfg.log_level = PC_LOG_WARN;
+    cfg.log.fn = log_cb;
+    cfg.log.level = PC_LOG_WARN;
     pc_cache *c = NULL;
     pc_coll *soak = NULL, *churn = NULL;
     rc = pc_cache_create(&cfg, &c);

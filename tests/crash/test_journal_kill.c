@@ -249,8 +249,8 @@ static void kill_run(unsigned mode)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
-    sc.log = log_fn;
-    sc.log_level = PC_LOG_WARN;
+    sc.log.fn = log_fn;
+    sc.log.level = PC_LOG_WARN;
     pc_store *st = NULL;
     char err[256] = "";
     if (pc_store_open(tmpdir, &sc, &st, err, sizeof err) != 0)
@@ -259,7 +259,7 @@ static void kill_run(unsigned mode)
     pc_journal_config_init(&jc);
     jc.dir = tmpdir;
     assert_int_equal(pc_store_next_boot_gen(st, &jc.boot_gen), 0);
-    jc.log = log_fn;
+    jc.log.fn = log_fn;
     pc_journal *ja = NULL;
     assert_int_equal(pc_journal_open(a, &jc, &ja), 0);
     assert_int_equal(pc_wal_hook(a, ack_hook, ja), 0);

@@ -88,7 +88,7 @@ static pc_store *open_store(const char *dir, unsigned flags, int *rc_out)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = flags;
-    sc.log = log_cb;
+    sc.log.fn = log_cb;
     sc.block_bytes = 16384; /* ~20 blocks a save: kills land between block puts too */
     pc_store *s = NULL;
     char err[512] = "";

@@ -340,7 +340,7 @@ static void test_open_errors(void **state)
     assert_int_equal(pc_journal_open(c, &cfg, &j), PC_EINVAL);
     cfg.boot_gen = 1;
     cfg.dir = "/nonexistent/pcache-store";
-    cfg.log = log_capture;
+    cfg.log.fn = log_capture;
     assert_int_equal(pc_journal_open(c, &cfg, &j), PC_EIO);
     assert_non_null(strstr(logbuf, "mkdir /nonexistent/pcache-store/journal: No such file"));
     assert_null(j);

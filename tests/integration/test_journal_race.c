@@ -406,8 +406,8 @@ static pc_store *open_store(void)
     pc_store_config cfg;
     pc_store_config_init(&cfg);
     cfg.flags = PC_STORE_CREATE;
-    cfg.log = log_capture;
-    cfg.log_level = PC_LOG_WARN;
+    cfg.log.fn = log_capture;
+    cfg.log.level = PC_LOG_WARN;
     pc_store *s = NULL;
     char err[256] = "";
     if (pc_store_open(tmpdir, &cfg, &s, err, sizeof err) != 0)

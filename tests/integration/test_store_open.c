@@ -42,7 +42,7 @@ static void test_map_grows(void **state)
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
     sc.map_size = 1u << 20; /* 1 MiB: far too small for ~5 MB of blocks */
-    sc.log = log_cb;
+    sc.log.fn = log_cb;
     pc_store *s = NULL;
     check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
     pc_store_save_result sr;

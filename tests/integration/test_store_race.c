@@ -457,8 +457,8 @@ static void test_save_while_growing(void **state)
     sc.flags = PC_STORE_CREATE;
     sc.block_bytes = 8192; /* many blocks: boundaries between equal order keys */
     sc.threads = 1;        /* the other core is the child's */
-    sc.log = log_cb;
-    sc.log_level = PC_LOG_WARN;
+    sc.log.fn = log_cb;
+    sc.log.level = PC_LOG_WARN;
     pc_store *s = NULL;
     check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
     unsigned rounds = 0, saves = 0, failed = 0, shown = 0;

@@ -94,7 +94,7 @@ static pc_persist *mk_node(pc_cache *c, const char *url, const char *id, struct 
     pc.sync_push_ctx = push;
     pc.sync_poll_ms = poll_ms;
     pc.sync_check_ms = CHECK_MS;
-    pc.log_level = PC_LOG_WARN;
+    pc.log.level = PC_LOG_WARN;
     pc_persist *p = NULL;
     char err[1024];
     int rc = pc_persist_open(c, &pc, &p, err, sizeof err);

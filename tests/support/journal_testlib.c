@@ -104,8 +104,8 @@ pc_journal *new_journal_cfg(pc_cache *c, uint64_t boot_gen, size_t ring, unsigne
     pc_journal_config_init(&cfg);
     cfg.dir = tmpdir;
     cfg.boot_gen = boot_gen;
-    cfg.log = log_capture;
-    cfg.log_level = PC_LOG_DEBUG;
+    cfg.log.fn = log_capture;
+    cfg.log.level = PC_LOG_DEBUG;
     cfg.buffer_bytes = ring;
     cfg.max_procs = procs;
     pc_journal *j = NULL;

@@ -116,8 +116,8 @@ pc_store *open_store(const char *path, unsigned flags)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = flags;
-    sc.log = log_cb;
-    sc.log_level = PC_LOG_DEBUG;
+    sc.log.fn = log_cb;
+    sc.log.level = PC_LOG_DEBUG;
     pc_store *s = NULL;
     char err[512];
     int rc = pc_store_open(path, &sc, &s, err, sizeof err);
@@ -131,7 +131,7 @@ int try_open(const char *path, unsigned flags, char *err, size_t errlen)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = flags;
-    sc.log = log_cb;
+    sc.log.fn = log_cb;
     pc_store *s = NULL;
     int rc = pc_store_open(path, &sc, &s, err, errlen);
     pc_store_close(s);

@@ -50,7 +50,7 @@ static pc_cache *mk(const char *colls, size_t mem_mb, unsigned load_factor)
 
     pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_load_factor = load_factor;
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     return pc_fx_create(&cfg);
 }
 

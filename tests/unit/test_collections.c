@@ -65,9 +65,9 @@ static int create(const char *colls, size_t mem_mb, struct logcap *lc, pc_cache 
     pc_config cfg;
 
     pc_fx_config(&cfg, colls, mem_mb);
-    cfg.log = log_cb;
-    cfg.log_ctx = lc;
-    cfg.log_level = PC_LOG_DEBUG;
+    cfg.log.fn = log_cb;
+    cfg.log.ctx = lc;
+    cfg.log.level = PC_LOG_DEBUG;
     memset(lc, 0, sizeof(*lc));
     return pc_cache_create(&cfg, out);
 }

@@ -84,7 +84,7 @@ static pc_cache *mk_cache(const char *colls, size_t mem_mb, unsigned budget, str
     pc_config cfg;
     pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_budget = budget;
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     pc_cache *c = pc_fx_create(&cfg);
     if (r != NULL)
         check_rc(pc_event_handler(c, rec_fn, r), PC_OK);
@@ -482,7 +482,7 @@ static void mem_degraded_event_once_at_creation(void **state)
     cfg.mem_mb = 8;
     cfg.hugepage_mb = 4;
     cfg.lock_memory = 0;
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     cfg.event_fn = rec_fn;
     cfg.event_ctx = &r;
     cfg.event_mask = 1u << PC_EV_MEM_DEGRADED;

@@ -66,7 +66,7 @@ static pc_cache *mk_cache(const char *colls, size_t mem_mb)
     pc_config cfg;
 
     pc_fx_config(&cfg, colls, mem_mb);
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     return pc_fx_create(&cfg);
 }
 

@@ -53,7 +53,7 @@ static pc_cache *mk_cache(const char *colls)
 {
     pc_config cfg;
     pc_fx_config(&cfg, colls, 16);
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     return pc_fx_create(&cfg);
 }
 

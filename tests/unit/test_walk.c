@@ -72,7 +72,7 @@ static pc_cache *mk_cache(const char *colls, size_t mem_mb, unsigned lf, unsigne
     pc_fx_config(&cfg, colls, mem_mb);
     cfg.growth_load_factor = lf;
     cfg.growth_budget = budget;
-    cfg.log = log_cb;
+    cfg.log.fn = log_cb;
     return pc_fx_create(&cfg);
 }
 

@@ -89,17 +89,15 @@ typedef struct pc_config {
     int lock_memory;             /* mlock the huge-page reservation (tiers 2-4) */
     unsigned growth_load_factor; /* entries per bucket to grow toward; 0 = never grow */
     unsigned growth_budget;      /* max bucket splits per pc_maintain call */
-    pc_log_fn log;               /* NULL = silent */
-    void *log_ctx;
-    int log_level;        /* messages above this level are not formatted */
-    pc_event_fn event_fn; /* handler set at creation (sees mem_degraded) */
+    pc_logger log;               /* fn NULL = silent; level: above it, nothing is formatted */
+    pc_event_fn event_fn;        /* handler set at creation (sees mem_degraded) */
     void *event_ctx;
     unsigned event_mask; /* initial subscriptions: 1u << PC_EV_* */
 } pc_config;
 
 /* Fills *cfg with the defaults: collections "default", mem_mb 64,
  * hugepage_mb 0, lock_memory 1, growth_load_factor 4, growth_budget 4096,
- * log NULL, log_level PC_LOG_INFO. */
+ * log.fn NULL, log.level PC_LOG_INFO. */
 void pc_config_init(pc_config *cfg);
 
 /* ---- the cache ------------------------------------------------------------ */

@@ -260,9 +260,9 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_RDONLY;
-    sc.log = snap_log;
-    sc.log_ctx = cx;
-    sc.log_level = PC_LOG_WARN;
+    sc.log.fn = snap_log;
+    sc.log.ctx = cx;
+    sc.log.level = PC_LOG_WARN;
     sc.threads = 1;
     char err[700];
     int saved_quiet = cx->quiet;

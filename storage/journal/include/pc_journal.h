@@ -75,13 +75,11 @@ typedef struct pc_journal_config {
     unsigned max_procs;  /* ring slots: processes that may write at once; 0 = 128.
                           * A process beyond them writes each record through
                           * (logged once) */
-    pc_log_fn log;       /* NULL = silent */
-    void *log_ctx;
-    int log_level; /* messages above this level are not formatted */
+    pc_logger log;       /* fn NULL = silent; level: above it, nothing is formatted */
 } pc_journal_config;
 
 /* Fills *cfg with the defaults: dir NULL, boot_gen 0 (must be set),
- * buffer_bytes 0, max_procs 0, log NULL, log_level PC_LOG_INFO. */
+ * buffer_bytes 0, max_procs 0, log.fn NULL, log.level PC_LOG_INFO. */
 void pc_journal_config_init(pc_journal_config *cfg);
 
 /* Opens the journal of cache c: creates <dir>/journal and the small shared
@@ -443,9 +441,7 @@ struct pc_journal {
     int dirfd;  /* <dir>/journal */
     char *path; /* <dir>/journal, for log lines */
     uint64_t boot_gen;
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
+    pc_logger log;          /* pc_journal_config.log */
     unsigned long fork_gen; /* pc_jfork_gen when this process's state was set up */
     pid_t pid;              /* this process (names its segments) */
     pid_t opener;           /* the process that opened the journal */

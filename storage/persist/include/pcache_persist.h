@@ -87,8 +87,8 @@ typedef int (*pc_sync_push_fn)(void *ctx, const char *coll, uint64_t gen, const 
 typedef struct pc_persist_backend {
     const char *name; /* "odbc" */
     int (*accepts)(const char *db_url);
-    int (*open)(const char *db_url, pc_log_fn log, void *log_ctx, int log_level, void **h,
-                char *err, size_t errlen);
+    /* log is borrowed for the call: the backend keeps a copy */
+    int (*open)(const char *db_url, const pc_logger *log, void **h, char *err, size_t errlen);
     void (*close)(void *h);
     int (*save)(void *h, pc_coll *coll, pc_persist_result *result);
     int (*load)(void *h, pc_coll *coll, pc_persist_result *result);
@@ -117,9 +117,7 @@ typedef struct pc_persist_config {
     const char *persist_collections; /* "a,b" or "a;b"; NULL = none */
     const char *journal;             /* "a=always;b=everysec"; NULL = no journal */
     unsigned snapshot_period_s;      /* periodic saves of persist_collections; 0 = off */
-    pc_log_fn log;
-    void *log_ctx;
-    int log_level;
+    pc_logger log;                   /* fn NULL = silent; level: above it, nothing is formatted */
     const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
     /* shared-database sync (docs/sync.md); all optional */
     const char *node_id;       /* this node's name, <= PC_SYNC_NODE_MAX bytes; NULL = "" */

@@ -71,10 +71,8 @@ typedef struct pc_store pc_store; /* process-local handle; opaque */
 #define PC_STORE_ZSTD_LEVEL_DEFAULT 1
 
 typedef struct pc_store_config {
-    unsigned flags; /* PC_STORE_RDONLY, PC_STORE_CREATE */
-    pc_log_fn log;  /* NULL = silent */
-    void *log_ctx;
-    int log_level;      /* messages above this level are not formatted */
+    unsigned flags;     /* PC_STORE_RDONLY, PC_STORE_CREATE */
+    pc_logger log;      /* fn NULL = silent; level: above it, nothing is formatted */
     size_t map_size;    /* initial LMDB map size in bytes; 0 = automatic (1 GiB or
                          * four times data.mdb). The map grows by itself when a write
                          * would not fit (MDB_MAP_FULL): this is only a start. */
@@ -88,7 +86,7 @@ typedef struct pc_store_config {
                          * workers */
 } pc_store_config;
 
-/* Fills *cfg with the defaults: flags 0, log NULL, log_level PC_LOG_INFO,
+/* Fills *cfg with the defaults: flags 0, log.fn NULL, log.level PC_LOG_INFO,
  * map_size 0, zstd_level PC_STORE_ZSTD_LEVEL_DEFAULT, block_bytes
  * PC_STORE_BLOCK_DEFAULT, threads 0. */
 void pc_store_config_init(pc_store_config *cfg);

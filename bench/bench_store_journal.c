@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pc_journal.h"
+#include "pcache_journal.h"
 
 static uint64_t bs_thread_cpu_ns(void)
 {

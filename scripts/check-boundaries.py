@@ -49,6 +49,7 @@ TARGETS = {
     "pcache_store": "store",
     "pcache_store_testing": "store",
     "pcache_journal": "journal",
+    "pcache_journal_testing": "journal",
     "pcache_persist": "persist",
     "pcache_odbc": "odbc",
     "pcache_odbc_testing": "odbc",
@@ -57,8 +58,8 @@ TARGETS = {
     "pcache_sipgen": "testsupport",
 }
 # Targets that are white-box test interfaces: only tests/ and bench/ link them.
-TESTING_TARGETS = {"pcache_testhooks", "pcache_store_testing", "pcache_odbc_testing",
-                   "pcached_testing"}
+TESTING_TARGETS = {"pcache_testhooks", "pcache_store_testing", "pcache_journal_testing",
+                   "pcache_odbc_testing", "pcached_testing"}
 # Headers of the server that its parser tests include (pcached_testing).
 TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h"}
 TOP = {"tests", "bench"}

@@ -34,10 +34,12 @@ foreach(name ${pc_store_tests})
 endforeach()
 # The journal's tests (written beside the store) link its library when the
 # storage/ build made one; test_journal*.c share journal_testlib.c
-# (fixtures, the random sequence and the table comparison).
+# (fixtures, the random sequence and the table comparison). They look
+# inside the journal (the codec, the rings, the handle's per-process
+# state) through its white-box interface, pcache_journal_testing.
 foreach(name test_journal test_journal_race test_journal_faults test_journal_kill)
   if(TARGET ${name} AND TARGET pcache_journal)
-    target_link_libraries(${name} PRIVATE pcache_journal)
+    target_link_libraries(${name} PRIVATE pcache_journal_testing)
   endif()
 endforeach()
 foreach(name test_journal test_journal_race test_journal_faults test_journal_kill)

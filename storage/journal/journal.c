@@ -28,7 +28,7 @@
  * inherited without writing it: the parent's ring slot, descriptors and
  * drainer thread stay the parent's.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -413,7 +413,8 @@ int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx)
     char name[PC_COLL_NAME_MAX + 1];
     uint64_t e;
     while (rc == 0 && (de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, name, sizeof name, &e) != 0 || strcmp(name, cn) != 0)
+        if (pc_journal_segment_name_parse(de->d_name, name, sizeof name, &e) != 0 ||
+            strcmp(name, cn) != 0)
             continue;
         rc = fn(ctx, de->d_name, e);
     }

@@ -18,7 +18,7 @@
  * pc_journal_sync_all to log. A dead process's slot is freed only when it
  * is empty and still that process's.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -83,7 +83,7 @@ static void pc_jsync_scan(pc_journal *j)
     char cn[PC_COLL_NAME_MAX + 1];
     uint64_t e;
     while ((de = readdir(d)) != NULL) {
-        if (pc_jseg_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
+        if (pc_journal_segment_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
             continue;
         struct stat sb;
         if (fstatat(j->dirfd, de->d_name, &sb, 0) != 0)

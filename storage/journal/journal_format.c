@@ -8,7 +8,7 @@
  * available before it is used, and nothing is trusted before its checksum
  * verifies. Integers are little-endian on disk whatever the host.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <endian.h>
 #include <stdbool.h>
@@ -268,7 +268,7 @@ int pc_jseg_scan(const void *buf, size_t len, const pc_jscan_ops *ops, void *ctx
 
 /* ---- segment names (§1) --------------------------------------------------- */
 
-int pc_jseg_name_parse(const char *name, char *coll, size_t cap, uint64_t *epoch)
+int pc_journal_segment_name_parse(const char *name, char *coll, size_t cap, uint64_t *epoch)
 {
     size_t n = name != NULL ? strlen(name) : 0, sl = sizeof PC_JSEG_SUFFIX - 1;
     if (n <= sl || strcmp(name + n - sl, PC_JSEG_SUFFIX) != 0)

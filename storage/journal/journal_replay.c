@@ -16,7 +16,7 @@
  * survived. apply writes the journal's winners with the engine's ordinary
  * calls; the hook is off meanwhile, so nothing is journaled twice.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -34,7 +34,7 @@
  * slot lock at a time. No allocation happens under a slot lock except the drainer's
  * descriptor table, which is allocated before any lock is taken.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * host's; these two calls are the only order in which the store and the
  * journal may be used together.
  */
-#include "pc_journal.h"
+#include "journal_int.h"
 
 #include <string.h>
 

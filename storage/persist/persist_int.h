@@ -11,7 +11,7 @@
 #ifndef PC_PERSIST_INT_H
 #define PC_PERSIST_INT_H
 
-#include "pc_journal.h"
+#include "pcache_journal.h"
 #include "pcache_mgmt.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"

@@ -26,8 +26,9 @@
 #include <stdint.h>
 #include <cmocka.h> /* after the four headers it needs */
 
-#include "journal_testlib.h" /* tmpdir, rnd */
-#include "pc_journal.h"
+#include "journal_testlib.h"    /* tmpdir, rnd */
+#include "pc_journal_testing.h" /* the epoch of a process's last record */
+#include "pcache_journal.h"
 #include "pcache.h"
 #include "pcache_store.h"
 

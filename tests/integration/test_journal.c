@@ -28,7 +28,8 @@
 #include <cmocka.h> /* after the four headers it needs */
 
 #include "journal_testlib.h"
-#include "pc_journal.h"
+#include "pc_journal_testing.h" /* the codec and the rings it inspects */
+#include "pcache_journal.h"
 #include "pcache.h"
 
 #include <stdio.h>
@@ -164,10 +165,12 @@ static void test_format_header_and_names(void **state)
 
     char cn[PC_COLL_NAME_MAX + 1];
     uint64_t e = 0;
-    assert_int_equal(pc_jseg_name_parse("default.0000000100000000.123.wal", cn, sizeof cn, &e), 0);
+    assert_int_equal(
+        pc_journal_segment_name_parse("default.0000000100000000.123.wal", cn, sizeof cn, &e), 0);
     assert_string_equal(cn, "default");
     assert_int_equal(e, 0x100000000ull);
-    assert_int_equal(pc_jseg_name_parse("a.b.00000001000000ff.9-2.wal", cn, sizeof cn, &e), 0);
+    assert_int_equal(
+        pc_journal_segment_name_parse("a.b.00000001000000ff.9-2.wal", cn, sizeof cn, &e), 0);
     assert_string_equal(cn, "a.b");
     assert_int_equal(e, 0x1000000ffull);
     static const char *const bad[] = {
@@ -178,7 +181,7 @@ static void test_format_header_and_names(void **state)
         "default.0000000100000000.1--2.wal", "0000000100000000.1.wal",
         "x.0000000100000000.1.wal.tmp",      ".wal"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(pc_jseg_name_parse(bad[i], cn, sizeof cn, &e), PC_EINVAL);
+        assert_int_equal(pc_journal_segment_name_parse(bad[i], cn, sizeof cn, &e), PC_EINVAL);
 
     unsigned mode = 9;
     assert_int_equal(pc_journal_mode_parse("everysec", &mode), 0);

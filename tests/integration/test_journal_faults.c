@@ -24,7 +24,8 @@
 #include <cmocka.h> /* after the four headers it needs */
 
 #include "journal_testlib.h"
-#include "pc_journal.h"
+#include "pc_journal_testing.h" /* the codec and the rings it inspects */
+#include "pcache_journal.h"
 #include "pcache.h"
 
 #include <fcntl.h>
@@ -440,7 +441,7 @@ static void test_retire(void **state)
     char cn[64];
     uint64_t e;
     list_segments("default", names, 16);
-    assert_int_equal(pc_jseg_name_parse(names[0], cn, sizeof cn, &e), 0);
+    assert_int_equal(pc_journal_segment_name_parse(names[0], cn, sizeof cn, &e), 0);
     assert_int_equal(e, e2);
     /* an idle segment of a past epoch is closed by the tick */
     assert_int_equal(pc_journal_begin_save(ja, cd, &e1), 0);

@@ -26,7 +26,8 @@
 #include <cmocka.h> /* after the four headers it needs */
 
 #include "journal_testlib.h"
-#include "pc_journal.h"
+#include "pc_journal_testing.h" /* the sync pass's list of files */
+#include "pcache_journal.h"
 #include "pcache.h"
 #include "pcache_store.h"
 
@@ -294,7 +295,7 @@ static void test_save_while_writing(void **state)
     for (unsigned i = 0; i < n; i++) {
         uint64_t e;
         char cn[64];
-        assert_int_equal(pc_jseg_name_parse(names[i], cn, sizeof cn, &e), 0);
+        assert_int_equal(pc_journal_segment_name_parse(names[i], cn, sizeof cn, &e), 0);
         assert_true(e >= s.epoch);
     }
 

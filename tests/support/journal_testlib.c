@@ -148,7 +148,7 @@ unsigned list_segments(const char *coll, char names[][256], unsigned max)
     while ((de = readdir(d)) != NULL) {
         char cn[PC_COLL_NAME_MAX + 1];
         uint64_t e;
-        if (pc_jseg_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
+        if (pc_journal_segment_name_parse(de->d_name, cn, sizeof cn, &e) != 0)
             continue;
         if (coll != NULL && strcmp(cn, coll) != 0)
             continue;

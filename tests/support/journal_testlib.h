@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "pc_fixture.h" /* pc_fx_coll: a collection by name */
-#include "pc_journal.h"
+#include "pcache_journal.h"
 #include "pcache.h"
 
 /* What the journal logged in this process (loglen bytes, NUL-terminated),

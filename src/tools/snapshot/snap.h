@@ -2,7 +2,7 @@
  * snap.h - internals of pcache-snapshot, the offline tool for snapshot
  * stores (docs/pcache-snapshot.md). Not a library: shared by the files of
  * src/tools/snapshot/ only. The tool uses the public headers pcache_store.h and
- * pc_journal.h and nothing inside storage/.
+ * pcache_journal.h and nothing inside storage/.
  *
  * Files:
  *   snap_main.c   main, the verb table, options, opening a store, errors

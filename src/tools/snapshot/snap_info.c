@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pc_journal.h"
+#include "pcache_journal.h"
 #include "snap.h"
 
 #define SNAP_STOP 100 /* an iteration callback's "enough" (never a PC_E* code) */
@@ -39,7 +39,7 @@ static void snap_journal_scan(const char *store, const pc_store_coll_meta *list,
     while ((e = readdir(d)) != NULL) {
         char coll[PC_COLL_NAME_MAX + 1];
         uint64_t epoch;
-        if (pc_jseg_name_parse(e->d_name, coll, sizeof coll, &epoch) != 0)
+        if (pc_journal_segment_name_parse(e->d_name, coll, sizeof coll, &epoch) != 0)
             continue;
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -29,7 +29,7 @@ endif()
 foreach(name ${pc_store_tests})
   if(TARGET ${name})
     target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/store_testlib.c)
-    set_tests_properties(${name} PROPERTIES LABELS "integration;store")
+    set_tests_properties(${name} ${pc_parts_of_${name}} PROPERTIES LABELS "integration;store")
   endif()
 endforeach()
 # The journal's tests (written beside the store) link its library when the

@@ -32,7 +32,8 @@
 
 #include <cmocka.h>
 
-#include "pc_fixture.h" /* after cmocka.h: it asserts */
+#include "pc_fixture.h" /* after cmocka.h: they assert */
+#include "pc_testrun.h"
 
 static pc_cache *mk_cache(void)
 {
@@ -157,7 +158,7 @@ static void t_roundtrip_mixed(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
     fill_mixed(c);
@@ -234,7 +235,7 @@ static void t_shapes(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     for (int shape = PC_ODBC_SHAPE_ROW; shape <= PC_ODBC_SHAPE_PACKED; shape++) {
         struct digest dg[2];
         for (int p = 0; p < 2; p++) {
@@ -301,7 +302,7 @@ static void t_roundtrip_100k(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
     pc_coll *b = pc_fx_coll(c, "big");
@@ -348,7 +349,7 @@ static void t_text_values(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc_config cfg;
     pc_odbc_config_init(&cfg);
     cfg.flags = PC_ODBC_CREATE;
@@ -384,7 +385,7 @@ static void t_empty(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
     pc_coll *e = pc_fx_coll(c, "empty");
@@ -455,7 +456,7 @@ static void t_constraint_rollback(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     int d = pc_odbc_dialect(o);
     pc_cache *c = mk_cache();
@@ -523,7 +524,7 @@ static void t_pipeline_failure(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     int d = pc_odbc_dialect(o);
     pc_cache *c = mk_cache();
@@ -605,7 +606,7 @@ static void t_fork(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_odbc *o = open_db(target, PC_ODBC_CREATE);
     pc_cache *c = mk_cache();
     pc_coll *b = pc_fx_coll(c, "fk");
@@ -655,7 +656,7 @@ static void t_export_import(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     char sdir[300], sdir2[300];
     snprintf(sdir, sizeof sdir, "%s/store-XXXXXX", odbc_env_dir());
     snprintf(sdir2, sizeof sdir2, "%s/store2-XXXXXX", odbc_env_dir());
@@ -742,7 +743,7 @@ static void t_persist(void **state)
 {
     const char *target = *state;
     if (target[0] == '\0')
-        skip();
+        pc_skip("MariaDB: the server or Connector/ODBC is not installed");
     pc_cache *c = mk_cache();
     pc_persist_config pc;
     pc_persist_config_init(&pc);
@@ -864,20 +865,25 @@ static char t_sqlite[600], t_pg[600], t_my[600];
         cmocka_unit_test_prestate(t_export_import, target),                                        \
         cmocka_unit_test_prestate(t_persist, target)
 
-int main(void)
+/* ctest runs the MariaDB group as a test of its own (test_odbc_mariadb:
+ * --only the group's cases, test_odbc --skip them), so MariaDB is started
+ * only when a case of it is selected, and its absence shows as that test
+ * Skipped. */
+int main(int argc, char **argv)
 {
-    int rc = odbc_env_start("test_odbc", 1);
+    pc_test_args(argc, argv);
+    const struct CMUnitTest sqlite[] = {PER_DRIVER("sqlite", t_sqlite)};
+    const struct CMUnitTest pg[] = {PER_DRIVER("postgresql", t_pg)};
+    const struct CMUnitTest my[] = {PER_DRIVER("mariadb", t_my)};
+    int rc = odbc_env_start("test_odbc", PC_SELECTED("mariadb", my) > 0);
     if (rc != 0)
         return rc;
     snprintf(t_sqlite, sizeof t_sqlite, "%s", odbc_env_sqlite());
     snprintf(t_pg, sizeof t_pg, "%s", odbc_env_pg());
     if (odbc_env_have_mariadb())
         snprintf(t_my, sizeof t_my, "%s", odbc_env_mariadb());
-    const struct CMUnitTest sqlite[] = {PER_DRIVER("sqlite", t_sqlite)};
-    const struct CMUnitTest pg[] = {PER_DRIVER("postgresql", t_pg)};
-    const struct CMUnitTest my[] = {PER_DRIVER("mariadb", t_my)};
-    int failed = cmocka_run_group_tests_name("sqlite", sqlite, NULL, NULL);
-    failed += cmocka_run_group_tests_name("postgresql", pg, NULL, NULL);
-    failed += cmocka_run_group_tests_name("mariadb", my, NULL, NULL);
-    return failed == 0 ? 0 : 1;
+    int failed = PC_RUN_GROUP("sqlite", sqlite, NULL, NULL);
+    failed += PC_RUN_GROUP("postgresql", pg, NULL, NULL);
+    failed += PC_RUN_GROUP("mariadb", my, NULL, NULL);
+    return pc_test_exit(failed);
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "odbc_testenv.h"
+#include "pc_testrun.h"
 #include "pcache_odbc.h"
 #include "snapshot_testlib.h"
 
@@ -89,10 +90,8 @@ static void test_sqlite(void **state)
 static void test_postgresql(void **state)
 {
     (void)state;
-    if (!have_pg) {
-        printf("*** SKIPPED: no private PostgreSQL server for this test ***\n");
-        skip();
-    }
+    if (!have_pg)
+        pc_skip("no private PostgreSQL server for this test");
     round_trip(odbc_env_pg(), "pg");
 }
 
@@ -174,5 +173,5 @@ int main(void)
         cmocka_unit_test(test_progress_on_a_terminal),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, snap_test_setup, snap_test_teardown);
+    return pc_test_exit(cmocka_run_group_tests(tests, snap_test_setup, snap_test_teardown));
 }

@@ -26,6 +26,7 @@
 #include "pcache.h"
 #include "pcache_store.h"
 #include "sipgen.h"
+#include "pc_testrun.h"
 #include "store_testlib.h"
 
 /* ---- map growth, fork --------------------------------------------------------------- */
@@ -224,10 +225,8 @@ static void test_unwritable(void **state)
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     chmod(dir, 0755);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
-        print_message("[unwritable] SKIPPED: cannot drop privileges to uid 65534\n");
-        return;
-    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+        pc_skip("[unwritable] cannot drop privileges to uid 65534");
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     assert_true(dir_fingerprint(dir) == before);
 }
@@ -261,12 +260,13 @@ static void test_crash_during_create(void **state)
     pc_store_close(s);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    pc_test_args(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_map_grows),  cmocka_unit_test(test_handle_after_fork),
         cmocka_unit_test(test_bad_paths),  cmocka_unit_test(test_newer_format),
         cmocka_unit_test(test_unwritable), cmocka_unit_test(test_crash_during_create),
     };
-    return cmocka_run_group_tests(tests, setup_root, teardown_root);
+    return pc_test_exit(PC_RUN_GROUP("test_store_open", tests, setup_root, teardown_root));
 }

@@ -15,6 +15,19 @@
  * so a test can SIGKILL the caller while it holds the lock. */
 int pc__test_hold_bucket_lock(pc_coll *coll, const void *key, size_t klen);
 
+/* Ends what pc__test_hold_bucket_lock began for key, from the process that
+ * holds it: closes the version bracket (the version is even again, two
+ * past the one readers saw before) and releases the lock. */
+int pc__test_release_bucket_lock(pc_coll *coll, const void *key, size_t klen);
+
+/* The stored value bytes of key's record, in the shared region, found
+ * without taking its bucket lock: for a test that holds that lock
+ * (pc__test_hold_bucket_lock) and writes the value in place, as a writer
+ * inside its bracket does, or that nobody else writes meanwhile. Sets *val
+ * and *vlen; PC_ENOTFOUND when absent. */
+int pc__test_value_bytes(pc_coll *coll, const void *key, size_t klen, unsigned char **val,
+                         size_t *vlen);
+
 /* Overwrites the stored length fields of key's record with klen_bits /
  * vlen_bits without any version bump, as a torn read would observe them.
  * Returns PC_ENOTFOUND when the key is absent. */

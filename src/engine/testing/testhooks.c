@@ -20,6 +20,55 @@ int pc__test_hold_bucket_lock(pc_coll *coll, const void *key, size_t klen)
     return 0;
 }
 
+int pc__test_release_bucket_lock(pc_coll *coll, const void *key, size_t klen)
+{
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    /* the holder's lock keeps the route to this bucket stable (I6) */
+    uint64_t idx =
+        pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, pc_hash(key, klen));
+    struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
+    if (atomic_load(&b->lock) != coll->c->token || (atomic_load(&b->version) & 1) == 0)
+        return PC_EINVAL; /* not held open by this process */
+    pc_wend(b);
+    pc_bucket_unlock(b);
+    return 0;
+}
+
+int pc__test_value_bytes(pc_coll *coll, const void *key, size_t klen, unsigned char **val,
+                         size_t *vlen)
+{
+    int rc = pc_enter(coll->c);
+    if (rc != 0)
+        return rc;
+    pc_cache *c = coll->c;
+    uint64_t h = pc_hash(key, klen);
+    struct pc_bucket_shm *b =
+        pc_bucket_at(coll, pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h));
+    struct pc_rec_shm *r = NULL;
+    unsigned n = atomic_load(&b->used) & PC_USED_MASK;
+    for (unsigned i = 0; i < n && i < PC_SLOTS && r == NULL; i++) {
+        struct pc_rec_shm *x = pc_cell(c, atomic_load(&b->slot[i]));
+        if (x != NULL && pc_rec_key_eq(c, x, key, klen))
+            r = x;
+    }
+    if (r == NULL) {
+        struct pc_chain_shm *ch = pc_chain_for(coll, h);
+        pc_chain_lock(coll, ch);
+        pc_off prev;
+        pc_off node = pc_chain_find(coll, ch, key, klen, &prev);
+        if (node != 0)
+            r = pc_cell(c, ((struct pc_ovf_node_shm *)pc_cell(c, node))->rec);
+        pc_chain_unlock(ch);
+    }
+    if (r == NULL)
+        return PC_ENOTFOUND;
+    *val = r->data + r->klen;
+    *vlen = r->vlen;
+    return 0;
+}
+
 /* Finds key under its bucket lock; returns the record or NULL and whether
  * it sits in a chain. The bucket stays locked in *bp. */
 static struct pc_rec_shm *pc_find_locked(pc_coll *coll, const void *key, size_t klen,

@@ -32,6 +32,12 @@ foreach(name ${pc_store_tests})
     set_tests_properties(${name} ${pc_parts_of_${name}} PROPERTIES LABELS "integration;store")
   endif()
 endforeach()
+# test_store_corrupt's stale block is also checked through pcache-snapshot verify.
+if(TARGET test_store_corrupt AND TARGET pcache-snapshot)
+  target_compile_definitions(test_store_corrupt
+                             PRIVATE PCACHE_SNAPSHOT_BIN="$<TARGET_FILE:pcache-snapshot>")
+  add_dependencies(test_store_corrupt pcache-snapshot)
+endif()
 # The journal's tests (written beside the store) link its library when the
 # storage/ build made one; test_journal*.c share journal_testlib.c
 # (fixtures, the random sequence and the table comparison). They look

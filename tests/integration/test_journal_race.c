@@ -102,11 +102,26 @@ static void random_op(pc_coll *co, unsigned id, unsigned n)
 
 typedef void (*op_fn)(pc_coll *co, unsigned id, unsigned n);
 
+/* Operations the forked writers have done, in memory they share with the
+ * parent (run_writers maps it): a save overlapped the writers when the
+ * count moved while it ran. */
+static _Atomic uint64_t *writer_ops;
+
+static uint64_t writer_ops_now(void)
+{
+    return writer_ops != NULL ? atomic_load(writer_ops) : 0;
+}
+
 /* Forks nw writers doing ops operations op each (ticking the journal every
  * 256); they flush and exit. */
 static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, op_fn op,
                         pid_t *pids)
 {
+    if (writer_ops == NULL) {
+        writer_ops = mmap(NULL, sizeof *writer_ops, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(writer_ops != MAP_FAILED);
+    }
     for (unsigned w = 0; w < nw; w++) {
         pid_t p = fork();
         assert_true(p >= 0);
@@ -115,6 +130,7 @@ static void run_writers(pc_journal *j, pc_coll *co, unsigned nw, unsigned ops, o
             rng_state = 0x1234567ull * (w + 1) + (uint64_t)getpid();
             for (unsigned n = 0; n < ops; n++) {
                 op(co, w, n);
+                atomic_fetch_add_explicit(writer_ops, 1, memory_order_relaxed);
                 if ((n & 255) == 0)
                     (void)pc_journal_tick(j, (w & 1) ? PC_JOURNAL_TICK_SYNC : 0);
             }
@@ -150,6 +166,16 @@ static unsigned reap_writers(unsigned nw, pid_t *pids, int options)
 static void wait_writers(unsigned nw, pid_t *pids)
 {
     assert_int_equal(reap_writers(nw, pids, 0), 0);
+}
+
+/* Returns once the writers forked after writer_ops read since have begun:
+ * the first save then starts while they write. */
+static void writers_begun(uint64_t since)
+{
+    for (int64_t t0 = pc_jcoarse_ms(); writer_ops_now() == since;) {
+        assert_true(pc_jcoarse_ms() < t0 + 10000);
+        usleep(100);
+    }
 }
 
 static void test_multiproc_replay(void **state)
@@ -277,13 +303,21 @@ static void test_save_while_writing(void **state)
     memset(&s, 0, sizeof s);
     fake_save(ja, ca, &s); /* a first snapshot before the writers */
     pid_t pids[3];
+    uint64_t ops0 = writer_ops_now();
     run_writers(ja, ca, 3, 60000, random_op, pids);
-    /* saves while they write; the last one is the snapshot that counts */
+    /* saves while they write (counted from when they have begun); the
+     * last one is the snapshot that counts */
+    writers_begun(ops0);
+    unsigned overlapped = 0;
     for (int i = 0; i < 4; i++) {
         usleep(20 * 1000);
+        uint64_t o = writer_ops_now();
         fake_save(ja, ca, &s);
+        overlapped += writer_ops_now() != o;
     }
     wait_writers(3, pids);
+    print_message("[save_while_writing] %u of 4 saves overlapped the writers\n", overlapped);
+    assert_true(overlapped > 0); /* the race this test is about happened */
     /* as in test_store_save_restore: one write after the last save, so
      * skipped > 0 below whatever the writers' timing */
     assert_int_equal(pc_set(ca, "pinned", 6, "after", 5, 0, 0), 0);
@@ -458,14 +492,21 @@ static void test_store_save_restore(void **state)
     assert_int_equal(pc_journal_save(ja, s, ca, NULL, &retired), 0);
     total_retired += retired;
     pid_t pids[3];
+    uint64_t ops0 = writer_ops_now();
     run_writers(ja, ca, 3, 50000, random_op, pids);
-    for (int i = 0; i < 3; i++) { /* saves while they write */
+    writers_begun(ops0);
+    unsigned overlapped = 0;
+    for (int i = 0; i < 3; i++) { /* saves while they write (counted from when they have begun) */
         usleep(30 * 1000);
         pc_store_save_result sr;
+        uint64_t o = writer_ops_now();
         assert_int_equal(pc_journal_save(ja, s, ca, &sr, &retired), 0);
+        overlapped += writer_ops_now() != o;
         total_retired += retired;
     }
     wait_writers(3, pids);
+    print_message("[store_save_restore] %u of 3 saves overlapped the writers\n", overlapped);
+    assert_true(overlapped > 0); /* the race this test is about happened */
     /* The writers may all be done before the last save (their 150,000
      * ops can end within its 90 ms in a Release build; CI saw it once): a
      * write after it to a key every snapshot holds makes sure the journal

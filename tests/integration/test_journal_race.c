@@ -172,8 +172,8 @@ static void wait_writers(unsigned nw, pid_t *pids)
  * the first save then starts while they write. */
 static void writers_begun(uint64_t since)
 {
-    for (int64_t t0 = pc_jcoarse_ms(); writer_ops_now() == since;) {
-        assert_true(pc_jcoarse_ms() < t0 + 10000);
+    for (int64_t t0 = pc_mono_coarse_ms(); writer_ops_now() == since;) {
+        assert_true(pc_mono_coarse_ms() < t0 + 10000);
         usleep(100);
     }
 }

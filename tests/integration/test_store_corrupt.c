@@ -400,7 +400,7 @@ static void save_stale_gen(const char *dir, pc_coll *co, uint64_t gen, unsigned 
     pc_store_config_init(&sc);
     sc.flags = flags;
     sc.block_bytes = 1024; /* one record per block */
-    sc.log = log_cb;
+    sc.log.fn = log_cb;
     pc_store *s = NULL;
     check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
     put_stale_gen(co, gen);

@@ -120,14 +120,14 @@ int bs_journal_run(const char *dir, unsigned slices, unsigned slice_ms, bs_journ
     uint64_t stamp = 0, rng = 0x77;
     for (unsigned r = 0; r < slices && rc == 0; r++)
         for (int m = 0; m < BS_JMODES && rc == 0; m++) {
-            pc_coll_set_journal(co, modes[m]);
+            pc_journal_set_mode(co, modes[m]);
             /* always pays one fdatasync per set: a short slice is enough */
             unsigned ms = modes[m] == PC_JOURNAL_ALWAYS ? slice_ms / 3 + 1 : slice_ms;
             rc = bs_slice(j, co, &keys, ms, &stamp, &rng, &rate[m][r], &cpu[m][r]);
         }
     kill(maint, SIGKILL);
     waitpid(maint, NULL, 0);
-    pc_coll_set_journal(co, PC_JOURNAL_OFF);
+    pc_journal_set_mode(co, PC_JOURNAL_OFF);
     pc_journal_close(j);
     pc_cache_destroy(c);
     bench_keys_free(&keys);

@@ -118,7 +118,7 @@ static int pc_split_one(pc_coll *coll)
                           memory_order_relaxed);
     atomic_store_explicit(&nb->used, (uint8_t)(k | (used & PC_USED_OVF)), memory_order_relaxed);
     /* the new bucket continues the old one's version, so write stamps of a
-     * key stay ordered across the split (pc_wal_rec.stamp) */
+     * key stay ordered across the split (pc_mutation.stamp) */
     atomic_store_explicit(&nb->version, atomic_load_explicit(&b->version, memory_order_relaxed),
                           memory_order_relaxed);
     uint64_t next = split + 1 == size ? ((uint64_t)(level + 1) << 32) : (route + 1);

@@ -125,7 +125,7 @@ struct pc_coll_shm {
     _Atomic uint64_t splits;         /* maintenance lock holder only */
     _Atomic uint32_t grow_failed;    /* set once when a segment could not be carved */
     _Atomic uint32_t expired_events; /* opt-in for PC_EV_EXPIRED */
-    _Atomic uint32_t journal;        /* journal mode, 0 = off (storage layer's) */
+    _Atomic uint32_t hook_word;      /* pc_coll_set_hook_word: 0 = no mutation hook calls */
     /* perf_stats_reset baseline: the summed counters at the last reset.
      * Guarded by base_lock; readers take it too (rare, management only). */
     _Atomic uint32_t base_lock;
@@ -226,8 +226,8 @@ struct pc_cache {
     pc_logger log;     /* pc_config.log */
     pc_event_fn ev_fn; /* this process's event handler */
     void *ev_ctx;
-    pc_wal_fn wal_fn; /* this process's write-ahead hook */
-    void *wal_ctx;
+    pc_mutation_fn mut_fn; /* this process's mutation hook */
+    void *mut_ctx;
 };
 
 /* ---- small inline helpers ----------------------------------------------- */

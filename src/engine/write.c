@@ -88,11 +88,13 @@ static void pc_release(struct pc_loc *loc)
     pc_bucket_unlock(loc->b);
 }
 
-/* Whether writes to coll are journaled by this process. */
-static bool pc_journaled(const pc_coll *coll)
+/* The hook word a write to coll hands to this process's mutation hook: 0
+ * (no hook call) without a hook, else one relaxed read of the shared word. */
+static unsigned pc_hooked(const pc_coll *coll)
 {
-    return coll->c->wal_fn != NULL &&
-           atomic_load_explicit(&coll->shm->journal, memory_order_relaxed) != 0;
+    return coll->c->mut_fn == NULL
+               ? 0
+               : atomic_load_explicit(&coll->shm->hook_word, memory_order_relaxed);
 }
 
 /* The write's stamp: the bucket version after its bracket (lock held). */
@@ -101,20 +103,22 @@ static uint32_t pc_stamp(const struct pc_loc *loc)
     return atomic_load_explicit(&loc->b->version, memory_order_relaxed);
 }
 
-/* Hands an acknowledged write to the journal hook (no lock held). */
-static int pc_journal(pc_coll *coll, int op, const void *key, size_t klen, const void *val,
-                      size_t vlen, int64_t counter, int64_t expires, uint32_t stamp)
+/* Hands an acknowledged write to the mutation hook (no lock held). */
+static int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
+                      const void *val, size_t vlen, int64_t counter, int64_t expires,
+                      uint32_t stamp)
 {
-    pc_wal_rec r = {.coll = coll,
-                    .op = op,
-                    .key = key,
-                    .klen = klen,
-                    .val = val,
-                    .vlen = vlen,
-                    .counter = counter,
-                    .expires_mono_ms = expires,
-                    .stamp = stamp};
-    return coll->c->wal_fn(coll->c->wal_ctx, &r);
+    pc_mutation m = {.coll = coll,
+                     .op = op,
+                     .word = word,
+                     .key = key,
+                     .klen = klen,
+                     .val = val,
+                     .vlen = vlen,
+                     .counter = counter,
+                     .expires_mono_ms = expires,
+                     .stamp = stamp};
+    return coll->c->mut_fn(coll->c->mut_ctx, &m);
 }
 
 /* Lowers the expiry hint covering loc's key so the sweep will look. */
@@ -144,7 +148,7 @@ static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
         pc_wend(loc->b);
     } else {
         /* chain nodes are read under the chain lock; the bracket only
-         * advances the bucket version, which stamps the write (journal) */
+         * advances the bucket version, which stamps the write (mutation hook) */
         struct pc_ovf_node_shm *nd = pc_cell(c, loc->node);
         pc_wbegin(loc->b);
         nd->rec = rec_off;
@@ -279,9 +283,9 @@ static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, co
         memcmp(r->data + klen, val, vlen) != 0)
         return false;
     if (!(flags & PC_SET_KEEPTTL)) {
-        /* versionless for readers; a journaled collection still bumps the
+        /* versionless for readers; a hooked collection still bumps the
          * version so the refresh gets its own stamp */
-        bool j = pc_journaled(coll);
+        bool j = pc_hooked(coll) != 0;
         if (j)
             pc_wbegin(loc->b);
         atomic_store_explicit(&r->expires, expires, memory_order_relaxed);
@@ -351,8 +355,9 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         pc_release(&loc);
         if (done) {
             PC_STAT_ADD(coll, stores, 1);
-            if (pc_journaled(coll))
-                return pc_journal(coll, PC_WAL_SET, key, klen, val, vlen, 0, final_exp, stamp);
+            unsigned w = pc_hooked(coll);
+            if (w != 0)
+                return pc_mutated(coll, w, PC_MUT_SET, key, klen, val, vlen, 0, final_exp, stamp);
             return 0;
         }
     }
@@ -415,11 +420,12 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         pc_free(c, rec);
     if (node != 0)
         pc_free(c, node);
-    if (rc == 0 && pc_journaled(coll)) {
+    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
+    if (w != 0) {
         int64_t cv = 0;
         if (rflags & PC_RF_COUNTER)
             memcpy(&cv, val, 8);
-        rc = pc_journal(coll, (rflags & PC_RF_COUNTER) ? PC_WAL_COUNTER : PC_WAL_SET, key, klen,
+        rc = pc_mutated(coll, w, (rflags & PC_RF_COUNTER) ? PC_MUT_COUNTER : PC_MUT_SET, key, klen,
                         (rflags & PC_RF_COUNTER) ? NULL : val, (rflags & PC_RF_COUNTER) ? 0 : vlen,
                         cv, final_exp, stamp);
     }
@@ -437,26 +443,26 @@ int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, i
     return pc_set_rec(coll, key, klen, &value, sizeof value, PC_RF_COUNTER, ttl_ms, 0);
 }
 
-int pc_wal_hook(pc_cache *c, pc_wal_fn fn, void *ctx)
+int pc_mutation_hook(pc_cache *c, pc_mutation_fn fn, void *ctx)
 {
     if (c == NULL)
         return PC_EINVAL;
-    c->wal_fn = fn;
-    c->wal_ctx = ctx;
+    c->mut_fn = fn;
+    c->mut_ctx = ctx;
     return 0;
 }
 
-int pc_coll_set_journal(pc_coll *coll, unsigned mode)
+int pc_coll_set_hook_word(pc_coll *coll, unsigned word)
 {
     if (coll == NULL)
         return PC_EINVAL;
-    atomic_store(&coll->shm->journal, mode);
+    atomic_store(&coll->shm->hook_word, word);
     return 0;
 }
 
-unsigned pc_coll_journal(const pc_coll *coll)
+unsigned pc_coll_hook_word(const pc_coll *coll)
 {
-    return coll == NULL ? 0 : atomic_load(&coll->shm->journal);
+    return coll == NULL ? 0 : atomic_load(&coll->shm->hook_word);
 }
 
 int pc_remove(pc_coll *coll, const void *key, size_t klen)
@@ -489,8 +495,9 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     if (!live)
         return PC_ENOTFOUND;
     PC_STAT_ADD(coll, removes, 1);
-    if (pc_journaled(coll))
-        return pc_journal(coll, PC_WAL_DEL, key, klen, NULL, 0, 0, 0, stamp);
+    unsigned w = pc_hooked(coll);
+    if (w != 0)
+        return pc_mutated(coll, w, PC_MUT_DEL, key, klen, NULL, 0, 0, 0, stamp);
     return 0;
 }
 
@@ -600,8 +607,9 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         pc_free(c, rec);
     if (node != 0)
         pc_free(c, node);
-    if (rc == 0 && pc_journaled(coll))
-        rc = pc_journal(coll, PC_WAL_COUNTER, key, klen, NULL, 0, value, final_exp, stamp);
+    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
+    if (w != 0)
+        rc = pc_mutated(coll, w, PC_MUT_COUNTER, key, klen, NULL, 0, value, final_exp, stamp);
     return rc;
 }
 
@@ -634,7 +642,7 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     int64_t e = 0;
     if (loc.where != 0 && loc.live) {
         e = pc_deadline(now, ttl_ms);
-        bool j = pc_journaled(coll); /* versionless unless journaled (stamp) */
+        bool j = pc_hooked(coll) != 0; /* versionless unless hooked (stamp) */
         if (j)
             pc_wbegin(loc.b);
         atomic_store_explicit(&loc.rec->expires, e, memory_order_relaxed);
@@ -645,7 +653,8 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     }
     uint32_t stamp = pc_stamp(&loc);
     pc_release(&loc);
-    if (rc == 0 && pc_journaled(coll))
-        rc = pc_journal(coll, PC_WAL_EXPIRE, key, klen, NULL, 0, 0, e, stamp);
+    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
+    if (w != 0)
+        rc = pc_mutated(coll, w, PC_MUT_EXPIRE, key, klen, NULL, 0, 0, e, stamp);
     return rc;
 }

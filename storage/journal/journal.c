@@ -1,9 +1,10 @@
 /*
- * journal.c - the journal's write side: the engine's write-ahead hook, the
- * save epochs and retiring, open/close (docs/journal-format.md §5-§6). How
- * records get from the hook into the segment files - per-process rings in
- * shared memory and their drainer - is journal_ring.c and journal_drain.c;
- * the replay is journal_replay.c, the bytes journal_format.c.
+ * journal.c - the journal's write side: the write-ahead path (the engine's
+ * mutation hook), the save epochs and retiring, open/close
+ * (docs/journal-format.md §5-§6). How records get from the hook into the
+ * segment files - per-process rings in shared memory and their drainer - is
+ * journal_ring.c and journal_drain.c; the replay is journal_replay.c, the
+ * bytes journal_format.c.
  *
  * Each process's records go to its own segment files per (collection, save
  * epoch): there is no shared append offset and no shared read-modify-write
@@ -175,7 +176,7 @@ static uint64_t pc_jepoch_load(const pc_journal *j, const struct pc_jpc *pc)
  * when the table cannot be read: never worse than the write itself).
  * Cost: one lookup per process, collection and save, plus a copy of the
  * value when it changed. */
-static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *out)
+static int pc_jrotation_state(pc_journal *j, const pc_mutation *r, pc_mutation *out)
 {
     atomic_thread_fence(memory_order_seq_cst);
     pc_meta m;
@@ -202,7 +203,7 @@ static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *ou
     out->counter = 0;
     out->expires_mono_ms = 0;
     if (rc == PC_ENOTFOUND) {
-        out->op = PC_WAL_DEL;
+        out->op = PC_MUT_DEL;
         return 1;
     }
     if (rc != 0)
@@ -216,10 +217,10 @@ static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *ou
         uint64_t v = 0;
         for (size_t i = neg ? 1 : 0; i < got; i++)
             v = v * 10 + (uint64_t)(p[i] - '0');
-        out->op = PC_WAL_COUNTER;
+        out->op = PC_MUT_COUNTER;
         out->counter = neg ? (int64_t)(0 - v) : (int64_t)v;
     } else {
-        out->op = PC_WAL_SET;
+        out->op = PC_MUT_SET;
         out->val = j->scratch;
         out->vlen = got;
     }
@@ -227,7 +228,7 @@ static int pc_jrotation_state(pc_journal *j, const pc_wal_rec *r, pc_wal_rec *ou
     int64_t d = out->expires_mono_ms - r->expires_mono_ms;
     bool same_exp = (out->expires_mono_ms == 0) == (r->expires_mono_ms == 0) && d <= 5 && d >= -5;
     if (out->op == r->op && same_exp &&
-        (r->op == PC_WAL_COUNTER
+        (r->op == PC_MUT_COUNTER
              ? out->counter == r->counter
              : out->vlen == r->vlen && (r->vlen == 0 || memcmp(out->val, r->val, r->vlen) == 0)))
         return 0;
@@ -255,39 +256,39 @@ static inline void pc_jcheck_fork(pc_journal *j)
 
 /* ---- the write path ---------------------------------------------------------
  * Hot path. Per record: the fork counter and the collection (process-local),
- * the journal mode (a shared line that only changes on configuration), one
+ * the journal mode (in the record: the engine's read of the hook word), one
  * seq_cst fence and the epoch (a shared line written only by saves), the
  * record encoded straight into this process's ring (header, key, value; no
  * checksum: the consumer computes it) and one release store of the ring's
  * head - no allocation, no lock, no system call, no shared read-modify-write.
  * A record with an expiry also reads the coarse clock (vDSO) to convert it.
  * always adds the drain of the ring (one pwrite) and an fdatasync. */
-int pc_journal_hook(void *ctx, const pc_wal_rec *r)
+int pc_journal_hook(void *ctx, const pc_mutation *r)
 {
     pc_journal *j = ctx;
-    if (j == NULL || r == NULL || r->op < PC_WAL_SET || r->op > PC_WAL_EXPIRE ||
-        r->klen > PC_KEY_MAX || (r->op == PC_WAL_SET && r->vlen > PC_VALUE_MAX))
+    if (j == NULL || r == NULL || r->op < PC_MUT_SET || r->op > PC_MUT_EXPIRE ||
+        r->klen > PC_KEY_MAX || (r->op == PC_MUT_SET && r->vlen > PC_VALUE_MAX))
         return PC_EINVAL;
     pc_jcheck_fork(j);
     struct pc_jpc *pc = pc_jpc_of(j, r->coll);
     if (pc == NULL)
         return PC_EINVAL;
-    unsigned mode = pc_coll_journal(r->coll);
+    unsigned mode = r->word; /* the mode the engine read for this write */
     uint64_t epoch = pc_jepoch_load(j, pc);
     int rc;
-    pc_wal_rec cur;
+    pc_mutation cur;
     unsigned rflags = 0;
     if (epoch != pc->seen_epoch) {
         /* the first record since this process saw the epoch change (§5.3) */
         pc->seen_epoch = epoch;
-        if ((r->op == PC_WAL_SET || r->op == PC_WAL_COUNTER) && pc_jrotation_state(j, r, &cur)) {
+        if ((r->op == PC_MUT_SET || r->op == PC_MUT_COUNTER) && pc_jrotation_state(j, r, &cur)) {
             r = &cur;
             rflags = PC_JREC_F_STATE;
         }
     }
-    size_t vlen = r->op == PC_WAL_SET ? r->vlen : r->op == PC_WAL_COUNTER ? 8 : 0;
+    size_t vlen = r->op == PC_MUT_SET ? r->vlen : r->op == PC_MUT_COUNTER ? 8 : 0;
     int64_t wall = 0;
-    if (r->expires_mono_ms > 0 && r->op != PC_WAL_DEL) {
+    if (r->expires_mono_ms > 0 && r->op != PC_MUT_DEL) {
         int64_t now = pc_mono_coarse_ms();
         if (now - j->wall_off_at >= 1000)
             pc_jwall_refresh(j, now);
@@ -482,7 +483,7 @@ int pc_journal_install(pc_journal *j)
 {
     if (j == NULL)
         return PC_EINVAL;
-    int rc = pc_wal_hook(j->c, pc_journal_hook, j);
+    int rc = pc_mutation_hook(j->c, pc_journal_hook, j);
     if (rc == 0)
         j->installed = true;
     return rc;
@@ -492,7 +493,7 @@ int pc_journal_uninstall(pc_journal *j)
 {
     if (j == NULL)
         return PC_EINVAL;
-    int rc = pc_wal_hook(j->c, NULL, NULL);
+    int rc = pc_mutation_hook(j->c, NULL, NULL);
     if (rc == 0)
         j->installed = false;
     return rc;

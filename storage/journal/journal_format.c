@@ -49,6 +49,18 @@ const char *pc_journal_mode_name(unsigned mode)
     }
 }
 
+/* The mode lives in the engine's hook word: the engine calls the hook for
+ * exactly the collections whose mode is not off. */
+int pc_journal_set_mode(pc_coll *coll, unsigned mode)
+{
+    return pc_coll_set_hook_word(coll, mode);
+}
+
+unsigned pc_journal_mode(const pc_coll *coll)
+{
+    return pc_coll_hook_word(coll);
+}
+
 /* ---- segment header (§2) ------------------------------------------------ */
 
 void pc_jseg_hdr_encode(void *buf, const pc_jseg_hdr *h)
@@ -120,7 +132,7 @@ size_t pc_jrec_size(size_t klen, size_t vlen)
 size_t pc_jrec_encode_body(void *buf, const pc_jrec *r)
 {
     uint8_t *p = buf;
-    size_t vlen = r->op == PC_WAL_COUNTER ? 8 : r->op == PC_WAL_SET ? r->vlen : 0;
+    size_t vlen = r->op == PC_MUT_COUNTER ? 8 : r->op == PC_MUT_SET ? r->vlen : 0;
     size_t body = PC_JREC_HDR_SIZE + r->klen + vlen;
     memcpy(p, pc_jrec_marker, 4);
     pc_put_le32(p + 4, (uint32_t)(body + PC_JREC_SUM_SIZE));
@@ -133,7 +145,7 @@ size_t pc_jrec_encode_body(void *buf, const pc_jrec *r)
     pc_put_le64(p + 24, (uint64_t)r->expires_wall_ms);
     if (r->klen > 0)
         memcpy(p + PC_JREC_HDR_SIZE, r->key, r->klen);
-    if (r->op == PC_WAL_COUNTER)
+    if (r->op == PC_MUT_COUNTER)
         pc_put_le64(p + PC_JREC_HDR_SIZE + r->klen, (uint64_t)r->counter);
     else if (vlen > 0)
         memcpy(p + PC_JREC_HDR_SIZE + r->klen, r->val, vlen);
@@ -181,16 +193,16 @@ int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why
     r.expires_wall_ms = (int64_t)pc_get_le64(p + 24);
     if (PC_JREC_HDR_SIZE + r.klen <= avail)
         r.key = p + PC_JREC_HDR_SIZE; /* nameable from here on */
-    if (r.op < PC_WAL_SET || r.op > PC_WAL_EXPIRE) {
+    if (r.op < PC_MUT_SET || r.op > PC_MUT_EXPIRE) {
         w = "unknown operation";
-    } else if ((p[9] & ~PC_JREC_F_STATE) != 0 || (p[9] != 0 && r.op == PC_WAL_EXPIRE)) {
+    } else if ((p[9] & ~PC_JREC_F_STATE) != 0 || (p[9] != 0 && r.op == PC_MUT_EXPIRE)) {
         w = "unknown record flags";
     } else if (r.vlen > PC_VALUE_MAX) {
         w = "value length past the limit";
-    } else if ((r.op == PC_WAL_COUNTER && r.vlen != 8) ||
-               ((r.op == PC_WAL_DEL || r.op == PC_WAL_EXPIRE) && r.vlen != 0)) {
+    } else if ((r.op == PC_MUT_COUNTER && r.vlen != 8) ||
+               ((r.op == PC_MUT_DEL || r.op == PC_MUT_EXPIRE) && r.vlen != 0)) {
         w = "value length does not fit the operation";
-    } else if (r.expires_wall_ms < 0 || (r.op == PC_WAL_DEL && r.expires_wall_ms != 0)) {
+    } else if (r.expires_wall_ms < 0 || (r.op == PC_MUT_DEL && r.expires_wall_ms != 0)) {
         w = "bad expiry";
     } else if (size != pc_jrec_size(r.klen, r.vlen)) {
         w = "record length disagrees with its key and value lengths";
@@ -202,7 +214,7 @@ int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why
     } else {
         r.size = size;
         r.val = r.vlen > 0 ? p + PC_JREC_HDR_SIZE + r.klen : NULL;
-        if (r.op == PC_WAL_COUNTER)
+        if (r.op == PC_MUT_COUNTER)
             r.counter = (int64_t)pc_get_le64(p + PC_JREC_HDR_SIZE + r.klen);
         if (out != NULL)
             *out = r;

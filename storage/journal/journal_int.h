@@ -52,7 +52,7 @@ int pc_jseg_hdr_decode(const void *buf, size_t len, pc_jseg_hdr *out, const char
 
 /* A decoded record: pointers borrow the buffer it was decoded from. */
 typedef struct pc_jrec {
-    int op;         /* PC_WAL_SET .. PC_WAL_EXPIRE */
+    int op;         /* PC_MUT_SET .. PC_MUT_EXPIRE */
     unsigned flags; /* PC_JREC_F_* */
     uint32_t stamp;
     int64_t expires_wall_ms;

@@ -62,7 +62,7 @@ struct pc_journal_replay {
 };
 
 /* > 0 when (ga, sa) is later than (gb, sb): boot generation first, then the
- * stamp in serial-number order (pc_wal_rec). */
+ * stamp in serial-number order (pc_mutation). */
 static int pc_jcmp(uint64_t ga, uint32_t sa, uint64_t gb, uint32_t sb)
 {
     if (ga != gb)
@@ -154,7 +154,7 @@ static int pc_jrp_record(void *ctx, const pc_jrec *r, uint64_t off)
     }
     rp->st.records++;
     const uint8_t *rec = (const uint8_t *)r->key - PC_JREC_HDR_SIZE;
-    if (r->op == PC_WAL_EXPIRE) {
+    if (r->op == PC_MUT_EXPIRE) {
         if (e->xrec == NULL ||
             pc_jreplaces(rp, sc->seg, r->stamp, rec, e->xseg, e->xstamp, e->xrec)) {
             e->xrec = rec;
@@ -330,7 +330,7 @@ int pc_journal_replay_open(pc_journal *j, pc_coll *coll, uint64_t min_epoch, uns
         return rc;
     }
     rp->st.keys = rp->n;
-    if (rp->st.segments == 0 && pc_coll_journal(coll) == 0)
+    if (rp->st.segments == 0 && pc_journal_mode(coll) == 0)
         pc_jlog(j, PC_LOG_INFO, "collection '%s': journal off", pc_coll_name(coll));
     else
         pc_jlog(j, PC_LOG_INFO,
@@ -437,7 +437,7 @@ static void pc_jrp_apply_one(struct pc_journal_replay *rp, struct pc_jent *e, in
     int rc;
     if (base_v) {
         pc_jrp_decode(rp, e->vseg, e->vrec, &v);
-        if (v.op == PC_WAL_DEL) {
+        if (v.op == PC_MUT_DEL) {
             rc = pc_remove(coll, v.key, v.klen);
             if (rc != 0 && rc != PC_ENOTFOUND)
                 pc_jrp_fail(rp, e, "a delete", rc, first);
@@ -449,7 +449,7 @@ static void pc_jrp_apply_one(struct pc_journal_replay *rp, struct pc_jent *e, in
             rp->st.expired++;
             return;
         }
-        if (v.op == PC_WAL_COUNTER) {
+        if (v.op == PC_MUT_COUNTER) {
             rc = pc_set_counter(coll, v.key, v.klen, v.counter, ttl);
             rp->st.counter++;
         } else {
@@ -486,7 +486,7 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
     pc_journal *j = rp->j;
     bool hooked = j->installed;
     if (hooked)
-        (void)pc_wal_hook(j->c, NULL, NULL);
+        (void)pc_mutation_hook(j->c, NULL, NULL);
     int first = 0;
     int64_t now = pc_wall_ms();
     for (size_t i = 0; i < rp->cap; i++) {
@@ -495,8 +495,8 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
             pc_jrp_apply_one(rp, e, now, &first);
     }
     if (hooked)
-        (void)pc_wal_hook(j->c, pc_journal_hook, j);
-    if (rp->st.segments > 0 || pc_coll_journal(rp->coll) != 0)
+        (void)pc_mutation_hook(j->c, pc_journal_hook, j);
+    if (rp->st.segments > 0 || pc_journal_mode(rp->coll) != 0)
         pc_jlog(j, PC_LOG_INFO,
                 "collection '%s': replayed %llu set(s), %llu counter(s), %llu delete(s), "
                 "%llu expire(s); %llu expired, %llu snapshot record(s) superseded, %llu error(s)",
@@ -532,8 +532,8 @@ int pc_journal_replay_foreach(const pc_journal_replay *rp,
             pc_jrp_decode(rp, e->vseg, e->vrec, &r);
             w.op = r.op;
             w.flags = r.flags;
-            w.val = r.op == PC_WAL_SET ? r.val : NULL;
-            w.vlen = r.op == PC_WAL_SET ? r.vlen : 0;
+            w.val = r.op == PC_MUT_SET ? r.val : NULL;
+            w.vlen = r.op == PC_MUT_SET ? r.vlen : 0;
             w.counter = r.counter;
             w.expires_wall_ms = r.expires_wall_ms;
             w.boot_gen = rp->segs[e->vseg].boot_gen;

@@ -166,7 +166,7 @@ static int pp_journal_item(void *ctx, const char *name, size_t len, const char *
                        "journal names '%.*s', which is not a declared "
                        "collection",
                        (int)len, name);
-    pc_coll_set_journal(coll, m);
+    pc_journal_set_mode(coll, m);
     return 0;
 }
 
@@ -444,7 +444,7 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
             "pcache: loaded %s: %llu entries from the snapshot, %llu expired "
             "skipped, %s, in %.3f s",
             pc_coll_name(coll), (unsigned long long)r.rows, (unsigned long long)r.skipped_expired,
-            p->journal != NULL && pc_coll_journal(coll) != 0 ? "journal replayed" : "journal off",
+            p->journal != NULL && pc_journal_mode(coll) != 0 ? "journal replayed" : "journal off",
             secs);
     } else {
         pc_log_emit(&p->log, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll),
@@ -707,7 +707,7 @@ static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rc
     rc = rc ? rc : ops->i64(rctx, "last_load", atomic_load(&st->last_load_ms) / 1000);
     rc = rc ? rc : ops->u64(rctx, "last_load_entries", atomic_load(&st->last_load_count));
     rc = rc ? rc : ops->u64(rctx, "generation", atomic_load(&st->generation));
-    const char *jm = pc_journal_mode_name(pc_coll_journal(coll));
+    const char *jm = pc_journal_mode_name(pc_journal_mode(coll));
     rc = rc ? rc : ops->str(rctx, "journal", jm, strlen(jm));
     rc = rc ? rc : pc_sync_stats_emit(p, coll, ops, rctx);
     return rc;

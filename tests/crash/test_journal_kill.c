@@ -79,7 +79,7 @@ static int64_t now_ms(void)
 /* ---- writers -------------------------------------------------------------------- */
 
 struct ack {    /* one acknowledged write, as a writer reports it */
-    uint8_t op; /* PC_WAL_SET or PC_WAL_DEL */
+    uint8_t op; /* PC_MUT_SET or PC_MUT_DEL */
     uint8_t round, writer;
     uint8_t key;
     uint32_t stamp;
@@ -91,7 +91,7 @@ struct ack {    /* one acknowledged write, as a writer reports it */
 static uint32_t last_stamp;
 static uint64_t last_epoch;
 
-static int ack_hook(void *ctx, const pc_wal_rec *r)
+static int ack_hook(void *ctx, const pc_mutation *r)
 {
     int rc = pc_journal_hook(ctx, r);
     last_stamp = r->stamp;
@@ -124,11 +124,11 @@ static void writer(pc_coll *co, int fd, unsigned round, unsigned w)
         key_of(k, sizeof k, a.key);
         int rc;
         if ((x >> 32) % 100 < 80) {
-            a.op = PC_WAL_SET;
+            a.op = PC_MUT_SET;
             int vl = value_of(v, sizeof v, round, w, seq);
             rc = pc_set(co, k, strlen(k), v, (size_t)vl, 0, 0);
         } else {
-            a.op = PC_WAL_DEL;
+            a.op = PC_MUT_DEL;
             rc = pc_remove(co, k, strlen(k));
             if (rc == PC_ENOTFOUND)
                 continue; /* nothing changed, nothing journaled */
@@ -263,8 +263,8 @@ static void kill_run(unsigned mode)
     jc.log.fn = log_fn;
     pc_journal *ja = NULL;
     assert_int_equal(pc_journal_open(a, &jc, &ja), 0);
-    assert_int_equal(pc_wal_hook(a, ack_hook, ja), 0);
-    assert_int_equal(pc_coll_set_journal(ca, mode), 0);
+    assert_int_equal(pc_mutation_hook(a, ack_hook, ja), 0);
+    assert_int_equal(pc_journal_set_mode(ca, mode), 0);
     if (mode == PC_JOURNAL_EVERYSEC)
         assert_int_equal(pc_journal_sync_all(ja), 0); /* starts the drainer */
 
@@ -417,13 +417,13 @@ static void kill_run(unsigned mode)
                     assert_memory_equal(got, s.rec[i].val, gl);
                 }
             }
-            op = PC_WAL_SET;
+            op = PC_MUT_SET;
         }
         if (jw[k].op != 0 && (!from_snap[k] || later(jw[k].stamp, stamp))) {
             stamp = jw[k].stamp;
             op = jw[k].op;
             flags = jw[k].flags;
-            if (op == PC_WAL_SET) {
+            if (op == PC_MUT_SET) {
                 assert_int_equal(rc, 0);
                 assert_int_equal(gl, jw[k].vlen);
                 assert_memory_equal(got, jw[k].val, gl);
@@ -454,7 +454,7 @@ static void kill_run(unsigned mode)
         if (stamp == A->stamp && flags == 0) {
             exact++;
             assert_int_equal(op, A->op);
-            if (A->op == PC_WAL_SET) {
+            if (A->op == PC_MUT_SET) {
                 char want[48];
                 int wl = value_of(want, sizeof want, A->round, A->writer, A->seq);
                 assert_int_equal(rc, 0);

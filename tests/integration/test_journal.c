@@ -47,19 +47,19 @@ static void test_format_records(void **state)
     (void)state;
     uint8_t buf[PC_JREC_MIN_SIZE + 64];
     const pc_jrec in[] = {
-        {.op = PC_WAL_SET,
+        {.op = PC_MUT_SET,
          .stamp = 7,
          .expires_wall_ms = 1700000000000,
          .key = "k\0y",
          .klen = 3,
          .val = "va\0lue",
          .vlen = 6},
-        {.op = PC_WAL_COUNTER, .stamp = 0xfffffffe, .key = "ctr", .klen = 3, .counter = -42},
-        {.op = PC_WAL_DEL, .stamp = 2, .key = "", .klen = 0},
-        {.op = PC_WAL_EXPIRE, .stamp = 3, .expires_wall_ms = 5, .key = "e", .klen = 1},
+        {.op = PC_MUT_COUNTER, .stamp = 0xfffffffe, .key = "ctr", .klen = 3, .counter = -42},
+        {.op = PC_MUT_DEL, .stamp = 2, .key = "", .klen = 0},
+        {.op = PC_MUT_EXPIRE, .stamp = 3, .expires_wall_ms = 5, .key = "e", .klen = 1},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
-        size_t vlen = in[i].op == PC_WAL_COUNTER ? 8 : in[i].vlen;
+        size_t vlen = in[i].op == PC_MUT_COUNTER ? 8 : in[i].vlen;
         size_t n = pc_jrec_encode(buf, &in[i]);
         assert_int_equal(n, pc_jrec_size(in[i].klen, vlen));
         pc_jrec out;
@@ -71,9 +71,9 @@ static void test_format_records(void **state)
         assert_int_equal(out.klen, in[i].klen);
         assert_memory_equal(out.key, in[i].key, in[i].klen);
         assert_int_equal(out.size, n);
-        if (in[i].op == PC_WAL_SET)
+        if (in[i].op == PC_MUT_SET)
             assert_memory_equal(out.val, in[i].val, in[i].vlen);
-        if (in[i].op == PC_WAL_COUNTER)
+        if (in[i].op == PC_MUT_COUNTER)
             assert_int_equal(out.counter, -42);
         /* one byte short: incomplete; any flipped byte: rejected */
         assert_int_equal(pc_jrec_decode(buf, n - 1, &out, &why), PC_ECORRUPT);
@@ -84,7 +84,7 @@ static void test_format_records(void **state)
         }
     }
     /* a bad record still names its key when the header is readable */
-    pc_jrec r = {.op = PC_WAL_SET, .key = "named", .klen = 5, .val = "v", .vlen = 1};
+    pc_jrec r = {.op = PC_MUT_SET, .key = "named", .klen = 5, .val = "v", .vlen = 1};
     size_t n = pc_jrec_encode(buf, &r);
     buf[n - 1] ^= 1;
     pc_jrec out;
@@ -95,14 +95,14 @@ static void test_format_records(void **state)
     assert_memory_equal(out.key, "named", 5);
 
     /* golden bytes: the worked examples of docs/journal-format.md §3 */
-    pc_jrec g = {.op = PC_WAL_SET, .stamp = 2, .key = "k", .klen = 1, .val = "v", .vlen = 1};
+    pc_jrec g = {.op = PC_MUT_SET, .stamp = 2, .key = "k", .klen = 1, .val = "v", .vlen = 1};
     static const uint8_t g1[42] = {0x93, 0x4a, 0x52, 0x4e, 0x2a, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01,
                                    0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00,
                                    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6b,
                                    0x76, 0x86, 0x2f, 0xba, 0x16, 0x24, 0xab, 0x6c, 0x51};
     assert_int_equal(pc_jrec_encode(buf, &g), sizeof g1);
     assert_memory_equal(buf, g1, sizeof g1);
-    pc_jrec c = {.op = PC_WAL_COUNTER,
+    pc_jrec c = {.op = PC_MUT_COUNTER,
                  .stamp = 7,
                  .expires_wall_ms = 1700000000000,
                  .key = "ctr",
@@ -248,13 +248,13 @@ static void test_scan_hostile(void **state)
         char k[16];
         int kl = snprintf(k, sizeof k, "key%u", i);
         pc_jrec r = {.op = 1 + (int)(i % 4), .stamp = i, .key = k, .klen = (size_t)kl};
-        if (r.op == PC_WAL_SET) {
+        if (r.op == PC_MUT_SET) {
             r.val = val;
             r.vlen = (i * 37) % sizeof val;
         }
-        if (r.op == PC_WAL_COUNTER)
+        if (r.op == PC_MUT_COUNTER)
             r.counter = -(int64_t)i;
-        if (r.op == PC_WAL_EXPIRE)
+        if (r.op == PC_MUT_EXPIRE)
             r.expires_wall_ms = 1700000000000 + i;
         len += pc_jrec_encode(img + len, &r);
     }
@@ -657,12 +657,12 @@ static void put_segment(const char *coll, uint64_t epoch, uint64_t boot_gen, uin
 
 #define SETREC(k, v, st, exp)                                                                      \
     {                                                                                              \
-        .op = PC_WAL_SET, .stamp = (st), .expires_wall_ms = (exp), .key = (k), .klen = strlen(k),  \
+        .op = PC_MUT_SET, .stamp = (st), .expires_wall_ms = (exp), .key = (k), .klen = strlen(k),  \
         .val = (v), .vlen = strlen(v)                                                              \
     }
 #define EXPREC(k, st, exp)                                                                         \
     {                                                                                              \
-        .op = PC_WAL_EXPIRE, .stamp = (st), .expires_wall_ms = (exp), .key = (k),                  \
+        .op = PC_MUT_EXPIRE, .stamp = (st), .expires_wall_ms = (exp), .key = (k),                  \
         .klen = strlen(k)                                                                          \
     }
 

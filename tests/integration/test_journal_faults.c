@@ -408,7 +408,7 @@ static void test_retire(void **state)
     assert_int_equal(pc_journal_install(ja), 0);
     pc_coll *all[] = {cd, cx, co};
     for (int i = 0; i < 3; i++)
-        assert_int_equal(pc_coll_set_journal(all[i], PC_JOURNAL_EVERYSEC), 0);
+        assert_int_equal(pc_journal_set_mode(all[i], PC_JOURNAL_EVERYSEC), 0);
     uint64_t e0 = 0, e1 = 0, e2 = 0;
     assert_int_equal(pc_journal_epoch(ja, cd, &e0), 0);
     assert_int_equal(e0, 9ull << 32);
@@ -469,8 +469,8 @@ static void test_ring_laps(void **state)
     pc_coll *cd = pc_fx_coll(a, "default"), *co = pc_fx_coll(a, "other");
     assert_true(ja->ring_bytes >= 2 * (uint64_t)PC_JREC_MAX_SIZE);
     assert_int_equal(pc_journal_install(ja), 0);
-    assert_int_equal(pc_coll_set_journal(cd, PC_JOURNAL_EVERYSEC), 0);
-    assert_int_equal(pc_coll_set_journal(co, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_journal_set_mode(cd, PC_JOURNAL_EVERYSEC), 0);
+    assert_int_equal(pc_journal_set_mode(co, PC_JOURNAL_EVERYSEC), 0);
     assert_int_equal(pc_journal_sync_all(ja), 0); /* starts the drainer */
     char *v = malloc(400000);
     assert_non_null(v);

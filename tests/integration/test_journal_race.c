@@ -361,7 +361,7 @@ static void test_save_while_writing(void **state)
 
 static int gate_fd[2] = {-1, -1}; /* child: [0] reads "go", [1] writes "written" */
 
-static int gate_hook(void *ctx, const pc_wal_rec *r)
+static int gate_hook(void *ctx, const pc_mutation *r)
 {
     if (r->klen == 5 && memcmp(r->key, "stale", 5) == 0) {
         char ch = 'w';
@@ -386,9 +386,9 @@ static void stale_across_save(int op)
         child_init();
         gate_fd[0] = p2c[0];
         gate_fd[1] = c2p[1];
-        if (pc_wal_hook(a, gate_hook, ja) != 0)
+        if (pc_mutation_hook(a, gate_hook, ja) != 0)
             _exit(2);
-        int rc = op == PC_WAL_COUNTER ? pc_set_counter(ca, "stale", 5, 77, 0)
+        int rc = op == PC_MUT_COUNTER ? pc_set_counter(ca, "stale", 5, 77, 0)
                                       : pc_set(ca, "stale", 5, "stale-value", 11, 0, 0);
         _exit(rc == 0 && pc_journal_flush(ja, 1) == 0 ? 0 : 3);
     }
@@ -425,13 +425,13 @@ static void stale_across_save(int op)
 static void test_regress_stale_set_across_save(void **state)
 {
     (void)state;
-    stale_across_save(PC_WAL_SET);
+    stale_across_save(PC_MUT_SET);
 }
 
 static void test_regress_stale_counter_across_save(void **state)
 {
     (void)state;
-    stale_across_save(PC_WAL_COUNTER);
+    stale_across_save(PC_MUT_COUNTER);
 }
 
 /* ---- with the real snapshot store ----------------------------------------------- */

@@ -117,7 +117,7 @@ pc_coll *journal_on(pc_cache *c, pc_journal *j, const char *name, unsigned mode)
 {
     pc_coll *co = pc_fx_coll(c, name);
     assert_int_equal(pc_journal_install(j), 0);
-    assert_int_equal(pc_coll_set_journal(co, mode), 0);
+    assert_int_equal(pc_journal_set_mode(co, mode), 0);
     return co;
 }
 

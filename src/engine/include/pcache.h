@@ -270,7 +270,7 @@ typedef struct pc_entry { /* borrowed: valid during the callback only */
     size_t vlen;
     int64_t ttl_ms; /* remaining milliseconds, -1 = never */
     int is_counter;
-    uint32_t stamp; /* bucket version the entry was read under (see pc_wal_rec) */
+    uint32_t stamp; /* bucket version the entry was read under (see pc_mutation) */
 } pc_entry;
 /* Returns 0 to continue, anything else to stop the walk (that value is
  * passed back by the walk). */
@@ -359,25 +359,30 @@ void pc_event_synced(pc_coll *coll, const char *source_node);
  * "synced". */
 const char *pc_event_name(int type);
 
-/* ---- write-ahead hook (for the storage layer's journal) -----------------
- * On a collection whose journal mode is not 0, every acknowledged mutation
- * calls this process's hook after the bucket lock is released and before
- * the operation returns; a non-zero hook result is returned by the
- * operation (the change stays in memory but was not made durable).
+/* ---- mutation hook -----------------------------------------------------
+ * Every collection has a hook word in shared memory, 0 unless a layer above
+ * sets it (pc_coll_set_hook_word); its meaning is that layer's. On a
+ * collection whose word is not 0, every acknowledged mutation calls this
+ * process's hook after the bucket lock is released and before the
+ * operation returns, with the word as it was read for that mutation; a
+ * non-zero hook result is returned by the operation (the change stays in
+ * memory, but the layer above did not take it). With the word at 0 a
+ * mutation costs one relaxed shared read more than without a hook.
  * stamp orders writes of one key across processes: two writes of the same
  * key carry stamps a < b in serial-number order ((int32_t)(b - a) > 0)
  * when b happened later. It is the key's bucket version after the write
  * (splits hand a bucket's version to the bucket they create), so it is also
  * comparable with pc_entry.stamp read by a walk. */
-enum pc_wal_op {
-    PC_WAL_SET = 1,     /* val/vlen, expires */
-    PC_WAL_COUNTER = 2, /* counter (the resulting value), expires */
-    PC_WAL_DEL = 3,
-    PC_WAL_EXPIRE = 4 /* expires only */
+enum pc_mutation_op {
+    PC_MUT_SET = 1,     /* val/vlen, expires */
+    PC_MUT_COUNTER = 2, /* counter (the resulting value), expires */
+    PC_MUT_DEL = 3,
+    PC_MUT_EXPIRE = 4 /* expires only */
 };
-typedef struct pc_wal_rec { /* borrowed: valid during the hook only */
+typedef struct pc_mutation { /* borrowed: valid during the hook only */
     pc_coll *coll;
     int op;
+    unsigned word; /* the collection's hook word (not 0) */
     const void *key;
     size_t klen;
     const void *val;
@@ -385,14 +390,15 @@ typedef struct pc_wal_rec { /* borrowed: valid during the hook only */
     int64_t counter;
     int64_t expires_mono_ms; /* CLOCK_MONOTONIC deadline in ms, 0 = never */
     uint32_t stamp;
-} pc_wal_rec;
-typedef int (*pc_wal_fn)(void *ctx, const pc_wal_rec *r);
-/* Sets this process's hook (inherited by children forked later). */
-int pc_wal_hook(pc_cache *c, pc_wal_fn fn, void *ctx);
-/* Journal mode of a collection as the storage layer defines it (0 = off);
- * stored in shared memory, so it applies to every process. */
-int pc_coll_set_journal(pc_coll *coll, unsigned mode);
-unsigned pc_coll_journal(const pc_coll *coll);
+} pc_mutation;
+typedef int (*pc_mutation_fn)(void *ctx, const pc_mutation *m);
+/* Sets this process's hook (inherited by children forked later); NULL
+ * removes it. */
+int pc_mutation_hook(pc_cache *c, pc_mutation_fn fn, void *ctx);
+/* The hook word of a collection (0 = no hook calls). Stored in shared
+ * memory, so it applies to every process. */
+int pc_coll_set_hook_word(pc_coll *coll, unsigned word);
+unsigned pc_coll_hook_word(const pc_coll *coll);
 
 /* Stores a native counter with its value (restoring a snapshot). */
 int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, int64_t ttl_ms);

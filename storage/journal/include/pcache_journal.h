@@ -4,7 +4,7 @@
  *
  * The journal records every acknowledged mutation of a journaled collection
  * after the last snapshot, so a restart can rebuild the table as
- * snapshot + journal. It is opt-in per collection (pc_coll_set_journal with
+ * snapshot + journal. It is opt-in per collection (pc_journal_set_mode with
  * PC_JOURNAL_EVERYSEC or PC_JOURNAL_ALWAYS). The format and the protocol
  * are docs/journal-format.md. Hosts use the journal through the persistence
  * policies (pcache_persist.h); the policies, the snapshot tool, the
@@ -20,7 +20,7 @@
  *     for each persisted collection: pc_journal_restore(j, store, coll, NULL)
  *       (= pc_journal_replay_open at the snapshot's journal epoch, the store's
  *        load through pc_journal_replay_filter, pc_journal_replay_apply)
- *     pc_journal_install(j); pc_coll_set_journal(coll, mode)
+ *     pc_journal_install(j); pc_journal_set_mode(coll, mode)
  *   every process (workers, maintenance):
  *     the engine calls pc_journal_hook after each acknowledged mutation
  *     (the record goes to the process's ring in shared memory);
@@ -52,7 +52,7 @@
 extern "C" {
 #endif
 
-/* ---- modes: the values pc_coll_set_journal stores ----------------------- */
+/* ---- modes: the collection's hook word (pcache.h) holds its mode -------- */
 #define PC_JOURNAL_OFF 0u
 #define PC_JOURNAL_EVERYSEC                                                                        \
     1u /* acknowledged in the process's shared-memory ring; written by the drainer, fsynced        \
@@ -64,6 +64,11 @@ extern "C" {
 int pc_journal_mode_parse(const char *s, unsigned *mode);
 /* Static name of a mode ("off", "everysec", "always", "?" otherwise). */
 const char *pc_journal_mode_name(unsigned mode);
+/* Sets / reads the journal mode of a collection: its engine hook word, so
+ * it applies to every process, and with PC_JOURNAL_OFF the engine makes no
+ * hook call for it. PC_EINVAL for a NULL coll. */
+int pc_journal_set_mode(pc_coll *coll, unsigned mode);
+unsigned pc_journal_mode(const pc_coll *coll);
 
 /* ---- the journal handle ------------------------------------------------- */
 typedef struct pc_journal pc_journal;
@@ -100,12 +105,13 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
  * their rings. Accepts NULL. */
 void pc_journal_close(pc_journal *j);
 
-/* The engine's write-ahead hook (a pc_wal_fn, ctx = the pc_journal). Hot
- * path: see journal.c. Returns 0, or PC_EIO when the record could not be
- * journaled (always: written and fdatasynced; everysec: in the ring). */
-int pc_journal_hook(void *ctx, const pc_wal_rec *r);
-/* pc_wal_hook(cache, pc_journal_hook, j) / pc_wal_hook(cache, NULL, NULL).
- * Children forked after the call inherit it. */
+/* The engine's mutation hook (a pc_mutation_fn, ctx = the pc_journal;
+ * r->word is the collection's mode). Hot path: see journal.c. Returns 0,
+ * or PC_EIO when the record could not be journaled (always: written and
+ * fdatasynced; everysec: in the ring). */
+int pc_journal_hook(void *ctx, const pc_mutation *r);
+/* pc_mutation_hook(cache, pc_journal_hook, j) / pc_mutation_hook(cache,
+ * NULL, NULL). Children forked after the call inherit it. */
 int pc_journal_install(pc_journal *j);
 int pc_journal_uninstall(pc_journal *j);
 
@@ -213,7 +219,7 @@ void pc_journal_replay_stats_get(const pc_journal_replay *rp, pc_journal_replay_
 typedef struct pc_journal_winner {
     const void *key;
     size_t klen;
-    int op;          /* latest value record: PC_WAL_SET/COUNTER/DEL, 0 = none */
+    int op;          /* latest value record: PC_MUT_SET/COUNTER/DEL, 0 = none */
     const void *val; /* SET: the value */
     size_t vlen;
     int64_t counter;         /* COUNTER: the value */

@@ -8,7 +8,8 @@
  * raises the EVI event when someone subscribed (evi_probe_event: one read
  * when nobody did). mem_degraded happens inside pc_cache_create, before
  * EVI can deliver anything: it is noted and raised from the first
- * maintenance tick. The engine is subscribed to nomem, grown and synced for
+ * maintenance tick. The engine is subscribed to nomem, grown and reloaded
+ * (E_CACHEDB_PERF_SYNCED: the sync replaced a collection's contents) for
  * every collection, and to expired for the collections named in
  * event_expired_collections only.
  *
@@ -57,7 +58,7 @@ int cdbp_events_init(void)
     }
     int rc = pc_event_subscribe(cdbp_cache, PC_EV_NOMEM, 1);
     rc = rc ? rc : pc_event_subscribe(cdbp_cache, PC_EV_GROWN, 1);
-    rc = rc ? rc : pc_event_subscribe(cdbp_cache, PC_EV_SYNCED, 1);
+    rc = rc ? rc : pc_event_subscribe(cdbp_cache, PC_EV_RELOADED, 1);
     if (rc != 0) {
         LM_ERR("cannot subscribe to the engine's events: %s\n", pc_strerror(rc));
         return -1;
@@ -139,9 +140,8 @@ static void cdbp_raise(int idx, const pc_event *ev)
              add_i(l, "overcommit_pages", ev->overcommit_pages);
         break;
     case EV_SYNCED:
-        rc =
-            add_s(l, "collection", coll, clen) ||
-            add_s(l, "source_node", ev->source_node, ev->source_node ? strlen(ev->source_node) : 0);
+        rc = add_s(l, "collection", coll, clen) ||
+             add_s(l, "source_node", ev->source, ev->source ? strlen(ev->source) : 0);
         break;
     }
     if (rc != 0) {
@@ -166,7 +166,7 @@ void cdbp_event_fn(void *ctx, const pc_event *ev)
     case PC_EV_GROWN:
         cdbp_raise(EV_GROWN, ev);
         break;
-    case PC_EV_SYNCED:
+    case PC_EV_RELOADED:
         cdbp_raise(EV_SYNCED, ev);
         break;
     case PC_EV_MEM_DEGRADED:

@@ -12,6 +12,8 @@
 
 #include <stdlib.h>
 
+/* "synced" is the name reloaded was released under, when the sync of the
+ * persistence layer was its one raiser; hosts show it (MI, logs, tests). */
 const char *pc_event_name(int type)
 {
     static const char *const names[PC_EV_COUNT] = {"expired", "nomem", "grown", "mem_degraded",
@@ -53,13 +55,13 @@ void pc_event_raise_slow(pc_cache *c, const pc_event *ev)
         c->ev_fn(c->ev_ctx, ev);
 }
 
-void pc_event_synced(pc_coll *coll, const char *source_node)
+void pc_event_reloaded(pc_coll *coll, const char *source)
 {
-    if (coll == NULL || !pc_event_wanted(coll->c, PC_EV_SYNCED))
+    if (coll == NULL || !pc_event_wanted(coll->c, PC_EV_RELOADED))
         return;
-    pc_event ev = {.type = PC_EV_SYNCED,
+    pc_event ev = {.type = PC_EV_RELOADED,
                    .collection = coll->shm->name,
-                   .source_node = source_node != NULL ? source_node : ""};
+                   .source = source != NULL ? source : ""};
     pc_event_raise_slow(coll->c, &ev);
 }
 

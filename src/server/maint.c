@@ -39,9 +39,9 @@ static pc_json *m_json;
 static void maint_event(void *ctx, const pc_event *ev)
 {
     (void)ctx;
-    if (ev->type == PC_EV_SYNCED)
+    if (ev->type == PC_EV_RELOADED)
         srv_log(PC_LOG_INFO, "event synced: collection %s from node %s", ev->collection,
-                ev->source_node[0] != '\0' ? ev->source_node : "unknown");
+                ev->source[0] != '\0' ? ev->source : "unknown");
 }
 
 /* Runs one management command here, keeping LASTSAVE and the save counters
@@ -266,7 +266,7 @@ void srv_maint_main(srv *s)
                              "did not complete; the store keeps the snapshot before it");
     }
     pc_event_handler(s->cache, maint_event, NULL);
-    pc_event_subscribe(s->cache, PC_EV_SYNCED, 1);
+    pc_event_subscribe(s->cache, PC_EV_RELOADED, 1);
     atomic_store(&s->shm->maint_pid, (int64_t)getpid());
     sigset_t set;
     sigemptyset(&set);

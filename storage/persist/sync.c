@@ -374,7 +374,7 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
                         name, (unsigned long long)gen, src[0] != '\0' ? src : "unknown",
                         by_notice ? ", pushed" : ", polled", (unsigned long long)loaded,
                         (unsigned long long)pruned);
-            pc_event_synced(coll, src);
+            pc_event_reloaded(coll, src);
             dbgen = gen;
         } else if (rc != 0) {
             pc_log_emit(&p->log, PC_LOG_ERR,

@@ -67,11 +67,11 @@ struct synced {
 static void event_cb(void *ctx, const pc_event *ev)
 {
     struct synced *s = ctx;
-    if (ev->type != PC_EV_SYNCED)
+    if (ev->type != PC_EV_RELOADED)
         return;
     s->n++;
     snprintf(s->coll, sizeof s->coll, "%s", ev->collection);
-    snprintf(s->source, sizeof s->source, "%s", ev->source_node);
+    snprintf(s->source, sizeof s->source, "%s", ev->source);
 }
 
 static pc_cache *mk_cache(void)
@@ -129,7 +129,7 @@ static void t_api(void **state)
     pc_persist *b = mk_node(cb, t_pg, "node-2", NULL, 0);
     struct synced ev = {0, "", ""};
     assert_int_equal(pc_event_handler(cb, event_cb, &ev), 0);
-    assert_int_equal(pc_event_subscribe(cb, PC_EV_SYNCED, 1), 0);
+    assert_int_equal(pc_event_subscribe(cb, PC_EV_RELOADED, 1), 0);
 
     pc_coll *pa_ = pc_fx_coll(ca, "prof"), *pb = pc_fx_coll(cb, "prof");
     assert_int_equal(pc_set(pa_, "k1", 2, "v1\0x", 4, 0, 0), 0);

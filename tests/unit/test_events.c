@@ -6,9 +6,9 @@
  * grown through pc_maintain's growth, expired through the sweep (opt-in per
  * collection, binary keys intact, each reaped key once, from bucket slots
  * and overflow chains alike), nomem through a deliberately small arena,
- * synced through pc_event_synced, and mem_degraded through a huge-page
- * request on a machine without hugetlb (skipped, saying so, where hugetlb
- * is available). Also: no subscriber means the handler is never called,
+ * reloaded (named "synced") through pc_event_reloaded, and mem_degraded
+ * through a huge-page request on a machine without hugetlb (skipped, saying
+ * so, where hugetlb is available). Also: no subscriber means the handler is never called,
  * unsubscribing stops events, the shared mask is seen by every process
  * while the handler stays in the process that observes the event.
  */
@@ -67,8 +67,8 @@ static void rec_fn(void *ctx, const pc_event *ev)
         snprintf(e->coll, sizeof e->coll, "%s", ev->collection);
     if ((e->has_backing = ev->backing != NULL))
         snprintf(e->backing, sizeof e->backing, "%s", ev->backing);
-    if ((e->has_source = ev->source_node != NULL))
-        snprintf(e->source, sizeof e->source, "%s", ev->source_node);
+    if ((e->has_source = ev->source != NULL))
+        snprintf(e->source, sizeof e->source, "%s", ev->source);
     if (ev->key != NULL)
         memcpy(e->key, ev->key, ev->klen < sizeof e->key ? ev->klen : sizeof e->key);
 }
@@ -354,32 +354,32 @@ static void synced_event_and_unsubscribe(void **state)
     struct recorder r = {0};
     pc_cache *c = mk_cache("default;sessions=6", 8, 4096, &r);
     pc_coll *s = pc_fx_coll(c, "sessions");
-    pc_event_synced(s, "node-2"); /* not subscribed yet */
+    pc_event_reloaded(s, "node-2"); /* not subscribed yet */
     assert_int_equal(r.n, 0);
-    check_rc(pc_event_subscribe(c, PC_EV_SYNCED, 1), PC_OK);
-    pc_event_synced(s, "node-2");
+    check_rc(pc_event_subscribe(c, PC_EV_RELOADED, 1), PC_OK);
+    pc_event_reloaded(s, "node-2");
     assert_int_equal(r.n, 1);
-    assert_int_equal(r.ev[0].ev.type, PC_EV_SYNCED);
+    assert_int_equal(r.ev[0].ev.type, PC_EV_RELOADED);
     assert_string_equal(r.ev[0].coll, "sessions");
     assert_true(r.ev[0].has_source);
     assert_string_equal(r.ev[0].source, "node-2");
-    check_rc(pc_event_subscribe(c, PC_EV_SYNCED, 0), PC_OK);
-    pc_event_synced(s, "node-3");
+    check_rc(pc_event_subscribe(c, PC_EV_RELOADED, 0), PC_OK);
+    pc_event_reloaded(s, "node-3");
     assert_int_equal(r.n, 1);
     /* unsubscribing grown stops grown, and only grown */
-    check_rc(pc_event_subscribe(c, PC_EV_SYNCED, 1), PC_OK);
+    check_rc(pc_event_subscribe(c, PC_EV_RELOADED, 1), PC_OK);
     check_rc(pc_event_subscribe(c, PC_EV_GROWN, 1), PC_OK);
     check_rc(pc_event_subscribe(c, PC_EV_GROWN, 0), PC_OK);
     fill(s, "s", 0, 400);
     check_rc(pc_maintain(c, PC_MAINT_GROW, NULL), PC_OK);
     assert_int_equal(r.n, 1);
-    pc_event_synced(s, "node-4");
+    pc_event_reloaded(s, "node-4");
     assert_int_equal(r.n, 2);
     assert_string_equal(r.ev[1].source, "node-4");
     check_rc(pc_event_subscribe(c, -1, 1), PC_EINVAL);
     check_rc(pc_event_subscribe(c, PC_EV_COUNT, 1), PC_EINVAL);
     check_rc(pc_event_handler(NULL, rec_fn, &r), PC_EINVAL);
-    pc_event_synced(NULL, "x"); /* harmless */
+    pc_event_reloaded(NULL, "x"); /* harmless */
     pc_cache_destroy(c);
     free(r.ev);
 }
@@ -397,7 +397,7 @@ static void no_subscriber_never_calls_the_handler(void **state)
     pc_maint_report rep;
     check_rc(pc_maintain(c, PC_MAINT_ALL, &rep), PC_OK);
     assert_true(rep.splits > 0 && rep.reaped == 1);
-    pc_event_synced(t, "node-9");
+    pc_event_reloaded(t, "node-9");
     static char val[700];
     int rc = 0;
     char k[32];
@@ -409,8 +409,8 @@ static void no_subscriber_never_calls_the_handler(void **state)
     assert_int_equal(r.n, 0);
     /* subscribed, but this process set no handler: nothing to call, no crash */
     check_rc(pc_event_handler(c, NULL, NULL), PC_OK);
-    check_rc(pc_event_subscribe(c, PC_EV_SYNCED, 1), PC_OK);
-    pc_event_synced(t, "node-9");
+    check_rc(pc_event_subscribe(c, PC_EV_RELOADED, 1), PC_OK);
+    pc_event_reloaded(t, "node-9");
     assert_int_equal(r.n, 0);
     pc_cache_destroy(c);
 }
@@ -428,19 +428,19 @@ static void subscription_shared_handler_local(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         signal(SIGABRT, SIG_DFL);
-        _exit(pc_event_subscribe(c, PC_EV_SYNCED, 1) == 0 ? 0 : 1);
+        _exit(pc_event_subscribe(c, PC_EV_RELOADED, 1) == 0 ? 0 : 1);
     }
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    pc_event_synced(s, "peer");
+    pc_event_reloaded(s, "peer");
     assert_int_equal(r.n, 1);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) { /* the child raises it: its copy of the recorder counts */
         signal(SIGABRT, SIG_DFL);
         size_t before = r.n;
-        pc_event_synced(s, "child");
+        pc_event_reloaded(s, "child");
         _exit(r.n == before + 1 && strcmp(r.ev[before].source, "child") == 0 ? 0 : 1);
     }
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -541,7 +541,7 @@ static void event_names(void **state)
     assert_string_equal(pc_event_name(PC_EV_NOMEM), "nomem");
     assert_string_equal(pc_event_name(PC_EV_GROWN), "grown");
     assert_string_equal(pc_event_name(PC_EV_MEM_DEGRADED), "mem_degraded");
-    assert_string_equal(pc_event_name(PC_EV_SYNCED), "synced");
+    assert_string_equal(pc_event_name(PC_EV_RELOADED), "synced");
     assert_non_null(pc_event_name(PC_EV_COUNT));
     assert_non_null(pc_event_name(-1));
 }

@@ -331,7 +331,7 @@ enum pc_event_type {
     PC_EV_NOMEM = 1,        /* collection, key, size */
     PC_EV_GROWN = 2,        /* collection, prev_buckets, buckets, splits, entries */
     PC_EV_MEM_DEGRADED = 3, /* requested_mb, tier, backing, overcommit_pages */
-    PC_EV_SYNCED = 4,       /* collection, source_node */
+    PC_EV_RELOADED = 4,     /* collection, source: see pc_event_reloaded */
     PC_EV_COUNT = 5
 };
 typedef struct pc_event { /* borrowed: valid during the handler only */
@@ -345,7 +345,7 @@ typedef struct pc_event { /* borrowed: valid during the handler only */
     int tier;
     const char *backing; /* "hugetlb", "thp", "collapse", "4k" */
     uint64_t overcommit_pages;
-    const char *source_node;
+    const char *source; /* reloaded: who the new contents came from ("" = unknown) */
 } pc_event;
 /* Sets this process's handler (inherited by children forked later). */
 int pc_event_handler(pc_cache *c, pc_event_fn fn, void *ctx);
@@ -353,10 +353,13 @@ int pc_event_handler(pc_cache *c, pc_event_fn fn, void *ctx);
 int pc_event_subscribe(pc_cache *c, int type, int on);
 /* Expired events are opt-in per collection. */
 int pc_event_expired(pc_coll *coll, int on);
-/* Raises synced (for the storage layer's sync). */
-void pc_event_synced(pc_coll *coll, const char *source_node);
-/* Name of an event type: "expired", "nomem", "grown", "mem_degraded",
- * "synced". */
+/* Raises reloaded in this process: a layer above replaced the collection's
+ * contents as a whole; source (borrowed, may be NULL) names where they came
+ * from, in that layer's terms. The engine raises it never by itself. */
+void pc_event_reloaded(pc_coll *coll, const char *source);
+/* Static name of an event type as hosts show it ("expired", "nomem",
+ * "grown", "mem_degraded", ...; see events.c); "unknown" otherwise. Names,
+ * like the type numbers, are fixed once released. */
 const char *pc_event_name(int type);
 
 /* ---- mutation hook -----------------------------------------------------

@@ -201,7 +201,7 @@ int pc_persist_sync_notice(pc_persist *p, const char *coll, size_t len, uint64_t
  * database, and when it is above the node's, reloads the collection
  * (upsert every live row, then prune the keys the snapshot lacks), records
  * last_sync_in, generation and source in shared memory and raises the
- * synced event (PC_EV_SYNCED). Returns the first error (the collection
+ * synced event (PC_EV_RELOADED). Returns the first error (the collection
  * keeps its previous data; the next poll retries). pc_persist_tick calls it
  * too. Without an SQL backend with sync support it does nothing. */
 int pc_persist_sync_tick(pc_persist *p);

@@ -174,7 +174,7 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
     for (unsigned r = 0; r < rounds; r++) {
         int rc = pc_store_save(s, coll, NULL, &res);
         if (rc != 0) {
-            fprintf(stderr, "pcache-bench store: save: %s\n", pc_strerror(rc));
+            fprintf(stderr, "pcache-bench store: save: %s\n", pc_store_strerror(rc));
             pc_store_close(s);
             return -1;
         }
@@ -198,8 +198,9 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
         int rc = pc_store_load(s, lc, &lo, &lr);
         pc_cache_destroy(lcache);
         if (rc != 0 || lr.loaded != res.saved) {
-            fprintf(stderr, "pcache-bench store: load: %s, %llu of %llu entries\n", pc_strerror(rc),
-                    (unsigned long long)lr.loaded, (unsigned long long)res.saved);
+            fprintf(stderr, "pcache-bench store: load: %s, %llu of %llu entries\n",
+                    pc_store_strerror(rc), (unsigned long long)lr.loaded,
+                    (unsigned long long)res.saved);
             pc_store_close(s);
             return -1;
         }
@@ -511,7 +512,7 @@ int bench_cmd_store(int argc, char **argv)
     int rc = bs_fill(&d, coll);
     a.fill_rate = (double)d.n / ((double)(bench_now_ns() - t0) / 1e9);
     if (rc != 0) {
-        fprintf(stderr, "pcache-bench store: fill: %s\n", pc_strerror(rc));
+        fprintf(stderr, "pcache-bench store: fill: %s\n", pc_store_strerror(rc));
         return 1;
     }
     fprintf(stderr, "store: pcache save/load...\n");

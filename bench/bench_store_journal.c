@@ -47,7 +47,7 @@ static int bs_slice(pc_journal *j, pc_coll *co, const bench_keys *keys, unsigned
             size_t i = bench_pick(bench_xorshift(rng), BS_JKEYS);
             int rc = pc_set(co, bench_key(keys, i), keys->klen, val, sizeof val, 0, 0);
             if (rc != 0) {
-                fprintf(stderr, "pcache-bench store: journal set: %s\n", pc_strerror(rc));
+                fprintf(stderr, "pcache-bench store: journal set: %s\n", pc_store_strerror(rc));
                 return -1;
             }
         }
@@ -97,7 +97,7 @@ int bs_journal_run(const char *dir, unsigned slices, unsigned slice_ms, bs_journ
         rc = pc_journal_install(j);
     bench_keys keys = {0};
     if (rc != 0 || bench_keys_make(&keys, BS_JKEYS, 16, 0x10a4) != 0) {
-        fprintf(stderr, "pcache-bench store: journal: %s\n", pc_strerror(rc));
+        fprintf(stderr, "pcache-bench store: journal: %s\n", pc_store_strerror(rc));
         return -1;
     }
     char val[BS_JVAL];

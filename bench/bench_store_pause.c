@@ -196,7 +196,7 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
         pc_store_close(s);
     bs_rmdir(path);
     if (rc != 0) {
-        fprintf(stderr, "pcache-bench store: save under load: %s %s\n", pc_strerror(rc), err);
+        fprintf(stderr, "pcache-bench store: save under load: %s %s\n", pc_store_strerror(rc), err);
         munmap(sh, sizeof *sh);
         return -1;
     }

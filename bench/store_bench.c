@@ -460,7 +460,7 @@ static int bench_config(const char *dir, pc_coll *coll, size_t n, unsigned round
     for (unsigned r = 0; r < rounds; r++) {
         double c0 = cpu_s();
         if ((rc = pc_store_save(s, coll, NULL, &res)) != 0) {
-            fprintf(stderr, "save: %s\n", pc_strerror(rc));
+            fprintf(stderr, "save: %s\n", pc_store_strerror(rc));
             return 1;
         }
         scpu[r] = cpu_s() - c0;
@@ -475,7 +475,7 @@ static int bench_config(const char *dir, pc_coll *coll, size_t n, unsigned round
         pc_store_load_opts lo = {.no_prune = 1};
         double c0 = cpu_s();
         if ((rc = pc_store_load(s, c2coll, &lo, &lr)) != 0) {
-            fprintf(stderr, "load: %s\n", pc_strerror(rc));
+            fprintf(stderr, "load: %s\n", pc_store_strerror(rc));
             return 1;
         }
         lcpu[r] = cpu_s() - c0;

@@ -547,7 +547,7 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
 out:
     if (rc != 0) {
         if (err != NULL && errlen > 0)
-            snprintf(err, errlen, "%s", o->msg[0] != '\0' ? o->msg : pc_strerror(rc));
+            snprintf(err, errlen, "%s", o->msg[0] != '\0' ? o->msg : pc_store_strerror(rc));
         pc_odbc_close(o);
         return rc;
     }

@@ -86,7 +86,7 @@ int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
             rc = pc_odbc_writer_finish(x.w, &gen);
         if (rc != 0 && o->msg[0] == '\0')
             snprintf(o->msg, sizeof o->msg, "export of \"%s\" to %s failed: %s", m->name, o->target,
-                     pc_strerror(rc));
+                     pc_store_strerror(rc));
         rows += pc_odbc_writer_rows(x.w);
         batches += pc_odbc_writer_batches(x.w);
     }
@@ -167,7 +167,7 @@ static int import_one(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result 
         if (rc != 0)
             pc_odbc_fail(o, rc, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                          "import: cannot create a %zu MiB cache for \"%s\": %s", cfg.mem_mb, name,
-                         pc_strerror(rc));
+                         pc_store_strerror(rc));
     }
     if (rc == 0)
         rc = pc_odbc_read_rows(o, name, pc_wall_ms(), import_row, coll, &expired);
@@ -178,7 +178,7 @@ static int import_one(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result 
     pc_store_save_result sr;
     if (rc == 0 && (rc = pc_store_save(s, coll, NULL, &sr)) != 0)
         snprintf(o->msg, sizeof o->msg, "import: saving \"%s\" into %s failed: %s", name,
-                 pc_store_path(s), pc_strerror(rc));
+                 pc_store_path(s), pc_store_strerror(rc));
     if (rc == 0) {
         sum->rows += sr.saved;
         sum->skipped_expired += expired + sr.skipped_expired;

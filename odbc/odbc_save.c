@@ -97,7 +97,7 @@ out:
     } else {
         if (o->msg[0] == '\0')
             snprintf(o->msg, sizeof o->msg, "%s: save of \"%s\" failed: %s", o->target, name,
-                     pc_strerror(rc));
+                     pc_store_strerror(rc));
         pc_odbc_log(o, PC_LOG_ERR, "pcache: %s: save of %s rolled back (its previous rows stand)",
                     o->target, name);
     }
@@ -138,7 +138,7 @@ static int load_row(void *ctx, const void *key, size_t klen, const void *val, si
         pc_odbc_log(l->o, PC_LOG_ERR,
                     "pcache: %s: loading %s: a row (key of %zu bytes) was "
                     "refused: %s",
-                    l->o->target, pc_coll_name(l->coll), klen, pc_strerror(rc));
+                    l->o->target, pc_coll_name(l->coll), klen, pc_store_strerror(rc));
         return 0;
     }
     l->loaded++;

@@ -133,7 +133,7 @@ static void cdbp_journal_rpc(int sender, void *param)
     (void)param;
     int rc = cdbp_persist ? pc_persist_worker_tick(cdbp_persist) : 0;
     if (rc != 0)
-        LM_ERR("journal write failed: %s\n", pc_strerror(rc));
+        LM_ERR("journal write failed: %s\n", pc_store_strerror(rc));
 }
 
 static void cdbp_maint_tick(void)
@@ -150,7 +150,7 @@ static void cdbp_maint_tick(void)
         pc_maint_report rep;
         int rc = pc_maintain(cdbp_cache, what, &rep);
         if (rc != 0 && rc != PC_EBUSY)
-            LM_ERR("maintenance failed: %s\n", pc_strerror(rc));
+            LM_ERR("maintenance failed: %s\n", pc_store_strerror(rc));
         else if (rc == 0 && (rep.splits || rep.reaped))
             LM_DBG("maintenance: %u splits, %u drained, %u reaped\n", rep.splits, rep.drained,
                    rep.reaped);
@@ -162,7 +162,7 @@ static void cdbp_maint_tick(void)
         int rc = pc_persist_tick(cdbp_persist);
         cdbp_persist_unlock();
         if (rc != 0)
-            LM_ERR("journal/snapshot tick failed: %s\n", pc_strerror(rc));
+            LM_ERR("journal/snapshot tick failed: %s\n", pc_store_strerror(rc));
     }
     cdbp_sync_run_queued();
 }
@@ -287,11 +287,11 @@ static int cdbp_open_persistence(void)
     char err[PC_MGMT_MSG_MAX];
     int rc = pc_persist_open(cdbp_cache, &pcfg, &cdbp_persist, err, sizeof err);
     if (rc != 0) {
-        LM_ERR("persistence: %s\n", err[0] ? err : pc_strerror(rc));
+        LM_ERR("persistence: %s\n", err[0] ? err : pc_store_strerror(rc));
         return -1;
     }
     if ((rc = pc_persist_register(cdbp_persist, cdbp_mgmt)) != 0) {
-        LM_ERR("cannot register perf_save / perf_load: %s\n", pc_strerror(rc));
+        LM_ERR("cannot register perf_save / perf_load: %s\n", pc_store_strerror(rc));
         return -1;
     }
     /* db_mode >= 1: the startup load, before the workers fork. A failed
@@ -309,7 +309,8 @@ static int cdbp_open_persistence(void)
     rc = pc_persist_startup(cdbp_persist);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0)
-        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown, pc_strerror(rc));
+        LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown,
+               pc_store_strerror(rc));
     else if (cdbp_db_mode >= 1)
         LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, shown,
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
@@ -342,7 +343,7 @@ static int mod_init(void)
         LM_ERR("cannot create the cache (cache_collections \"%s\", cache_mem_mb %d, "
                "arena_hugepage_mb %d): %s\n",
                cdbp_collections ? cdbp_collections : "default", cdbp_mem_mb, cdbp_hugepage_mb,
-               pc_strerror(rc));
+               pc_store_strerror(rc));
         return -1;
     }
     pc_mem_stats ms;
@@ -355,7 +356,7 @@ static int mod_init(void)
     if (cdbp_cdb_init(cdbp_urls) != 0)
         return -1;
     if ((rc = pc_mgmt_create(cdbp_cache, pc_coll_name(cdbp_default), &cdbp_mgmt)) != 0) {
-        LM_ERR("cannot create the command context: %s\n", pc_strerror(rc));
+        LM_ERR("cannot create the command context: %s\n", pc_store_strerror(rc));
         return -1;
     }
     if (cdbp_events_init() != 0 || cdbp_events_expired(cdbp_expired_colls) != 0)
@@ -383,7 +384,7 @@ static void mod_destroy(void)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         if (rc != 0)
-            LM_ERR("shutdown flush/save failed after %.3f s: %s\n", secs, pc_strerror(rc));
+            LM_ERR("shutdown flush/save failed after %.3f s: %s\n", secs, pc_store_strerror(rc));
         else
             LM_INFO("shutdown %s done in %.3f s\n",
                     cdbp_db_mode == 2 ? "save (db_mode 2)" : "journal flush", secs);

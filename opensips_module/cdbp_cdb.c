@@ -49,7 +49,7 @@ static void *cdbp_new_connection(struct cachedb_id *id)
     int rc = pc_url_parse(cdbp_cache, id->initial_url, &u, err, sizeof err);
     if (rc != 0) {
         LM_ERR("cachedb_url \"%s\": %s (declare collections with cache_collections)\n",
-               id->initial_url, err[0] ? err : pc_strerror(rc));
+               id->initial_url, err[0] ? err : pc_store_strerror(rc));
         return NULL;
     }
     cdbp_con *con = pkg_malloc(sizeof *con);
@@ -88,7 +88,7 @@ static int cdbp_get(cachedb_con *con, str *attr, str *val)
     if (rc == PC_ENOTFOUND)
         return -2;
     if (rc != 0) {
-        LM_ERR("get of %.*s: %s\n", attr->len, attr->s, pc_strerror(rc));
+        LM_ERR("get of %.*s: %s\n", attr->len, attr->s, pc_store_strerror(rc));
         return -1;
     }
     /* the caller owns val->s in pkg memory */
@@ -111,7 +111,7 @@ static int cdbp_get_counter(cachedb_con *con, str *attr, int *val)
     if (rc == PC_ENOTFOUND)
         return -2;
     if (rc != 0) {
-        LM_ERR("get_counter of %.*s: %s\n", attr->len, attr->s, pc_strerror(rc));
+        LM_ERR("get_counter of %.*s: %s\n", attr->len, attr->s, pc_store_strerror(rc));
         return -1;
     }
     if (n < INT_MIN || n > INT_MAX) {
@@ -139,7 +139,7 @@ static int cdbp_set(cachedb_con *con, str *attr, str *val, int expires)
         if (rc == PC_ENOMEM)
             last_nomem_log = get_ticks();
         LM_ERR("set of %.*s (%d bytes) in %s: %s (%lu more dropped since the last line)\n",
-               attr->len, attr->s, val->len, pc_coll_name(CDBP_COLL(con)), pc_strerror(rc),
+               attr->len, attr->s, val->len, pc_coll_name(CDBP_COLL(con)), pc_store_strerror(rc),
                dropped);
         dropped = 0;
         return -1;
@@ -151,7 +151,7 @@ static int cdbp_remove(cachedb_con *con, str *attr)
 {
     int rc = pc_remove(CDBP_COLL(con), attr->s, (size_t)attr->len);
     if (rc != 0 && rc != PC_ENOTFOUND) {
-        LM_ERR("remove of %.*s: %s\n", attr->len, attr->s, pc_strerror(rc));
+        LM_ERR("remove of %.*s: %s\n", attr->len, attr->s, pc_store_strerror(rc));
         return -1;
     }
     return 0;
@@ -166,7 +166,7 @@ static int cdbp_addsub(cachedb_con *con, str *attr, int delta, int expires, int 
                  : pc_add(coll, attr->s, (size_t)attr->len, delta, ttl_ms, &res);
     if (rc != 0) {
         LM_ERR("%s %d on %.*s: %s\n", sub ? "sub" : "add", delta, attr->len, attr->s,
-               pc_strerror(rc));
+               pc_store_strerror(rc));
         return -1;
     }
     if (new_val != NULL)
@@ -207,7 +207,7 @@ static int cdbp_iter_keys(cachedb_con *con, int (*kv_func)(const str *key, const
     struct cdbp_iter it = {kv_func, 0};
     int rc = pc_walk(CDBP_COLL(con), NULL, 0, PC_WALK_VALUES, cdbp_iter_cb, &it);
     if (rc != 0) {
-        LM_ERR("iter_keys: %s\n", pc_strerror(rc));
+        LM_ERR("iter_keys: %s\n", pc_store_strerror(rc));
         return -1;
     }
     return it.n;

@@ -60,7 +60,7 @@ int cdbp_events_init(void)
     rc = rc ? rc : pc_event_subscribe(cdbp_cache, PC_EV_GROWN, 1);
     rc = rc ? rc : pc_event_subscribe(cdbp_cache, PC_EV_RELOADED, 1);
     if (rc != 0) {
-        LM_ERR("cannot subscribe to the engine's events: %s\n", pc_strerror(rc));
+        LM_ERR("cannot subscribe to the engine's events: %s\n", pc_store_strerror(rc));
         return -1;
     }
     return 0;
@@ -72,7 +72,7 @@ int cdbp_events_expired(const char *list)
         return 0;
     int rc = pc_event_subscribe(cdbp_cache, PC_EV_EXPIRED, 1);
     if (rc != 0) {
-        LM_ERR("cannot subscribe to the expired event: %s\n", pc_strerror(rc));
+        LM_ERR("cannot subscribe to the expired event: %s\n", pc_store_strerror(rc));
         return -1;
     }
     const char *p = list;

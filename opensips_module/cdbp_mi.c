@@ -235,7 +235,7 @@ static int cdbp_mi_errcode(int rc)
 static mi_response_t *cdbp_mi_fail(int rc, const char *msg)
 {
     char text[PC_MGMT_MSG_MAX + 64];
-    int n = snprintf(text, sizeof text, "%s (%s)", msg, pc_strerror(rc));
+    int n = snprintf(text, sizeof text, "%s (%s)", msg, pc_store_strerror(rc));
     if (n < 0 || (size_t)n >= sizeof text)
         n = (int)strlen(text);
     return init_mi_error(cdbp_mi_errcode(rc), text, n);

@@ -67,7 +67,7 @@ static int cdbp_check_glob(const char *fn, str *glob)
 {
     int rc = pc_glob_check(glob->s, (size_t)glob->len);
     if (rc != 0) {
-        LM_ERR("%s: bad glob \"%.*s\": %s\n", fn, glob->len, glob->s, pc_strerror(rc));
+        LM_ERR("%s: bad glob \"%.*s\": %s\n", fn, glob->len, glob->s, pc_store_strerror(rc));
         return -1;
     }
     return 0;
@@ -83,7 +83,7 @@ static int w_perf_del(struct sip_msg *msg, str *glob, str *coll_name)
     int rc = pc_del_glob(coll, glob->s, (size_t)glob->len, &n);
     if (rc != 0) {
         LM_ERR("perf_del(\"%.*s\") in %s: %s\n", glob->len, glob->s, pc_coll_name(coll),
-               pc_strerror(rc));
+               pc_store_strerror(rc));
         return -2;
     }
     if (n == 0)
@@ -133,7 +133,7 @@ static int w_perf_mget(struct sip_msg *msg, str *glob, pv_spec_t *kspec, pv_spec
     int rc = pc_walk(coll, glob->s, (size_t)glob->len, PC_WALK_VALUES, cdbp_mget_cb, &m);
     if (rc < 0) {
         LM_ERR("perf_mget(\"%.*s\") in %s: %s\n", glob->len, glob->s, pc_coll_name(coll),
-               pc_strerror(rc));
+               pc_store_strerror(rc));
         return -2;
     }
     if (m.failed) {
@@ -157,7 +157,7 @@ static int w_perf_mget_json(struct sip_msg *msg, str *glob, pv_spec_t *out, str 
     int rc = pc_mget_json(coll, glob->s, (size_t)glob->len, CDBP_MGET_MAX, &json, &len, &truncated);
     if (rc != 0) {
         LM_ERR("perf_mget_json(\"%.*s\") in %s: %s\n", glob->len, glob->s, pc_coll_name(coll),
-               pc_strerror(rc));
+               pc_store_strerror(rc));
         return -2;
     }
     if (truncated)
@@ -185,7 +185,7 @@ static int w_perf_sync(struct sip_msg *msg, str *coll_name)
         return -2;
     int rc = cdbp_sync_request(coll);
     if (rc != 0) {
-        LM_ERR("perf_sync: %s (perf_sync saves to the store: set db_url)\n", pc_strerror(rc));
+        LM_ERR("perf_sync: %s (perf_sync saves to the store: set db_url)\n", pc_store_strerror(rc));
         return -2;
     }
     return 1;

@@ -22,7 +22,7 @@ static pc_cache *st_cache(const char *colls, unsigned lf)
     pc_cache *c = NULL;
     int rc = pc_cache_create(&cfg, &c);
     if (rc != 0)
-        LM_ERR("selftest: cannot create a scratch cache: %s\n", pc_strerror(rc));
+        LM_ERR("selftest: cannot create a scratch cache: %s\n", pc_store_strerror(rc));
     return c;
 }
 
@@ -43,7 +43,7 @@ int cdbp_arena_selftest_run(void)
         for (size_t i = 0; i < len; i++)
             val[i] = (unsigned char)(len * 31 + i);
         if ((rc = pc_set(coll, key, (size_t)kl, val, len, 0, 0)) != 0) {
-            snprintf(what, sizeof what, "set of %zu bytes: %s", len, pc_strerror(rc));
+            snprintf(what, sizeof what, "set of %zu bytes: %s", len, pc_store_strerror(rc));
             break;
         }
         n++;
@@ -56,10 +56,10 @@ int cdbp_arena_selftest_run(void)
             val[i] = (unsigned char)(len * 31 + i);
         if (rc != 0 || vl != len || memcmp(buf, val, len) != 0) {
             snprintf(what, sizeof what, "read-back of %zu bytes: %s", len,
-                     rc ? pc_strerror(rc) : "bytes differ");
+                     rc ? pc_store_strerror(rc) : "bytes differ");
             rc = rc ? rc : PC_ECORRUPT;
         } else if ((rc = pc_remove(coll, key, (size_t)kl)) != 0) {
-            snprintf(what, sizeof what, "remove of %zu bytes: %s", len, pc_strerror(rc));
+            snprintf(what, sizeof what, "remove of %zu bytes: %s", len, pc_store_strerror(rc));
         }
     }
     pc_coll_stats st;
@@ -92,13 +92,13 @@ int cdbp_htable_selftest_run(void)
     for (int i = 0; i < N && rc == 0; i++) {
         int kl = snprintf(key, sizeof key, "k%d", i), vl = snprintf(val, sizeof val, "v%d", i);
         if ((rc = pc_set(coll, key, (size_t)kl, val, (size_t)vl, 0, 0)) != 0)
-            snprintf(what, sizeof what, "set %s: %s", key, pc_strerror(rc));
+            snprintf(what, sizeof what, "set %s: %s", key, pc_store_strerror(rc));
     }
     pc_maint_report rep;
     unsigned splits = 0;
     for (int t = 0; t < 10000 && rc == 0; t++) {
         if ((rc = pc_maintain(c, PC_MAINT_GROW, &rep)) != 0) {
-            snprintf(what, sizeof what, "maintain: %s", pc_strerror(rc));
+            snprintf(what, sizeof what, "maintain: %s", pc_store_strerror(rc));
             break;
         }
         splits += rep.splits;
@@ -111,7 +111,7 @@ int cdbp_htable_selftest_run(void)
         rc = pc_get_buf(coll, key, (size_t)kl, buf, sizeof buf, &got, &need, NULL);
         if (rc != 0 || got != (size_t)vl || memcmp(buf, val, got) != 0) {
             snprintf(what, sizeof what, "after %u splits, %s: %s", splits, key,
-                     rc ? pc_strerror(rc) : "wrong value");
+                     rc ? pc_store_strerror(rc) : "wrong value");
             rc = rc ? rc : PC_ECORRUPT;
         }
     }
@@ -121,15 +121,15 @@ int cdbp_htable_selftest_run(void)
             rc = pc_add(coll, "ctr", 3, 3, 0, NULL);
         rc = rc ? rc : pc_sub(coll, "ctr", 3, 50, 0, &ctr);
         if (rc != 0 || ctr != 250) {
-            snprintf(what, sizeof what, "counter: %s, %lld (want 250)", rc ? pc_strerror(rc) : "ok",
-                     (long long)ctr);
+            snprintf(what, sizeof what, "counter: %s, %lld (want 250)",
+                     rc ? pc_store_strerror(rc) : "ok", (long long)ctr);
             rc = rc ? rc : PC_ECORRUPT;
         }
     }
     uint64_t del = 0;
     if (rc == 0 && ((rc = pc_del_glob(coll, "k1*", 3, &del)) != 0 || del != 11111)) {
         snprintf(what, sizeof what, "glob delete k1*: %s, %llu (want 11111)",
-                 rc ? pc_strerror(rc) : "ok", (unsigned long long)del);
+                 rc ? pc_store_strerror(rc) : "ok", (unsigned long long)del);
         rc = rc ? rc : PC_ECORRUPT;
     }
     pc_cache_destroy(c);

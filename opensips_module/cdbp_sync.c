@@ -204,7 +204,7 @@ static void cdbp_sync_recv(bin_packet_t *pkt)
     if (rc != 0) {
         LM_WARN("cluster sync: notice from node %d for collection \"%.*s\" generation %llu: "
                 "%s, ignored\n",
-                pkt->src_id, coll.len, coll.s, gen, pc_strerror(rc));
+                pkt->src_id, coll.len, coll.s, gen, pc_store_strerror(rc));
         return;
     }
     LM_DBG("cluster sync: node %d says %.*s is at generation %llu\n", pkt->src_id, coll.len, coll.s,
@@ -277,7 +277,7 @@ void cdbp_sync_tick(void)
     if (rc != 0)
         LM_ERR("cluster sync: checking or reloading failed: %s (the collection keeps its "
                "data; the next poll retries)\n",
-               pc_strerror(rc));
+               pc_store_strerror(rc));
 }
 
 /* ---- commands without a store -------------------------------------------- */
@@ -313,7 +313,7 @@ int cdbp_sync_register(pc_mgmt *m)
         rc = PC_ECONFIG;
     }
     if (rc != 0)
-        LM_ERR("cannot register the persistence commands: %s\n", pc_strerror(rc));
+        LM_ERR("cannot register the persistence commands: %s\n", pc_store_strerror(rc));
     return rc;
 }
 
@@ -358,7 +358,7 @@ void cdbp_sync_run_queued(void)
         if (rc != 0)
             LM_ERR("perf_sync %s: saving failed: %s (its previous snapshot stands; nothing "
                    "was pushed)\n",
-                   pc_coll_name(coll), pc_strerror(rc));
+                   pc_coll_name(coll), pc_store_strerror(rc));
         else
             LM_INFO("perf_sync %s: %llu saved, generation %llu, %d peer(s) notified%s%s\n",
                     pc_coll_name(coll), (unsigned long long)res.saved,

@@ -30,8 +30,6 @@ const char *pc_strerror(int err)
         return "key already exists";
     case PC_ENOCOLL:
         return "collection not declared";
-    case PC_EURL:
-        return "malformed perf:// URL";
     case PC_ESYS:
         return "system call failed";
     case PC_ECONFIG:
@@ -40,14 +38,6 @@ const char *pc_strerror(int err)
         return "another process holds the maintenance role";
     case PC_ELOCKED:
         return "lock not available";
-    case PC_ECORRUPT:
-        return "stored data is corrupt";
-    case PC_EFORMAT:
-        return "unsupported (newer) format version";
-    case PC_ESTORE:
-        return "not a pcache store";
-    case PC_EIO:
-        return "I/O error";
     default:
         return "unknown error";
     }

@@ -22,6 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *pc_mgmt_strerror(int err)
+{
+    switch (err) {
+    case PC_EURL: /* the text it was released with; db_url and store URLs too */
+        return "malformed perf:// URL";
+    default:
+        return pc_strerror(err);
+    }
+}
+
 int pc_mgmt_errorf(pc_mgmt_err *err, int code, const char *fmt, ...)
 {
     if (err != NULL) {
@@ -413,7 +423,7 @@ int pc_mgmt_run(pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned n
         if (rc > 0)
             rc = PC_EINVAL; /* a command must return 0 or a PC_E* code */
         if (rc != 0 && e.msg[0] == '\0')
-            pc_mgmt_errorf(&e, rc, "%s: %s", c->name, pc_strerror(rc));
+            pc_mgmt_errorf(&e, rc, "%s: %s", c->name, pc_mgmt_strerror(rc));
     }
     if (rc != 0 && err != NULL) {
         *err = e;

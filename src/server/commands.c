@@ -77,7 +77,7 @@ void reply_pc_error(conn *c, int rc)
         reply_error(c, "ERR increment or decrement would overflow");
         break;
     default:
-        reply_error(c, "ERR internal error: %s", pc_strerror(rc));
+        reply_error(c, "ERR internal error: %s", pc_store_strerror(rc));
         break;
     }
 }

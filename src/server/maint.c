@@ -251,7 +251,7 @@ void srv_maint_main(srv *s)
     if (rc == 0)
         rc = pc_json_create(&m_json);
     if (rc != 0) {
-        srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_strerror(rc));
+        srv_log(PC_LOG_ERR, "maintenance setup failed: %s", pc_store_strerror(rc));
         _exit(1);
     }
     /* A maintenance process killed during a save left `saving` set: this

@@ -164,7 +164,8 @@ int srv_setup_cache(srv *s, char *err, size_t errlen)
     pc.log.level = srv_log_level();
     int rc = pc_cache_create(&pc, &s->cache);
     if (rc != 0) {
-        snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s", pc_strerror(rc));
+        snprintf(err, errlen, "collections / mem_mb: cannot create the cache: %s",
+                 pc_store_strerror(rc));
         return -1;
     }
     return build_dbs(s, err, errlen);
@@ -220,14 +221,14 @@ static int setup(srv *s)
         pc.sync_check_ms = s->cfg.sync_check_ms;
         int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
         if (rc != 0) {
-            srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_strerror(rc));
+            srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_store_strerror(rc));
             return -1;
         }
         int64_t t0 = pc_mono_ms();
         rc = pc_persist_startup(s->persist);
         if (rc != 0)
             srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
-                    pc_strerror(rc));
+                    pc_store_strerror(rc));
         else if (s->cfg.db_mode >= 1)
             srv_log(PC_LOG_INFO, "warm-up from %s done in %lld ms", s->cfg.db_url,
                     (long long)(pc_mono_ms() - t0));
@@ -425,7 +426,7 @@ int srv_master_run(srv *s)
         int64_t t0 = pc_mono_ms();
         int prc = pc_persist_shutdown(s->persist);
         if (prc != 0) {
-            srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_strerror(prc));
+            srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_store_strerror(prc));
             rc = 1;
         } else if (s->cfg.db_mode == 2) {
             srv_log(PC_LOG_INFO, "shutdown save done in %lld ms", (long long)(pc_mono_ms() - t0));

@@ -198,7 +198,7 @@ void srv_sync_receive(srv *s)
             bad++;
             if ((bad & (bad - 1)) == 0)
                 srv_log(PC_LOG_WARN, "sync: notice from %s:%u (node %s) for %s refused: %s", a,
-                        ntohs(from.sin_port), n.source, n.coll, pc_strerror(rc));
+                        ntohs(from.sin_port), n.source, n.coll, pc_store_strerror(rc));
             continue;
         }
         srv_log(PC_LOG_DEBUG, "sync: notice from %s:%u: %s generation %llu by node %s", a,

@@ -388,7 +388,7 @@ void srv_worker_main(srv *s, unsigned slot)
     if (rc == 0)
         rc = pc_json_create(&w->json);
     if (rc != 0 || w->scratch == NULL) {
-        srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_strerror(rc));
+        srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_store_strerror(rc));
         _exit(1);
     }
     atomic_store(&w->st->pid, (int64_t)getpid());

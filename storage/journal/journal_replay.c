@@ -402,7 +402,7 @@ static void pc_jrp_fail(struct pc_journal_replay *rp, const struct pc_jent *e, c
         char k[280];
         pc_jkey_text(e->key, e->klen, k, sizeof k);
         pc_jlog(rp->j, PC_LOG_ERR, "collection '%s': replaying %s of key '%s' failed: %s",
-                pc_coll_name(rp->coll), what, k, pc_strerror(rc));
+                pc_coll_name(rp->coll), what, k, pc_store_strerror(rc));
     }
 }
 

@@ -270,7 +270,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     uint64_t gen;
     if ((rc = pc_store_next_boot_gen(p->store, &gen)) != 0) {
         pp_fail(err, errlen, rc, "db_url '%.200s': cannot record a new boot generation: %s",
-                cfg->db_url, pc_strerror(rc));
+                cfg->db_url, pc_store_strerror(rc));
         goto fail;
     }
     pc_journal_config jc;
@@ -279,7 +279,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     jc.boot_gen = gen;
     jc.log = cfg->log;
     if ((rc = pc_journal_open(c, &jc, &p->journal)) != 0) {
-        pp_fail(err, errlen, rc, "cannot open the journal in '%s': %s", jc.dir, pc_strerror(rc));
+        pp_fail(err, errlen, rc, "cannot open the journal in '%s': %s", jc.dir,
+                pc_store_strerror(rc));
         goto fail;
     }
     *out = p;
@@ -357,7 +358,7 @@ int pc_persist_after_fork(pc_persist *p, char *err, size_t errlen)
     int rc = pp_store(p, &s);
     if (rc != 0)
         return pp_fail(err, errlen, rc, "cannot open the store %.200s in process %d: %s", p->db_url,
-                       (int)getpid(), pc_strerror(rc));
+                       (int)getpid(), pc_store_strerror(rc));
     return 0;
 }
 
@@ -399,7 +400,7 @@ int pc_persist_save_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res)
     } else {
         pc_log_emit(&p->log, PC_LOG_ERR,
                     "pcache: save of %s failed: %s (the previous snapshot stands)",
-                    pc_coll_name(coll), pc_strerror(rc));
+                    pc_coll_name(coll), pc_store_strerror(rc));
     }
     if (res != NULL)
         *res = r;
@@ -448,7 +449,7 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
             secs);
     } else {
         pc_log_emit(&p->log, PC_LOG_ERR, "pcache: load of %s failed: %s", pc_coll_name(coll),
-                    pc_strerror(rc));
+                    pc_store_strerror(rc));
     }
     if (res != NULL)
         *res = r;
@@ -616,11 +617,12 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         rc = use ? pp_target_save(&t, coll, &r) : pc_persist_save_coll(p, coll, &r);
         if (rc != 0) {
             const char *why = pp_errmsg(p, use ? &t : NULL);
-            rc = pc_mgmt_errorf(err, rc,
-                                "perf_save: saving collection \"%s\" failed: %s "
-                                "(its previous snapshot stands; %u collection(s) saved "
-                                "before it)%s%.300s",
-                                pc_coll_name(coll), pc_strerror(rc), n, *why ? ": " : "", why);
+            rc =
+                pc_mgmt_errorf(err, rc,
+                               "perf_save: saving collection \"%s\" failed: %s "
+                               "(its previous snapshot stands; %u collection(s) saved "
+                               "before it)%s%.300s",
+                               pc_coll_name(coll), pc_store_strerror(rc), n, *why ? ": " : "", why);
             if (use)
                 pp_target_close(&t);
             return rc;
@@ -669,10 +671,11 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         }
         if (rc != 0) {
             const char *why = pp_errmsg(p, use ? &t : NULL);
-            rc = pc_mgmt_errorf(err, rc,
-                                "perf_load: loading collection \"%s\" failed: %s "
-                                "(%u collection(s) loaded before it)%s%.300s",
-                                pc_coll_name(coll), pc_strerror(rc), n, *why ? ": " : "", why);
+            rc =
+                pc_mgmt_errorf(err, rc,
+                               "perf_load: loading collection \"%s\" failed: %s "
+                               "(%u collection(s) loaded before it)%s%.300s",
+                               pc_coll_name(coll), pc_store_strerror(rc), n, *why ? ": " : "", why);
             if (use)
                 pp_target_close(&t);
             return rc;

@@ -205,7 +205,7 @@ int pc_persist_sync(pc_persist *p, pc_coll *coll, pc_sync_result *result)
             snprintf(r.note, sizeof r.note,
                      "saved, but notifying the peers failed (%s): replicas that poll pick up "
                      "generation %llu at their next poll",
-                     pc_strerror(r.peers), (unsigned long long)r.generation);
+                     pc_store_strerror(r.peers), (unsigned long long)r.generation);
         } else if (r.peers == 0) {
             r.degraded = 1;
             snprintf(r.note, sizeof r.note,
@@ -244,7 +244,7 @@ static int sy_cmd_sync(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
                                   "perf_sync: saving collection \"%s\" failed: %s (its previous "
                                   "generation stands, no peer was notified; %u collection(s) "
                                   "synced before it)%s%.300s",
-                                  pc_coll_name(coll), pc_strerror(rc), n,
+                                  pc_coll_name(coll), pc_store_strerror(rc), n,
                                   p->backend != NULL ? ": " : "",
                                   p->backend != NULL ? p->backend->errmsg(p->bh) : "");
         idx[n++] = i;
@@ -380,13 +380,14 @@ static int sy_check(pc_persist *p, unsigned i, bool by_notice, uint64_t pending)
             pc_log_emit(&p->log, PC_LOG_ERR,
                         "pcache: sync: reloading %s failed: %s%s%.300s (generation %llu kept; "
                         "the next poll retries)",
-                        name, pc_strerror(rc), p->backend->errmsg(p->bh)[0] != '\0' ? ": " : "",
-                        p->backend->errmsg(p->bh), (unsigned long long)mine);
+                        name, pc_store_strerror(rc),
+                        p->backend->errmsg(p->bh)[0] != '\0' ? ": " : "", p->backend->errmsg(p->bh),
+                        (unsigned long long)mine);
         }
     } else if (rc != 0) {
         pc_log_emit(&p->log, PC_LOG_ERR,
                     "pcache: sync: reading the generation of %s failed: %s: %.300s", name,
-                    pc_strerror(rc), p->backend->errmsg(p->bh));
+                    pc_store_strerror(rc), p->backend->errmsg(p->bh));
     }
     atomic_store(&st->last_rc, rc);
     if (rc != 0)
@@ -506,7 +507,7 @@ int pc_sync_stats_emit(pc_persist *p, pc_coll *coll, const pc_result_ops *ops, v
     rc = rc ? rc : ops->u64(rctx, "sync_rejected", s.rejected);
     rc = rc ? rc : ops->u64(rctx, "sync_reloads", s.reloads);
     rc = rc ? rc : ops->u64(rctx, "sync_pruned", s.pruned);
-    const char *err = s.last_rc != 0 ? pc_strerror(s.last_rc) : "";
+    const char *err = s.last_rc != 0 ? pc_store_strerror(s.last_rc) : "";
     rc = rc ? rc : ops->str(rctx, "sync_error", err, strlen(err));
     return rc;
 }

@@ -132,7 +132,7 @@ static int rl_row(void *ctx, const void *key, size_t klen, const void *val, size
         if (r->failed <= 3)
             pc_log_emit(&r->p->log, PC_LOG_ERR,
                         "pcache: sync: reloading %s: a row (key of %zu bytes) was refused: %s",
-                        pc_coll_name(r->coll), klen, pc_strerror(rc));
+                        pc_coll_name(r->coll), klen, pc_store_strerror(rc));
         return 0;
     }
     r->loaded++;

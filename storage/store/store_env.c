@@ -50,6 +50,22 @@ void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+const char *pc_store_strerror(int err)
+{
+    switch (err) {
+    case PC_ECORRUPT:
+        return "stored data is corrupt";
+    case PC_EFORMAT:
+        return "unsupported (newer) format version";
+    case PC_ESTORE:
+        return "not a pcache store";
+    case PC_EIO:
+        return "I/O error";
+    default:
+        return pc_mgmt_strerror(err);
+    }
+}
+
 int pc_store_mdb_err(const pc_store *s, int mrc, const char *what)
 {
     int rc;

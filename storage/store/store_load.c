@@ -159,7 +159,7 @@ static void pc_ld_store(struct pc_ld *ld, const pc_sf_rec *r)
     if (ld->fail_logged++ < 5) {
         char k[360];
         PC_SLOG(ld->s, PC_LOG_WARN, "store %s: load of %s: key '%s' not stored: %s", ld->s->path,
-                ld->name, pc_sf_keystr(r->key, r->klen, k, sizeof k), pc_strerror(rc));
+                ld->name, pc_sf_keystr(r->key, r->klen, k, sizeof k), pc_store_strerror(rc));
     }
 }
 
@@ -385,7 +385,7 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
                                  ld.nprune, &ld.res.pruned);
         if (prc != 0)
             PC_SLOG(s, PC_LOG_WARN, "store %s: collection %s: prune not done: %s", s->path, ld.name,
-                    pc_strerror(prc));
+                    pc_store_strerror(prc));
     }
     ld.res.seconds = pc_mono_sec() - t0;
     ld.res.rate = ld.res.seconds > 0 ? (double)ld.res.loaded / ld.res.seconds : 0;

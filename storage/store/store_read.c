@@ -583,7 +583,8 @@ int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_
         pc_store_coll_meta m;
         rc = pc_store_meta_read(s, txn, name, nlen, &m);
         if (rc == PC_ECORRUPT || rc == PC_EFORMAT) {
-            pc_vf_add(&vf, PC_SP_META, name, NULL, NULL, 0, "meta record: %s", pc_strerror(rc));
+            pc_vf_add(&vf, PC_SP_META, name, NULL, NULL, 0, "meta record: %s",
+                      pc_store_strerror(rc));
             rc = pc_vf_coll(&vf, txn, dc, name, nlen, NULL);
         } else if (rc == PC_ENOTFOUND) {
             rc = pc_vf_coll(&vf, txn, dc, name, nlen, NULL);
@@ -612,7 +613,7 @@ int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_
         pc_store_coll_meta m;
         int r = pc_store_meta_read(s, txn, nm, nl, &m);
         if (r == PC_ECORRUPT || r == PC_EFORMAT)
-            pc_vf_add(&vf, PC_SP_META, nm, NULL, NULL, 0, "meta record: %s", pc_strerror(r));
+            pc_vf_add(&vf, PC_SP_META, nm, NULL, NULL, 0, "meta record: %s", pc_store_strerror(r));
         rc = pc_vf_coll(&vf, txn, dc, nm, nl, r == 0 ? &m : NULL);
     }
     if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)

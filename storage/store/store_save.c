@@ -326,7 +326,7 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
     }
     if (rc != 0) {
         PC_SLOG(s, PC_LOG_ERR, "store %s: save of %s failed before writing: %s", s->path, sv.name,
-                pc_strerror(rc));
+                pc_store_strerror(rc));
         goto out;
     }
     double t1 = pc_mono_sec();
@@ -353,7 +353,7 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
     if (rc != 0) {
         PC_SLOG(s, PC_LOG_ERR,
                 "store %s: save of %s not committed (the previous snapshot stays): %s", s->path,
-                sv.name, pc_strerror(rc));
+                sv.name, pc_store_strerror(rc));
         goto out;
     }
     double t2 = pc_mono_sec();

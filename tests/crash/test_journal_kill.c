@@ -134,7 +134,7 @@ static void writer(pc_coll *co, int fd, unsigned round, unsigned w)
                 continue; /* nothing changed, nothing journaled */
         }
         if (rc != 0) {
-            fprintf(stderr, "writer: %s\n", pc_strerror(rc));
+            fprintf(stderr, "writer: %s\n", pc_store_strerror(rc));
             _exit(3);
         }
         a.stamp = last_stamp; /* acknowledged: report it */

@@ -51,8 +51,8 @@
     do {                                                                                           \
         int rc_ = (expr), want_ = (want);                                                          \
         if (rc_ != want_)                                                                          \
-            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_strerror(rc_), want_,            \
-                     pc_strerror(want_));                                                          \
+            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_store_strerror(rc_), want_,      \
+                     pc_store_strerror(want_));                                                    \
     } while (0)
 
 #define NBASE 1500u
@@ -96,7 +96,7 @@ static pc_store *open_store(const char *dir, unsigned flags, int *rc_out)
     if (rc_out != NULL)
         *rc_out = rc;
     if (rc != 0 && rc_out == NULL)
-        fail_msg("open %s: %s: %s", dir, pc_strerror(rc), err);
+        fail_msg("open %s: %s: %s", dir, pc_store_strerror(rc), err);
     return s;
 }
 
@@ -198,7 +198,8 @@ static uint64_t check_store(const char *dir, unsigned it, uint64_t prev_gen, uin
     int rc;
     pc_store *s = open_store(dir, it % 2 == 0 ? 0 : PC_STORE_RDONLY, &rc);
     if (rc != 0)
-        fail_msg("iteration %u: the store does not open after a kill: %s", it, pc_strerror(rc));
+        fail_msg("iteration %u: the store does not open after a kill: %s", it,
+                 pc_store_strerror(rc));
     pc_store_problem *pr;
     size_t np;
     check_rc(pc_store_verify(s, NULL, &pr, &np), PC_OK);
@@ -373,7 +374,7 @@ static void test_kill_during_create(void **state)
         int rc;
         pc_store *s = open_store(dir, PC_STORE_CREATE, &rc);
         if (rc != 0)
-            fail_msg("create iteration %u: %s", it, pc_strerror(rc));
+            fail_msg("create iteration %u: %s", it, pc_store_strerror(rc));
         pc_store_info in;
         check_rc(pc_store_info_get(s, &in), PC_OK);
         opened_complete += in.boot_gen > 0;

@@ -84,7 +84,7 @@ static void apply_op(pc_coll *co, unsigned id, unsigned n, uint64_t x, const cha
             rc = 0;
     }
     if (rc != 0) {
-        fprintf(stderr, "writer %u op %u: %s\n", id, what, pc_strerror(rc));
+        fprintf(stderr, "writer %u op %u: %s\n", id, what, pc_store_strerror(rc));
         _exit(3);
     }
 }
@@ -709,7 +709,7 @@ static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *
     int st = 0;
     assert_int_equal(waitpid(maint, &st, 0), maint);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("maintainer status %#x: %s", st, pc_strerror(atomic_load(&sh->rc)));
+        fail_msg("maintainer status %#x: %s", st, pc_store_strerror(atomic_load(&sh->rc)));
     assert_int_equal(pc_journal_flush(ja, 1), 0);
     pc_coll_stats cs;
     assert_int_equal(pc_coll_stats_get(ca, &cs), 0);

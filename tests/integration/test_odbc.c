@@ -52,7 +52,7 @@ static pc_odbc *open_db(const char *target, unsigned flags)
     char err[1024];
     int rc = pc_odbc_open(target, &cfg, &o, err, sizeof err);
     if (rc != 0)
-        fail_msg("pc_odbc_open(%s): %s: %s", target, pc_strerror(rc), err);
+        fail_msg("pc_odbc_open(%s): %s: %s", target, pc_store_strerror(rc), err);
     return o;
 }
 
@@ -72,7 +72,7 @@ static void expect_bytes(pc_coll *co, const void *k, size_t kl, const void *v, s
     size_t gl = 0;
     int rc = pc_get(co, k, kl, &got, &gl, NULL);
     if (rc != 0)
-        fail_msg("key of %zu bytes: %s", kl, pc_strerror(rc));
+        fail_msg("key of %zu bytes: %s", kl, pc_store_strerror(rc));
     if (gl != vl || (vl > 0 && memcmp(got, v, vl) != 0))
         fail_msg("key of %zu bytes: value of %zu bytes came back as %zu bytes or different", kl, vl,
                  gl);
@@ -755,7 +755,7 @@ static void t_persist(void **state)
     char err[512];
     int rc = pc_persist_open(c, &pc, &p, err, sizeof err);
     if (rc != 0)
-        fail_msg("pc_persist_open: %s: %s", pc_strerror(rc), err);
+        fail_msg("pc_persist_open: %s: %s", pc_store_strerror(rc), err);
     assert_null(pc_persist_store(p));
     assert_int_equal(pc_persist_startup(p), 0);
     for (int i = 0; i < 100; i++) {

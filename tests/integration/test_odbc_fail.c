@@ -64,7 +64,7 @@ static pc_odbc *open_pipe(const char *target, unsigned flags, pc_odbc_progress_f
     char err[1024];
     int rc = pc_odbc_open(target, &cfg, &o, err, sizeof err);
     if (rc != 0)
-        fail_msg("pc_odbc_open(%s): %s: %s", target, pc_strerror(rc), err);
+        fail_msg("pc_odbc_open(%s): %s: %s", target, pc_store_strerror(rc), err);
     return o;
 }
 
@@ -146,7 +146,7 @@ static void midsave(const char *target, const char *action, bool restart, int pi
     int rc = pc_odbc_save(o, pc_fx_coll(c, "a"), &r);
     printf("# %s mid-save (%s, pipeline %s): %s: %s\n", action,
            pc_odbc_dialect_name(pc_odbc_dialect(o)), pipeline == PC_ODBC_PIPELINE_ON ? "on" : "off",
-           pc_strerror(rc), pc_odbc_errmsg(o));
+           pc_store_strerror(rc), pc_odbc_errmsg(o));
     assert_int_equal(odbc_env_threads(), threads);
     assert_true(in.calls >= 3);
     assert_int_equal(rc, PC_EIO);

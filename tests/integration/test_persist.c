@@ -62,7 +62,7 @@ static pc_persist *mk_persist(pc_cache *c, int mode, const char *journal)
     char err[256];
     int rc = pc_persist_open(c, &pc, &p, err, sizeof err);
     if (rc != 0)
-        fail_msg("pc_persist_open: %s (%s)", pc_strerror(rc), err);
+        fail_msg("pc_persist_open: %s (%s)", pc_store_strerror(rc), err);
     assert_int_equal(pc_persist_startup(p), 0);
     return p;
 }
@@ -73,7 +73,7 @@ static void expect(pc_coll *co, const char *k, const char *v)
     size_t vl = 0, need = 0;
     int rc = pc_get_buf(co, k, strlen(k), buf, sizeof buf, &vl, &need, NULL);
     if (rc != 0)
-        fail_msg("key %s: %s", k, pc_strerror(rc));
+        fail_msg("key %s: %s", k, pc_store_strerror(rc));
     assert_int_equal(vl, strlen(v));
     assert_memory_equal(buf, v, vl);
 }
@@ -301,7 +301,7 @@ static void bad_policies_are_refused(void **state)
         int rc = pc_persist_open(c, &pc, &p, err, sizeof err);
         if (rc != cases[i].rc || p != NULL || strstr(err, cases[i].word) == NULL)
             fail_msg("case %zu: rc %d (%s) msg '%s', want %d mentioning '%s'", i, rc,
-                     pc_strerror(rc), err, cases[i].rc, cases[i].word);
+                     pc_store_strerror(rc), err, cases[i].rc, cases[i].word);
     }
     pc_cache_destroy(c);
 }

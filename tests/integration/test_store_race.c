@@ -477,7 +477,7 @@ static void test_save_while_growing(void **state)
         assert_int_equal(w, pid);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             fail_msg("child status %#x: line %d rc %d (%s)", st, atomic_load(&sh->err_line),
-                     atomic_load(&sh->err_rc), pc_strerror(atomic_load(&sh->err_rc)));
+                     atomic_load(&sh->err_rc), pc_store_strerror(atomic_load(&sh->err_rc)));
         pc_coll_stats cs;
         check_rc(pc_coll_stats_get(co, &cs), PC_OK);
         buckets = cs.buckets;

@@ -20,7 +20,7 @@
     do {                                                                                           \
         int rc_ = (expr);                                                                          \
         if (rc_ != (want))                                                                         \
-            fail_msg("%s = %d (%s), want %d", #expr, rc_, pc_strerror(rc_), (want));               \
+            fail_msg("%s = %d (%s), want %d", #expr, rc_, pc_store_strerror(rc_), (want));         \
     } while (0)
 
 /* The scratch directory of the test program (snap_test_setup makes it). */

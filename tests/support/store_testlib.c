@@ -122,7 +122,7 @@ pc_store *open_store(const char *path, unsigned flags)
     char err[512];
     int rc = pc_store_open(path, &sc, &s, err, sizeof err);
     if (rc != 0)
-        fail_msg("open %s: %s: %s", path, pc_strerror(rc), err);
+        fail_msg("open %s: %s: %s", path, pc_store_strerror(rc), err);
     return s;
 }
 

@@ -23,8 +23,8 @@
     do {                                                                                           \
         int rc_ = (expr), want_ = (want);                                                          \
         if (rc_ != want_)                                                                          \
-            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_strerror(rc_), want_,            \
-                     pc_strerror(want_));                                                          \
+            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_store_strerror(rc_), want_,      \
+                     pc_store_strerror(want_));                                                    \
     } while (0)
 
 /* ---- the format, from docs/snapshot-format.md ------------------------------ */

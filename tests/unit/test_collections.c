@@ -6,10 +6,11 @@
  * with a warning through the log callback when a declared size was out of
  * range, exact (never prefix) name lookup, and PC_ECONFIG for duplicates,
  * empty names, bad sizes, overlong names, too many collections and the
- * cachedb_local "/r" replication marker. pc_url_parse resolves perf://,
- * perf:///name, perf://name and perf:group:///name against the declared
- * collections, reports PC_ENOCOLL / PC_EURL with a message, and writes its
- * out-parameter only on success. Data operations are test_ops.c's business.
+ * cachedb_local "/r" replication marker. pc_url_parse (the management
+ * layer's, pcache_mgmt.h) resolves perf://, perf:///name, perf://name and
+ * perf:group:///name against the declared collections, reports PC_ENOCOLL /
+ * PC_EURL with a message, and writes its out-parameter only on success. Data operations are
+ * test_ops.c's business.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,13 +24,14 @@
 
 #include "pc_fixture.h"
 #include "pcache.h"
+#include "pcache_mgmt.h"
 
 #define check_rc(expr, want)                                                                       \
     do {                                                                                           \
         int rc_ = (expr), want_ = (want);                                                          \
         if (rc_ != want_)                                                                          \
-            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_strerror(rc_), want_,            \
-                     pc_strerror(want_));                                                          \
+            fail_msg("%s = %d (%s), want %d (%s)", #expr, rc_, pc_mgmt_strerror(rc_), want_,       \
+                     pc_mgmt_strerror(want_));                                                     \
     } while (0)
 
 /* Everything the library logged during one pc_cache_create. */
@@ -79,7 +81,7 @@ static pc_cache *mk(const char *colls, size_t mem_mb, struct logcap *lc)
 
     if (rc != PC_OK)
         fail_msg("pc_cache_create(\"%s\") = %d (%s)%s%s", colls ? colls : "(null)", rc,
-                 pc_strerror(rc), lc->n ? ": " : "", lc->n ? lc->msg[lc->n - 1] : "");
+                 pc_mgmt_strerror(rc), lc->n ? ": " : "", lc->n ? lc->msg[lc->n - 1] : "");
     assert_non_null(c);
     return c;
 }
@@ -216,7 +218,8 @@ static void spec_errors_are_econfig(void **state)
         int rc = create(bad[i], 64, &lc, &c);
 
         if (rc != PC_ECONFIG) {
-            print_error("spec \"%s\": %d (%s), want PC_ECONFIG\n", bad[i], rc, pc_strerror(rc));
+            print_error("spec \"%s\": %d (%s), want PC_ECONFIG\n", bad[i], rc,
+                        pc_mgmt_strerror(rc));
             failed++;
             pc_cache_destroy(c);
             continue;
@@ -285,7 +288,7 @@ static void url_forms_resolve(void **state)
         memset(&u, 0x5a, sizeof(u));
         int rc = pc_url_parse(c, ok[i].url, &u, err, sizeof(err));
         if (rc != PC_OK)
-            fail_msg("\"%s\": %d (%s)", ok[i].url, rc, pc_strerror(rc));
+            fail_msg("\"%s\": %d (%s)", ok[i].url, rc, pc_mgmt_strerror(rc));
         assert_string_equal(u.group, ok[i].group);
         assert_ptr_equal(u.coll, pc_coll_at(c, (unsigned)ok[i].coll));
     }
@@ -362,7 +365,7 @@ static void url_malformed_is_eurl(void **state)
         memset(err, 0, sizeof(err));
         int rc = pc_url_parse(c, bad[i], &u, err, sizeof(err));
         if (rc != PC_EURL) {
-            print_error("\"%s\": %d (%s), want PC_EURL\n", bad[i], rc, pc_strerror(rc));
+            print_error("\"%s\": %d (%s), want PC_EURL\n", bad[i], rc, pc_mgmt_strerror(rc));
             failed++;
             continue;
         }

@@ -10,8 +10,9 @@
  *
  * Conventions (see docs/design.md):
  *  - every function returns int: 0 on success, a negative PC_E* code on
- *    failure; pc_strerror() names each code. Out-parameters are written only
- *    on success unless the function says otherwise.
+ *    failure (the scheme is below); pc_strerror() names each engine code.
+ *    Out-parameters are written only on success unless the function says
+ *    otherwise.
  *  - keys and values are binary-safe byte strings (pointer + length).
  *  - "borrowed" pointer parameters are read during the call only;
  *    "caller-owned" results are released by the caller with the named free.
@@ -29,7 +30,20 @@
 extern "C" {
 #endif
 
-/* ---- error codes: numbers are fixed once released -------------------- */
+/* ---- error codes ----------------------------------------------------------
+ * One scheme for every layer of the project: a failure is a code in the
+ * private range -1 .. -99. A code is never a negated errno (the errno of a
+ * failed system call is logged, or put in the message, instead). Each
+ * number has one meaning and belongs to the one layer that defines it in
+ * its public header; a number is never reused, even after its code is
+ * retired, because hosts show it (JSON-RPC error -32000 + code).
+ *   the engine (this header)   -1 .. -9, -11 .. -14
+ *   the layers above           -10 (management), -15 .. -18 (storage)
+ * A new code takes the next free number (-19 onward), is defined by the
+ * lowest layer that returns it and is named by that layer's strerror
+ * function, which falls back to the layer below (pc_strerror here, the
+ * bottom). A caller names a code with the function of the highest layer
+ * whose codes it can see. */
 #define PC_OK 0
 #define PC_ENOTFOUND (-1) /* key absent or expired */
 #define PC_ENOMEM (-2)    /* the shared arena is full: the write was dropped */
@@ -40,17 +54,13 @@ extern "C" {
 #define PC_ERANGE (-7)    /* a counter would overflow int64 */
 #define PC_EEXIST (-8)    /* NX write on an existing key */
 #define PC_ENOCOLL (-9)   /* collection not declared */
-#define PC_EURL (-10)     /* malformed perf:// URL */
 #define PC_ESYS (-11)     /* a system call failed (errno is logged) */
 #define PC_ECONFIG (-12)  /* bad configuration (collections spec, sizes) */
 #define PC_EBUSY (-13)    /* another process holds the maintenance role */
 #define PC_ELOCKED (-14)  /* a lock could not be taken in time */
-#define PC_ECORRUPT (-15) /* stored data failed a checksum or does not decode */
-#define PC_EFORMAT (-16)  /* stored data has a newer or unknown format version */
-#define PC_ESTORE (-17)   /* path is not a pcache store, or it cannot be opened */
-#define PC_EIO (-18)      /* an I/O call on a store or journal failed */
 
-/* Returns a static, human-readable name for an error code (never NULL). */
+/* Returns a static, human-readable name for an engine code (never NULL;
+ * "unknown error" for a code of another layer). */
 const char *pc_strerror(int err);
 
 /* ---- limits ----------------------------------------------------------- */
@@ -125,17 +135,6 @@ pc_coll *pc_coll_at(pc_cache *c, unsigned i);
 /* Name of a collection: valid as long as the cache. */
 const char *pc_coll_name(const pc_coll *coll);
 
-/* ---- URLs: perf://, perf:///name, perf://name, perf:group:///name ---------- */
-typedef struct pc_url {
-    char group[PC_COLL_NAME_MAX + 1]; /* "" when the URL has no group */
-    pc_coll *coll;                    /* the resolved collection */
-} pc_url;
-/* Parses url (borrowed) against the declared collections. Errors:
- * PC_EURL (malformed, or the cachedb_local "/r" replication marker),
- * PC_ENOCOLL (names an undeclared collection). On error, if errbuf is not
- * NULL, a message naming the problem is written there (NUL-terminated). */
-int pc_url_parse(pc_cache *c, const char *url, pc_url *out, char *errbuf, size_t errlen);
-
 /* ---- data operations --------------------------------------------------------
  * ttl_ms: 0 = no expiry; > 0 = expires that many milliseconds from now.
  * An expired entry reads as absent the moment it lapses. */
@@ -204,12 +203,13 @@ int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
 int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out);
 
 /* Parses s[0..n) as a whole decimal int64 (optional '-', no spaces): the
- * text form of a counter, as pc_get formats it and the SQL store keeps it.
+ * text form of a counter, as pc_get formats it (and layers above keep it).
  * 0, PC_ENOTNUM (not a number), PC_ERANGE (out of int64). */
 int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out);
 
-/* Sets the expiry of an existing key without touching its value (the
- * versionless store): ttl_ms 0 = never expire. PC_ENOTFOUND if absent. */
+/* Sets the expiry of an existing key without touching its value (one
+ * atomic write that readers need not retry for): ttl_ms 0 = never expire.
+ * PC_ENOTFOUND if absent. */
 int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
 
 /* ---- maintenance ---------------------------------------------------------
@@ -298,16 +298,16 @@ int pc_scan(pc_coll *coll, uint64_t cursor, uint64_t max_buckets, const void *gl
 /* The whole collection: pc_scan from 0 until done. */
 int pc_walk(pc_coll *coll, const void *glob, size_t glen, unsigned flags, pc_walk_fn fn, void *ctx);
 /* Every live entry in ascending pc_order_key(pc_hash(key)) order (each key
- * once), for snapshot saves: see walk.c. Same guarantees as
- * pc_walk; the callback runs with no lock held. */
+ * once): a stable order for copies of a whole collection, see walk.c. Same
+ * guarantees as pc_walk; the callback runs with no lock held. */
 int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx);
 /* The order of pc_walk_ordered: the 64-bit hash with its bits reversed. */
 uint64_t pc_order_key(uint64_t hash);
 
 /* Deletes every key matching glob; *count = keys deleted. */
 int pc_del_glob(pc_coll *coll, const void *glob, size_t glen, uint64_t *count);
-/* Re-arms the expiry of every live key matching glob (the versionless
- * store); ttl_ms 0 = never expire. *count = keys updated. */
+/* Re-arms the expiry of every live key matching glob (as pc_expire does);
+ * ttl_ms 0 = never expire. *count = keys updated. */
 int pc_ttl_glob(pc_coll *coll, const void *glob, size_t glen, int64_t ttl_ms, uint64_t *count);
 
 /* ---- statistics baseline ----------------------------------------------- */

@@ -11,7 +11,9 @@
  * is parsed and checked against the command's declarative parameter table
  * before the command runs, so a bad argument never changes anything. Other
  * components (the storage layer's perf_save / perf_load / perf_sync) register
- * their own commands into a context with the same machinery.
+ * their own commands into a context with the same machinery. The layer also
+ * owns the perf:// URLs by which hosts name a collection (pc_url_parse) and
+ * the error code for a malformed URL (PC_EURL).
  *
  * docs/management.md is the user's manual: every command with a real
  * invocation and its real output, checked by tests/unit/test_mgmt_docs.c.
@@ -32,6 +34,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- error codes of this layer (the scheme: pcache.h) ------------------- */
+#define PC_EURL (-10) /* a malformed URL (perf://, a db_url, a store URL) */
+
+/* Names a code of this layer or of the engine (pc_strerror below it);
+ * static, never NULL. */
+const char *pc_mgmt_strerror(int err);
+
+/* ---- URLs: perf://, perf:///name, perf://name, perf:group:///name ---------- */
+typedef struct pc_url {
+    char group[PC_COLL_NAME_MAX + 1]; /* "" when the URL has no group */
+    pc_coll *coll;                    /* the resolved collection */
+} pc_url;
+/* Parses url (borrowed) against the declared collections. Errors:
+ * PC_EURL (malformed, or the cachedb_local "/r" replication marker),
+ * PC_ENOCOLL (names an undeclared collection). On error, if errbuf is not
+ * NULL, a message naming the problem is written there (NUL-terminated). */
+int pc_url_parse(pc_cache *c, const char *url, pc_url *out, char *errbuf, size_t errlen);
 
 /* ---- the result builder ---------------------------------------------------
  * A command's result is exactly one object: its first call is

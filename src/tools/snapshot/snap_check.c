@@ -92,7 +92,8 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
     } else {
         int rc = pc_store_list(s, &list, &nc);
         if (rc != 0) {
-            r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s), pc_strerror(rc));
+            r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s),
+                          pc_store_strerror(rc));
             goto out;
         }
         for (size_t i = 0; i < nc; i++)
@@ -101,7 +102,7 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
     int rc = pc_store_verify(s, name, &pr, &np);
     if (rc != 0) {
         r = snap_fail(cx, snap_exit_of(rc), "store %s: verify: %s", pc_store_path(s),
-                      pc_strerror(rc));
+                      pc_store_strerror(rc));
         goto out;
     }
     if (cx->json) {
@@ -264,7 +265,7 @@ static int snap_diff_pair(snap_ctx *cx, pc_store *l, const char *ln, pc_store *r
         if (right.oom)
             return snap_fail(cx, SNAP_IO, "out of memory holding collection %s", rn);
         return snap_fail(cx, snap_exit_of(rc), "collection %s of %s: %s%s", rn, pc_store_path(r),
-                         pc_strerror(rc),
+                         pc_store_strerror(rc),
                          rc == PC_ECORRUPT ? " (named above): the diff would be wrong" : "");
     }
     struct snap_merge mg = {.cx = cx, .right = &right, .lname = ln, .rname = rn};
@@ -291,7 +292,7 @@ static int snap_diff_pair(snap_ctx *cx, pc_store *l, const char *ln, pc_store *r
     snap_side_free(&right);
     if (rc != 0)
         return snap_fail(cx, snap_exit_of(rc), "collection %s of %s: %s%s", ln, pc_store_path(l),
-                         pc_strerror(rc),
+                         pc_store_strerror(rc),
                          rc == PC_ECORRUPT ? " (named above): the diff is incomplete" : "");
     if (mg.added + mg.removed + mg.changed > 0)
         *differ = 1;
@@ -308,7 +309,7 @@ static int snap_diff_all(snap_ctx *cx, pc_store *l, pc_store *r, unsigned flags,
     if (rc == 0)
         rc = pc_store_list(r, &b, &nb);
     if (rc != 0) {
-        code = snap_fail(cx, snap_exit_of(rc), "listing collections: %s", pc_strerror(rc));
+        code = snap_fail(cx, snap_exit_of(rc), "listing collections: %s", pc_store_strerror(rc));
         goto out;
     }
     while (code == SNAP_OK && (i < na || j < nb)) {
@@ -423,7 +424,7 @@ int snap_cmd_compact(snap_ctx *cx, int argc, char **argv)
     pc_store_problems_free(pr, np);
     pc_store_close(s);
     if (rc != 0)
-        return snap_fail(cx, snap_exit_of(rc), "store %s: verify: %s", path, pc_strerror(rc));
+        return snap_fail(cx, snap_exit_of(rc), "store %s: verify: %s", path, pc_store_strerror(rc));
     if (np > 0 && !force)
         return snap_fail(cx, SNAP_CORRUPT,
                          "store %s has %zu problems (see: verify); compact copies them as they "

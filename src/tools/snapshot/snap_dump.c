@@ -136,7 +136,8 @@ int snap_cmd_dump(snap_ctx *cx, int argc, char **argv)
     } else {
         int rc = pc_store_list(s, &list, &n);
         if (rc != 0) {
-            r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s), pc_strerror(rc));
+            r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s),
+                          pc_store_strerror(rc));
             goto out;
         }
         const char **nn = realloc(names, (n > 0 ? n : 1) * sizeof *names);
@@ -162,7 +163,8 @@ int snap_cmd_dump(snap_ctx *cx, int argc, char **argv)
         else if (rc == PC_ENOTFOUND) /* dropped since the list: nothing to dump */
             continue;
         else if (rc != 0)
-            r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", names[i], pc_strerror(rc));
+            r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", names[i],
+                          pc_store_strerror(rc));
     }
     if (r == SNAP_OK)
         r = snap_finish(cx, SNAP_OK);

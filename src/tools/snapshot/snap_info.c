@@ -168,7 +168,8 @@ int snap_cmd_info(snap_ctx *cx, int argc, char **argv)
     if (rc == 0)
         rc = pc_store_list(s, &list, &n);
     if (rc != 0) {
-        r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s), pc_strerror(rc));
+        r = snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s),
+                      pc_store_strerror(rc));
         goto out;
     }
     if ((per = calloc(n + 1, sizeof *per)) == NULL) {
@@ -246,7 +247,8 @@ static int snap_list_colls(snap_ctx *cx, pc_store *s, long long limit)
     char t[64];
     int rc = pc_store_list(s, &list, &n);
     if (rc != 0)
-        return snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s), pc_strerror(rc));
+        return snap_fail(cx, snap_exit_of(rc), "store %s: %s", pc_store_path(s),
+                         pc_store_strerror(rc));
     size_t shown = limit >= 0 && (unsigned long long)limit < n ? (size_t)limit : n;
     if (cx->json) {
         fprintf(cx->out, "{\"collections\":[");
@@ -295,7 +297,7 @@ static int snap_list(snap_ctx *cx, int argc, char **argv, int details)
     const char *glob = npos == 3 ? argv[optind + 2] : NULL;
     if (glob != NULL && (r = pc_glob_check(glob, strlen(glob))) != 0)
         return snap_fail(cx, SNAP_USAGE, "'%s' is not a well-formed glob (%s)", glob,
-                         pc_strerror(r));
+                         pc_store_strerror(r));
     pc_store *s;
     if ((r = snap_open(cx, argv[optind], &s)) != 0)
         return r;
@@ -325,7 +327,7 @@ static int snap_list(snap_ctx *cx, int argc, char **argv, int details)
         r = snap_fail(cx, SNAP_CORRUPT,
                       "collection %s has corrupt records (named above): they are not listed", name);
     else if (r == SNAP_OK && rc != 0 && rc != SNAP_STOP)
-        r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", name, pc_strerror(rc));
+        r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", name, pc_store_strerror(rc));
     pc_store_close(s);
     return r;
 }
@@ -444,7 +446,7 @@ int snap_cmd_get(snap_ctx *cx, int argc, char **argv)
         goto out;
     }
     if (rc != 0) {
-        r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", name, pc_strerror(rc));
+        r = snap_fail(cx, snap_exit_of(rc), "collection %s: %s", name, pc_store_strerror(rc));
         goto out;
     }
     if (raw && !rec.is_counter) {

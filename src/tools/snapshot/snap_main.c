@@ -320,7 +320,7 @@ int snap_coll_meta(snap_ctx *cx, pc_store *s, const char *name, pc_store_coll_me
                          pc_store_path(s), name);
     if (rc != 0)
         return snap_fail(cx, snap_exit_of(rc), "store %s: collection %s: %s", pc_store_path(s),
-                         name, pc_strerror(rc));
+                         name, pc_store_strerror(rc));
     return SNAP_OK;
 }
 

@@ -198,7 +198,7 @@ static int snap_move(snap_ctx *cx, int argc, char **argv, int is_export)
                       is_export ? "export" : "import", coll != NULL ? coll : "every collection",
                       is_export ? "to" : "from", pc_odbc_target(o),
                       is_export ? "changed in the database" : "changed in the store",
-                      pc_strerror(rc), *msg ? ": " : "", msg);
+                      pc_store_strerror(rc), *msg ? ": " : "", msg);
         pc_odbc_close(o);
         pc_store_close(s);
         return r;

@@ -13,7 +13,7 @@
  * the store's or the journal's.
  *
  * Conventions are those of pcache.h: every function returns 0 or a negative
- * PC_E* code (pc_strerror names it); pointer parameters are borrowed for
+ * PC_E* code (pc_store_strerror names it); pointer parameters are borrowed for
  * the call unless documented; the library never prints, it logs through
  * pc_persist_config.log.
  */

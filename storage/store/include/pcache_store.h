@@ -25,7 +25,7 @@
  * The format is docs/snapshot-format.md.
  *
  * Conventions are those of pcache.h: every function returns 0 or a negative
- * PC_E* code (pc_strerror names it); out-parameters are written only on
+ * PC_E* code (pc_store_strerror names it); out-parameters are written only on
  * success unless the function says otherwise; pointer parameters are
  * borrowed for the call unless documented; the library never prints, it
  * logs through pc_store_config.log. Errors that concern stored data name the
@@ -50,10 +50,21 @@
 #include <stdint.h>
 
 #include "pcache.h"
+#include "pcache_mgmt.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- error codes of the storage layers (the scheme: pcache.h) ----------- */
+#define PC_ECORRUPT (-15) /* stored data failed a checksum or does not decode */
+#define PC_EFORMAT (-16)  /* stored data has a newer or unknown format version */
+#define PC_ESTORE (-17)   /* path is not a pcache store, or it cannot be opened */
+#define PC_EIO (-18)      /* an I/O call on a store or journal failed */
+
+/* Names a code of the storage layers, else falls back to pc_mgmt_strerror
+ * (the layers below); static, never NULL. */
+const char *pc_store_strerror(int err);
 
 /* The snapshot format version this library writes. A store or collection
  * written by a newer version is refused with PC_EFORMAT. */

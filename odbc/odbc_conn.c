@@ -390,7 +390,7 @@ static int do_connect(pc_odbc *o)
     SQLSMALLINT outl;
     if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_DBC, o->env, &o->dbc))) {
         o->dbc = SQL_NULL_HDBC;
-        return pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, o->env, "%s: SQLAllocHandle(DBC)",
+        return pc_odbc_fail(o, PC_EHEAP, SQL_HANDLE_ENV, o->env, "%s: SQLAllocHandle(DBC)",
                             o->target);
     }
     o->pid = getpid();
@@ -423,7 +423,7 @@ int pc_odbc_enter(pc_odbc *o)
     int rc = 0;
     if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &o->env)) ||
         !SQL_SUCCEEDED(SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0)))
-        rc = pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
+        rc = pc_odbc_fail(o, PC_EHEAP, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                           "%s: cannot allocate an ODBC environment after fork", o->target);
     if (rc == 0)
         rc = do_connect(o);
@@ -466,7 +466,7 @@ static int build_connstr(pc_odbc *o, const char *where)
         if (o->connstr != NULL)
             each_pair(cs, find_secret, &o->password);
     }
-    return o->connstr == NULL ? PC_ESYS : 0;
+    return o->connstr == NULL ? PC_EHEAP : 0;
 }
 
 int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, char *err,
@@ -478,7 +478,7 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
         return PC_EINVAL;
     pc_odbc *o = calloc(1, sizeof *o);
     if (o == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     if (cfg != NULL)
         o->cfg = *cfg;
     else
@@ -493,7 +493,7 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
         goto out;
     if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &o->env)) ||
         !SQL_SUCCEEDED(SQLSetEnvAttr(o->env, SQL_ATTR_ODBC_VERSION, (SQLPOINTER)SQL_OV_ODBC3, 0))) {
-        rc = pc_odbc_fail(o, PC_ESYS, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
+        rc = pc_odbc_fail(o, PC_EHEAP, SQL_HANDLE_ENV, SQL_NULL_HANDLE,
                           "%s: cannot allocate an ODBC environment", o->target);
         goto out;
     }
@@ -518,7 +518,7 @@ int pc_odbc_open(const char *where, const pc_odbc_config *cfg, pc_odbc **out, ch
             snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
                      ";UseDeclareFetch=1;Fetch=%u", fetch);
         if (asprintf(&cs, "%s%s", o->connstr, extra) < 0) {
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
             goto out;
         }
         free(o->connstr);

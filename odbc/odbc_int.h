@@ -58,10 +58,10 @@ void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
 
 /* ---- the sender thread (odbc_pipe.c) -------------------------------------
  * One job at a time: fn(ctx, job) runs on the thread. start creates it
- * (PC_ESYS when it cannot); submit requires it idle (after start or wait);
- * wait blocks until it is idle and returns fn's value for the last job;
- * failed says, lock-free, whether a job returned non-zero; stop lets the
- * job in flight end, joins and frees (accepts NULL). */
+ * (PC_EHEAP or PC_ESYS when it cannot); submit requires it idle (after
+ * start or wait); wait blocks until it is idle and returns fn's value for
+ * the last job; failed says, lock-free, whether a job returned non-zero;
+ * stop lets the job in flight end, joins and frees (accepts NULL). */
 typedef struct pc_odbc_pipe pc_odbc_pipe;
 typedef int (*pc_odbc_job_fn)(void *ctx, void *job);
 int pc_odbc_pipe_start(pc_odbc_job_fn fn, void *ctx, pc_odbc_pipe **out);

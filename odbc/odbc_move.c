@@ -221,7 +221,7 @@ int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *re
                 cap = cap ? cap * 2 : 16;
                 void *p = realloc(names, cap * sizeof *names);
                 if (p == NULL) {
-                    rc = PC_ESYS;
+                    rc = PC_EHEAP;
                     break;
                 }
                 names = p;

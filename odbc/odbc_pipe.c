@@ -71,7 +71,7 @@ int pc_odbc_pipe_start(pc_odbc_job_fn fn, void *ctx, pc_odbc_pipe **out)
 {
     pc_odbc_pipe *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     p->fn = fn;
     p->ctx = ctx;
     atomic_init(&p->failed, 0);

@@ -136,7 +136,7 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
     SQLHSTMT st = SQL_NULL_HSTMT;
     if (kb == NULL || vb == NULL || ki == NULL || vi == NULL || ei == NULL || ci == NULL ||
         ex == NULL || ct == NULL || status == NULL) {
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         goto out;
     }
     if ((rc = stmt_new(o, &st)) != 0)

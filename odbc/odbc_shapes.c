@@ -76,7 +76,7 @@ int pc_odbc_insert_prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
                  sizeof PACKED_SQL;
     char *sql = malloc(len);
     if (sql == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     size_t n = (size_t)snprintf(sql, len, "%s",
                                 rows == 0 ? PACKED_SQL
                                           : "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES ");

@@ -57,7 +57,7 @@ static int batch_alloc(pc_odbc_writer *w, struct wbatch *b)
     b->rows = calloc(n, sizeof *b->rows);
     b->buf = malloc(w->buf_size);
     if (b->rows == NULL || b->buf == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     if (w->shape == PC_ODBC_SHAPE_ARRAY) {
         b->cols = malloc(w->buf_size + 2 * (size_t)n); /* + the 1-byte minimum slots */
         b->kind = calloc(n, sizeof *b->kind);
@@ -67,13 +67,13 @@ static int batch_alloc(pc_odbc_writer *w, struct wbatch *b)
         b->status = calloc(n, sizeof *b->status);
         if (b->cols == NULL || b->kind == NULL || b->vind == NULL || b->exps == NULL ||
             b->ctrs == NULL || b->status == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
     }
     for (int i = 0; w->shape == PC_ODBC_SHAPE_PACKED && i < 5; i++)
         if ((b->arr[i] = malloc((size_t)n * PACKED_NUM + 3)) == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
     if (w->shape == PC_ODBC_SHAPE_PACKED && (b->text = malloc(2 * w->buf_size + 3)) == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     return 0;
 }
 
@@ -103,7 +103,7 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
 {
     pc_odbc_writer *w = calloc(1, sizeof *w);
     if (w == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     w->o = o;
     w->shape =
         o->cfg.shape != PC_ODBC_SHAPE_DEFAULT ? o->cfg.shape : pc_odbc_shape_default(o->dialect);
@@ -137,7 +137,7 @@ int pc_odbc_writer_new(pc_odbc *o, pc_odbc_writer **out)
         w->names = calloc(w->per_stmt, PC_COLL_NAME_MAX + 1);
         w->nind = calloc(w->per_stmt, sizeof *w->nind);
         if (w->names == NULL || w->nind == NULL)
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
     }
     if (rc == 0)
         rc = pc_odbc_insert_prepare(o, &w->one, 1);

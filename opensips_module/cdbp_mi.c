@@ -59,13 +59,13 @@ static int b_push(cdbp_mi_b *b, const char *name, int array)
             return PC_EINVAL; /* a second root */
         b->resp = array ? init_mi_result_array(&it) : init_mi_result_object(&it);
         if (b->resp == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
     } else {
         mi_item_t *to = b->stack[b->depth - 1];
         it = array ? add_mi_array(to, (char *)name, nlen(name))
                    : add_mi_object(to, (char *)name, nlen(name));
         if (it == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
     }
     b->stack[b->depth++] = it;
     return 0;
@@ -145,11 +145,11 @@ static int b_str(void *r, const char *name, const void *s, size_t len)
         }
     }
     if (clean)
-        return add_mi_string(to, (char *)name, nlen(name), (const char *)s, (int)len) < 0 ? PC_ESYS
+        return add_mi_string(to, (char *)name, nlen(name), (const char *)s, (int)len) < 0 ? PC_EHEAP
                                                                                           : 0;
     char *t = pkg_malloc(out ? out : 1);
     if (t == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     size_t o = 0;
     for (i = 0; i < len;) {
         size_t l = utf8_seq(p + i, len - i);
@@ -167,7 +167,7 @@ static int b_str(void *r, const char *name, const void *s, size_t len)
             i++;
         }
     }
-    int rc = add_mi_string(to, (char *)name, nlen(name), t, (int)o) < 0 ? PC_ESYS : 0;
+    int rc = add_mi_string(to, (char *)name, nlen(name), t, (int)o) < 0 ? PC_EHEAP : 0;
     pkg_free(t);
     return rc;
 }
@@ -178,8 +178,8 @@ static int b_num(cdbp_mi_b *b, const char *name, double v)
     if (to == NULL)
         return PC_EINVAL;
     if (isnan(v) || isinf(v))
-        return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_ESYS : 0;
-    return add_mi_number(to, (char *)name, nlen(name), v) < 0 ? PC_ESYS : 0;
+        return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_EHEAP : 0;
+    return add_mi_number(to, (char *)name, nlen(name), v) < 0 ? PC_EHEAP : 0;
 }
 
 static int b_i64(void *r, const char *name, int64_t v)
@@ -202,7 +202,7 @@ static int b_bool(void *r, const char *name, int v)
     mi_item_t *to = b_top(r);
     if (to == NULL)
         return PC_EINVAL;
-    return add_mi_bool(to, (char *)name, nlen(name), v) < 0 ? PC_ESYS : 0;
+    return add_mi_bool(to, (char *)name, nlen(name), v) < 0 ? PC_EHEAP : 0;
 }
 
 static int b_null(void *r, const char *name)
@@ -210,7 +210,7 @@ static int b_null(void *r, const char *name)
     mi_item_t *to = b_top(r);
     if (to == NULL)
         return PC_EINVAL;
-    return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_ESYS : 0;
+    return add_mi_null(to, (char *)name, nlen(name)) < 0 ? PC_EHEAP : 0;
 }
 
 static const pc_result_ops cdbp_mi_ops = {b_obj_begin, b_end, b_arr_begin, b_end,  b_str,

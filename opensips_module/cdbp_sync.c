@@ -126,7 +126,7 @@ static int cdbp_sync_push(void *ctx, const char *coll, uint64_t gen, const char 
     bin_packet_t pkt;
     if (bin_init(&pkt, &cdbp_sync_cap, CDBP_SYNC_NOTICE, CDBP_SYNC_BIN_VERSION, 0) != 0) {
         LM_ERR("perf_sync %s: cannot build the notice (no pkg memory)\n", coll);
-        return PC_ESYS;
+        return PC_EHEAP;
     }
     int rc = PC_EIO;
     if (bin_push_str(&pkt, &s_coll) < 0 || bin_push_str(&pkt, &s_gen) < 0 ||

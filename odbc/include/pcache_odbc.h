@@ -46,7 +46,8 @@
  *               back; the message has the SQLSTATE)
  *   PC_ENOTFOUND the collection was never saved (load, generation)
  *   PC_ETOOBIG  a stored key or value is longer than the engine accepts
- *   PC_ESYS     out of memory
+ *   PC_EHEAP    out of process memory (also when the driver manager cannot
+ *               allocate a handle)
  * A handle is used by one thread at a time. It may be opened before a
  * fork() and used in the child (hosts open the policies, then save from a
  * maintenance process): the first call in a process other than the one

@@ -79,7 +79,7 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
         return PC_EINVAL;
     pc_cache *c = calloc(1, sizeof *c);
     if (c == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     c->log = cfg->log;
     c->ev_fn = cfg->event_fn;
     c->ev_ctx = cfg->event_ctx;

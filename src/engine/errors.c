@@ -38,6 +38,10 @@ const char *pc_strerror(int err)
         return "another process holds the maintenance role";
     case PC_ELOCKED:
         return "lock not available";
+    case PC_EHEAP:
+        return "out of process memory";
+    case PC_EPROCS:
+        return "every process slot is held by a live process";
     default:
         return "unknown error";
     }

@@ -127,7 +127,7 @@ static int pc_claim_slot(pc_cache *c)
     }
     pc_log(c, PC_LOG_ERR, "pcache: all %u process slots are held by live processes",
            PC_MAX_PROCS - 1);
-    return PC_ESYS;
+    return PC_EPROCS;
 }
 
 int pc_local_refresh(pc_cache *c)

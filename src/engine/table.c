@@ -400,7 +400,7 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
     if (rc == 0) {
         char *p = malloc(got + 1);
         if (p == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         memcpy(p, stackbuf, got);
         p[got] = '\0';
         *val = p;
@@ -410,7 +410,7 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
     while (rc == PC_ETOOSMALL) { /* large value: read straight into the heap */
         char *p = malloc(need + 1);
         if (p == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         size_t cap = need;
         rc = pc_get_buf_impl(coll, key, klen, p, cap, &got, &need, meta, true);
         if (rc == 0) {

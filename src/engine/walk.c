@@ -54,7 +54,7 @@ static int pc_ws_grow(struct pc_wscratch *w)
         size_t cap = w->need * 2;
         unsigned char *b = realloc(w->bytes, cap);
         if (b == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         w->bytes = b;
         w->cap = cap;
     }
@@ -62,7 +62,7 @@ static int pc_ws_grow(struct pc_wscratch *w)
         size_t cap = w->eneed * 2;
         struct pc_went *e = realloc(w->ents, cap * sizeof *e);
         if (e == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         w->ents = e;
         w->ecap = cap;
     }
@@ -471,7 +471,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
         if (g.n > icap) {
             struct pc_gidx *ni = realloc(idx, g.n * 2 * sizeof *ni);
             if (ni == NULL) {
-                rc = PC_ESYS;
+                rc = PC_EHEAP;
                 break;
             }
             idx = ni;

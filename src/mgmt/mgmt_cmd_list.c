@@ -48,7 +48,7 @@ static int pc_list_room(struct pc_mgmt_list *l, size_t bytes)
         size_t cap = l->icap ? l->icap * 2 : 64;
         struct pc_mgmt_item *it = realloc(l->items, cap * sizeof *it);
         if (it == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         l->items = it;
         l->icap = cap;
     }
@@ -58,7 +58,7 @@ static int pc_list_room(struct pc_mgmt_list *l, size_t bytes)
             cap *= 2;
         unsigned char *b = realloc(l->bytes, cap);
         if (b == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         l->bytes = b;
         l->cap = cap;
     }

@@ -248,7 +248,7 @@ int pc_mgmt_register(pc_mgmt *m, const pc_mgmt_cmd *cmd)
         unsigned cap = m->capcmds ? m->capcmds * 2 : 16;
         pc_mgmt_cmd *a = realloc(m->cmds, cap * sizeof *a);
         if (a == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         m->cmds = a;
         m->capcmds = cap;
     }
@@ -285,7 +285,7 @@ int pc_mgmt_create(pc_cache *c, const char *default_coll, pc_mgmt **out)
         return rc;
     pc_mgmt *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     m->c = c;
     m->def = def;
     for (unsigned i = 0; rc == 0 && i < pc_mgmt_nbuiltins; i++)

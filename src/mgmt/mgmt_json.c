@@ -45,12 +45,12 @@ static int pc_json_reserve(pc_json *j, size_t more)
     size_t cap = j->cap ? j->cap : 256;
     while (cap < j->len + more + 1) {
         if (cap > SIZE_MAX / 2)
-            return pc_json_fail(j, PC_ESYS);
+            return pc_json_fail(j, PC_EHEAP);
         cap *= 2;
     }
     char *b = realloc(j->buf, cap);
     if (b == NULL)
-        return pc_json_fail(j, PC_ESYS);
+        return pc_json_fail(j, PC_EHEAP);
     j->buf = b;
     j->cap = cap;
     return 0;
@@ -316,7 +316,7 @@ int pc_json_create(pc_json **out)
         return PC_EINVAL;
     pc_json *j = calloc(1, sizeof *j);
     if (j == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     *out = j;
     return 0;
 }

@@ -121,7 +121,7 @@ int pc_mgmt_line_parse(const char *line, size_t len, pc_mgmt_line **out, pc_mgmt
     char *buf = malloc(len * 2 + 2); /* each word adds a NUL, a name's '=' becomes one */
     int rc = 0;
     if (l == NULL || buf == NULL) {
-        rc = pc_mgmt_errorf(err, PC_ESYS, "command line: out of memory");
+        rc = pc_mgmt_errorf(err, PC_EHEAP, "command line: out of memory");
         goto out;
     }
     l->buf = buf;

@@ -173,7 +173,7 @@ static int collect_key(void *ctx, const pc_entry *e)
     struct key_list *kl = ctx;
     reply_bulk(&kl->tmp, e->key, e->klen);
     kl->n++;
-    return kl->tmp.closing ? PC_ESYS : 0;
+    return kl->tmp.closing ? PC_EHEAP : 0;
 }
 
 static void flush_key_list(conn *c, struct key_list *kl)

@@ -127,7 +127,7 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
                     args[i].val = copy + ((const char *)args[i].val - slot->buf);
                 rc = maint_run(s, m, cmd, args, nargs, &err);
             } else {
-                rc = PC_ESYS;
+                rc = PC_EHEAP;
                 snprintf(err.msg, sizeof err.msg, "out of memory");
             }
         }
@@ -135,8 +135,7 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
     }
     const char *text = NULL;
     size_t tlen = 0;
-    if (rc == 0 && pc_json_text(m_json, &text, &tlen) != 0) {
-        rc = PC_ESYS;
+    if (rc == 0 && (rc = pc_json_text(m_json, &text, &tlen)) != 0) {
         snprintf(err.msg, sizeof err.msg, "the result could not be built");
     }
     if (rc == 0 && tlen > sizeof slot->buf) {

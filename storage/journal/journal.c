@@ -529,7 +529,7 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     int rc = 0;
     pc_journal *j = calloc(1, sizeof *j);
     if (j == NULL)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     j->c = c;
     j->dirfd = -1;
     j->shm = MAP_FAILED;
@@ -556,7 +556,7 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     j->pid = j->opener = getpid();
     size_t plen = strlen(cfg->dir) + sizeof "/journal";
     if ((j->path = malloc(plen)) == NULL) {
-        rc = PC_ENOMEM;
+        rc = PC_EHEAP;
         goto out;
     }
     snprintf(j->path, plen, "%s/journal", cfg->dir);

@@ -98,7 +98,7 @@ static void pc_jsync_scan(pc_journal *j)
                 size_t ncap = j->capsynced ? j->capsynced * 2 : 32;
                 struct pc_jsynced *ns = realloc(j->synced, ncap * sizeof *ns);
                 if (ns == NULL) {
-                    pc_jnote(j, PC_ENOMEM, "out of memory listing the segments");
+                    pc_jnote(j, PC_EHEAP, "out of memory listing the segments");
                     break;
                 }
                 j->synced = ns;
@@ -176,7 +176,7 @@ static int pc_jdfd_alloc(pc_journal *j)
         return 0;
     size_t n = (size_t)j->nslots * PC_MAX_COLLECTIONS;
     if ((j->dfd = malloc(n * sizeof *j->dfd)) == NULL)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     for (size_t i = 0; i < n; i++)
         j->dfd[i] = (struct pc_jfd){.fd = -1};
     return 0;
@@ -214,7 +214,7 @@ static void *pc_jdrainer_main(void *arg)
 int pc_jdrain_pass(pc_journal *j, bool start)
 {
     if (pc_jdfd_alloc(j) != 0)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     int rc = 0;
     pthread_mutex_lock(&j->dmu);
     if (start && !j->drainer) {

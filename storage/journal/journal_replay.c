@@ -90,7 +90,7 @@ static int pc_jmap_grow(struct pc_journal_replay *rp)
     size_t ncap = rp->cap ? rp->cap * 2 : 1024;
     struct pc_jent *nt = calloc(ncap, sizeof *nt);
     if (nt == NULL)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     for (size_t i = 0; i < rp->cap; i++) {
         struct pc_jent *e = &rp->tab[i];
         if (e->vrec == NULL && e->xrec == NULL)
@@ -149,8 +149,8 @@ static int pc_jrp_record(void *ctx, const pc_jrec *r, uint64_t off)
     struct pc_journal_replay *rp = sc->rp;
     struct pc_jent *e = pc_jmap_find(rp, r->key, r->klen, 1);
     if (e == NULL) {
-        sc->err = PC_ENOMEM;
-        return PC_ENOMEM;
+        sc->err = PC_EHEAP;
+        return PC_EHEAP;
     }
     rp->st.records++;
     const uint8_t *rec = (const uint8_t *)r->key - PC_JREC_HDR_SIZE;
@@ -218,7 +218,7 @@ static int pc_jrp_add(void *ctx, const char *file, uint64_t e)
         size_t ncap = rp->segcap ? rp->segcap * 2 : 16;
         struct pc_jseg_map *ns = realloc(rp->segs, ncap * sizeof *ns);
         if (ns == NULL)
-            return PC_ENOMEM;
+            return PC_EHEAP;
         rp->segs = ns;
         rp->segcap = ncap;
     }
@@ -226,7 +226,7 @@ static int pc_jrp_add(void *ctx, const char *file, uint64_t e)
     memset(s, 0, sizeof *s);
     s->epoch = e;
     if ((s->name = strdup(file)) == NULL)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     rp->nseg++;
     return 0;
 }
@@ -318,7 +318,7 @@ int pc_journal_replay_open(pc_journal *j, pc_coll *coll, uint64_t min_epoch, uns
         return PC_EINVAL;
     struct pc_journal_replay *rp = calloc(1, sizeof *rp);
     if (rp == NULL)
-        return PC_ENOMEM;
+        return PC_EHEAP;
     rp->j = j;
     rp->coll = coll;
     rp->flags = flags;

@@ -177,7 +177,7 @@ static int pc_jslot_claim(pc_journal *j)
     if (s == NULL || ring == NULL || pc_jmutex_init(&s->lock, false) != 0) {
         free(s);
         free(ring);
-        return PC_ENOMEM;
+        return PC_EHEAP;
     }
     pc_jslot_reset(s);
     atomic_init(&s->owner, me);

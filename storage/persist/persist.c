@@ -215,7 +215,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         return rc;
     pc_persist *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     p->cache = c;
     p->lock_fd = -1;
     p->db_mode = cfg->db_mode;
@@ -244,7 +244,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         p->backend = cfg->sql_backend;
         if ((p->db_url = strdup(cfg->db_url)) == NULL) { /* for pc_sync_reopen */
             p->backend = NULL;
-            rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
+            rc = pp_fail(err, errlen, PC_EHEAP, "out of memory");
             goto fail;
         }
         rc = p->backend->open(cfg->db_url, &cfg->log, &p->bh, err, errlen);
@@ -260,7 +260,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     sc.flags = PC_STORE_CREATE;
     sc.log = cfg->log;
     if ((p->db_url = strdup(cfg->db_url)) == NULL) {
-        rc = pp_fail(err, errlen, PC_ESYS, "out of memory");
+        rc = pp_fail(err, errlen, PC_EHEAP, "out of memory");
         goto fail;
     }
     if ((rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||

@@ -51,7 +51,7 @@ static int ks_grow(struct keyset *ks)
     size_t cap = ks->cap != 0 ? ks->cap * 2 : 1024;
     uint64_t *s = calloc(cap, sizeof *s);
     if (s == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     for (size_t i = 0; i < ks->cap; i++) {
         uint64_t h = ks->slot[i];
         if (h == 0)

@@ -22,7 +22,7 @@ int pc_sb_raw_add(pc_sb_raw *b, const pc_sf_rec *r, uint64_t order)
             cap *= 2;
         uint8_t *nb = realloc(b->buf, cap);
         if (nb == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         b->buf = nb;
         b->cap = cap;
     }
@@ -58,7 +58,7 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
     if (scratch->cap < bound) { /* compress into reusable scratch, keep an exact copy */
         uint8_t *nb = realloc(scratch->buf, bound);
         if (nb == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         scratch->buf = nb;
         scratch->cap = bound;
     }
@@ -83,7 +83,7 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
     /* exact size: the whole snapshot stays in memory until the commit */
     out->val = malloc(PC_SF_BLOCK_HDR + z);
     if (out->val == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     memcpy(out->val + PC_SF_BLOCK_HDR, payload, z);
     h.payload_len = (uint32_t)z;
     h.payload_sum = pc_sf_hash(payload, z);
@@ -114,7 +114,7 @@ int pc_sb_unpack(void *zstd_dctx, const void *val, size_t len, pc_sf_block *hdr,
             uint8_t *nb = realloc(*buf, ncap);
             if (nb == NULL) {
                 *why = "out of memory decompressing a block";
-                return PC_ESYS;
+                return PC_EHEAP;
             }
             *buf = nb;
             *cap = ncap;

@@ -81,7 +81,7 @@ int pc_store_mdb_err(const pc_store *s, int mrc, const char *what)
         rc = PC_EFORMAT;
         break;
     case ENOMEM:
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         break;
     default:
         rc = PC_EIO;
@@ -460,7 +460,7 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
     }
     pc_store *s = calloc(1, sizeof *s);
     if (s == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     s->flags = cfg->flags;
     s->log = cfg->log;
     s->zlevel = cfg->zstd_level == 0 ? PC_STORE_ZSTD_LEVEL_DEFAULT : cfg->zstd_level;

@@ -412,7 +412,7 @@ int pc_sf_sum_init(pc_sf_sum *s)
 {
     XXH3_state_t *st = XXH3_createState();
     if (st == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     XXH3_64bits_reset(st);
     s->state = st;
     return 0;

@@ -45,7 +45,7 @@ typedef struct pc_sb_raw {
     uint64_t first, last; /* order keys of the first and last record */
     uint64_t key_bytes, value_bytes;
 } pc_sb_raw;
-/* Appends one record (r->key etc. borrowed) with its order key. PC_ESYS
+/* Appends one record (r->key etc. borrowed) with its order key. PC_EHEAP
  * when memory runs out. */
 int pc_sb_raw_add(pc_sb_raw *b, const pc_sf_rec *r, uint64_t order);
 void pc_sb_raw_reset(pc_sb_raw *b);
@@ -62,7 +62,7 @@ typedef struct pc_sb_out {
     uint32_t raw_len;
 } pc_sb_out;
 /* Compresses b (zstd at level with cc; stored as is when that is not
- * smaller) into out->val and fills out. PC_ESYS on allocation failure,
+ * smaller) into out->val and fills out. PC_EHEAP on allocation failure,
  * PC_EIO when zstd fails. */
 typedef struct pc_sb_scratch { /* a compression buffer reused across blocks */
     uint8_t *buf;

@@ -130,11 +130,11 @@ static int pc_ld_mark_prune(struct pc_ld *ld, const MDB_val *key)
         size_t cap = ld->prune_cap == 0 ? 64 : ld->prune_cap * 2;
         void *nk = realloc(ld->prune, cap * sizeof *ld->prune);
         if (nk == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         ld->prune = nk;
         size_t *nl = realloc(ld->prune_len, cap * sizeof *nl);
         if (nl == NULL)
-            return PC_ESYS;
+            return PC_EHEAP;
         ld->prune_len = nl;
         ld->prune_cap = cap;
     }
@@ -304,12 +304,12 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
     ld.ndctx = nw + 1;
     ld.dctx = calloc(ld.ndctx, sizeof *ld.dctx);
     if (jobs == NULL || ld.dctx == NULL) {
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         goto out;
     }
     for (unsigned i = 0; i < ld.ndctx; i++)
         if ((ld.dctx[i] = ZSTD_createDCtx()) == NULL) {
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
             goto out;
         }
     if ((rc = pc_sf_sum_init(&ld.sum)) != 0)
@@ -505,7 +505,7 @@ static int pc_prune_rederive(pc_store *s, MDB_txn *txn, const char *name, size_t
     pc_sf_sum sum;
     if (pc_sf_sum_init(&sum) != 0) {
         mdb_cursor_close(cur);
-        return PC_ESYS;
+        return PC_EHEAP;
     }
     uint8_t pk[PC_SF_BKEY_MAX];
     memcpy(pk, name, nlen);
@@ -547,7 +547,7 @@ static int pc_store_prune(pc_store *s, const char *name, size_t nlen, uint64_t g
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     ZSTD_DCtx *dc = ZSTD_createDCtx();
     pc_sb_scratch scratch = {NULL, 0};
-    int rc = cc != NULL && dc != NULL ? 0 : PC_ESYS;
+    int rc = cc != NULL && dc != NULL ? 0 : PC_EHEAP;
     for (int attempt = 0; rc == 0 && attempt < 12; attempt++) {
         MDB_txn *txn;
         if ((rc = pc_store_txn_begin(s, 0, &txn)) != 0)

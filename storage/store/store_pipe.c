@@ -69,7 +69,7 @@ int pc_pipe_create(unsigned nworkers, unsigned depth, pc_pipe_run_fn run, void *
 {
     pc_pipe *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return PC_ESYS;
+        return PC_EHEAP;
     p->nworkers = nworkers;
     p->depth = depth < 1 ? 1 : depth;
     p->run = run;
@@ -80,7 +80,7 @@ int pc_pipe_create(unsigned nworkers, unsigned depth, pc_pipe_run_fn run, void *
         free(p->ring);
         free(p->threads);
         free(p);
-        return PC_ESYS;
+        return PC_EHEAP;
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);

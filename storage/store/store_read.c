@@ -76,7 +76,7 @@ int pc_store_list(pc_store *s, pc_store_coll_meta **out, size_t *n)
             cap = cap == 0 ? 16 : cap * 2;
             pc_store_coll_meta *nl2 = realloc(list, cap * sizeof *nl2);
             if (nl2 == NULL) {
-                rc = PC_ESYS;
+                rc = PC_EHEAP;
                 goto out;
             }
             list = nl2;
@@ -199,7 +199,7 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
         goto out;
     }
     if ((dc = ZSTD_createDCtx()) == NULL) {
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         goto out;
     }
     pc_sf_block hdr;
@@ -236,7 +236,7 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
             goto out;
         uint8_t *copy = malloc(r.vlen + 1);
         if (copy == NULL) {
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
             goto out;
         }
         if (r.vlen > 0)
@@ -282,7 +282,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
     int bad = 0, mrc;
     pc_store_coll_meta m;
     if (dc == NULL) {
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         goto out;
     }
     if ((rc = pc_store_meta_read(s, txn, name, nlen, &m)) != 0)
@@ -475,7 +475,7 @@ static int pc_vf_coll(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc, const char 
     pc_sf_sum sum;
     if (pc_sf_sum_init(&sum) != 0) {
         mdb_cursor_close(cur);
-        return PC_ESYS;
+        return PC_EHEAP;
     }
     uint8_t pk[PC_SF_BKEY_MAX], *buf = NULL, *keep = NULL;
     size_t cap = 0, keep_cap = 0, prev_klen = 0;
@@ -576,7 +576,7 @@ int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_
     ZSTD_DCtx *dc = ZSTD_createDCtx();
     MDB_cursor *cur = NULL;
     if (dc == NULL) {
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
         goto out;
     }
     if (name != NULL) {
@@ -658,7 +658,7 @@ out:
         mdb_txn_abort(txn);
     ZSTD_freeDCtx(dc);
     if (rc == 0 && vf.oom)
-        rc = PC_ESYS;
+        rc = PC_EHEAP;
     if (rc != 0) {
         pc_store_problems_free(vf.list, vf.n);
         return rc;

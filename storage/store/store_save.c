@@ -73,7 +73,7 @@ static int pc_sv_collect(struct pc_sv *sv, struct pc_sv_job *job)
         size_t cap = sv->blocks_cap == 0 ? 256 : sv->blocks_cap * 2;
         pc_sb_out *nb = realloc(sv->blocks, cap * sizeof *nb);
         if (nb == NULL)
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
         else {
             sv->blocks = nb;
             sv->blocks_cap = cap;
@@ -93,7 +93,7 @@ static int pc_sv_collect(struct pc_sv *sv, struct pc_sv_job *job)
         if (ns == NULL) {
             pc_sb_raw_free(&job->raw);
             free(job);
-            return rc != 0 ? rc : PC_ESYS;
+            return rc != 0 ? rc : PC_EHEAP;
         }
         sv->spare = ns;
         sv->spare_cap = cap;
@@ -148,7 +148,7 @@ static int pc_sv_cb(void *ctx, const pc_entry *e)
     }
     if (sv->cur == NULL) {
         if ((sv->cur = pc_sv_job_get(sv)) == NULL) {
-            sv->err = PC_ESYS;
+            sv->err = PC_EHEAP;
             return 1;
         }
         sv->now_ms = pc_wall_ms();
@@ -304,11 +304,11 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
     if (sv.cctx == NULL || sv.scratch == NULL) {
         free(sv.cctx);
         free(sv.scratch);
-        return PC_ESYS;
+        return PC_EHEAP;
     }
     for (unsigned i = 0; i < sv.ncctx; i++)
         if ((sv.cctx[i] = ZSTD_createCCtx()) == NULL) {
-            rc = PC_ESYS;
+            rc = PC_EHEAP;
             goto out;
         }
     if ((rc = pc_pipe_create(nw, 2 * nw + 2, pc_sv_run, &sv, &sv.pipe)) != 0)

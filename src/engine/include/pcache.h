@@ -37,9 +37,9 @@ extern "C" {
  * number has one meaning and belongs to the one layer that defines it in
  * its public header; a number is never reused, even after its code is
  * retired, because hosts show it (JSON-RPC error -32000 + code).
- *   the engine (this header)   -1 .. -9, -11 .. -14
+ *   the engine (this header)   -1 .. -9, -11 .. -14, -19, -20
  *   the layers above           -10 (management), -15 .. -18 (storage)
- * A new code takes the next free number (-19 onward), is defined by the
+ * A new code takes the next free number (-21 onward), is defined by the
  * lowest layer that returns it and is named by that layer's strerror
  * function, which falls back to the layer below (pc_strerror here, the
  * bottom). A caller names a code with the function of the highest layer
@@ -58,6 +58,8 @@ extern "C" {
 #define PC_ECONFIG (-12)  /* bad configuration (collections spec, sizes) */
 #define PC_EBUSY (-13)    /* another process holds the maintenance role */
 #define PC_ELOCKED (-14)  /* a lock could not be taken in time */
+#define PC_EHEAP (-19)    /* out of process memory (malloc and friends failed) */
+#define PC_EPROCS (-20)   /* every process slot (PC_MAX_PROCS) is held by a live process */
 
 /* Returns a static, human-readable name for an engine code (never NULL;
  * "unknown error" for a code of another layer). */

@@ -104,7 +104,7 @@ void pc_json_reset(pc_json *j);
 /* The finished document: *text is NUL-terminated (the NUL not counted in
  * *len) and valid until the next call on j. PC_EINVAL while a container is
  * still open or nothing was written; the code of the first failed builder
- * call (PC_ESYS: out of memory, PC_EINVAL: a misuse such as a member
+ * call (PC_EHEAP: out of memory, PC_EINVAL: a misuse such as a member
  * without a name, a second root value, more than 32 levels) if one failed. */
 int pc_json_text(const pc_json *j, const char **text, size_t *len);
 
@@ -156,7 +156,7 @@ typedef struct pc_mgmt_arg {
  * that does not parse or is out of range, a malformed glob or cursor),
  * PC_ETOOBIG (a key, value or glob past its limit), PC_ENOCOLL (unknown
  * collection), PC_ENOTFOUND (perf_get of an absent key), PC_ENOMEM (the
- * arena is full: perf_set dropped the write), PC_ESYS (out of memory), or
+ * arena is full: perf_set dropped the write), PC_EHEAP (out of memory), or
  * whatever a builder callback returned. */
 int pc_mgmt_run(pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
                 const pc_result_ops *ops, void *rctx, pc_mgmt_err *err);
@@ -287,7 +287,7 @@ int pc_mgmt_stats_hook(pc_mgmt *m, pc_mgmt_stats_fn fn, void *ctx);
  * keys (0 = no limit); *truncated (may be NULL) is set to 1 when more
  * matched. A key moved by a concurrent table split may appear twice. On
  * success *json is caller-owned (free()), NUL-terminated, *len its length.
- * Errors: PC_EINVAL / PC_ETOOBIG (glob), PC_ESYS (memory). */
+ * Errors: PC_EINVAL / PC_ETOOBIG (glob), PC_EHEAP (memory). */
 int pc_mget_json(pc_coll *coll, const void *glob, size_t glen, uint64_t limit, char **json,
                  size_t *len, int *truncated);
 

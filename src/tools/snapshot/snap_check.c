@@ -152,13 +152,13 @@ static int snap_collect(void *ctx, const pc_store_record *r)
         size_t cap = sd->cap ? sd->cap * 2 : 1024;
         struct snap_dk *nv = realloc(sd->v, cap * sizeof *nv);
         if (nv == NULL)
-            return sd->oom = 1, PC_ESYS;
+            return sd->oom = 1, PC_EHEAP;
         sd->v = nv;
         sd->cap = cap;
     }
     struct snap_dk *k = &sd->v[sd->n];
     if ((k->key = malloc(r->klen + 1)) == NULL)
-        return sd->oom = 1, PC_ESYS;
+        return sd->oom = 1, PC_EHEAP;
     memcpy(k->key, r->key, r->klen);
     k->klen = r->klen;
     k->order = r->order;

@@ -95,7 +95,7 @@ void pc_journal_config_init(pc_journal_config *cfg);
  * area that holds each collection's save epoch. Call before fork(); every
  * child uses the handle it inherits. On success *out is caller-owned:
  * pc_journal_close. Errors: PC_EINVAL, PC_EIO (logged with errno text),
- * PC_ESYS (mmap). */
+ * PC_ESYS (mmap), PC_EHEAP. */
 int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out);
 
 /* Stops this process's drainer thread, writes out and fdatasyncs its own
@@ -180,7 +180,7 @@ typedef struct pc_journal_replay_stats {
     uint64_t errors;                    /* engine calls that failed while applying */
 } pc_journal_replay_stats;
 
-/* Errors: PC_EINVAL, PC_ENOMEM (process memory), PC_EIO (logged). A corrupt
+/* Errors: PC_EINVAL, PC_EHEAP (process memory), PC_EIO (logged). A corrupt
  * record or segment is not an error of the call: it is logged, counted and
  * skipped. On success *out is caller-owned: pc_journal_replay_close. */
 int pc_journal_replay_open(pc_journal *j, pc_coll *coll, uint64_t min_epoch, unsigned flags,

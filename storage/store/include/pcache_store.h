@@ -212,7 +212,7 @@ typedef struct pc_store_save_result {
  * until the commit (about 0.33x the raw record bytes). Errors: PC_EINVAL
  * (read-only handle, handle from before a fork), PC_EFORMAT (the stored
  * collection was written by a newer format version: not overwritten),
- * PC_EIO (an LMDB write or the commit failed), PC_ESYS (out of memory),
+ * PC_EIO (an LMDB write or the commit failed), PC_EHEAP (out of memory),
  * errors of the engine's walk. On any error nothing was committed and the
  * previous snapshot stands. */
 int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,

@@ -42,6 +42,38 @@
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* ---- debug checks of the invariants ------------------------------------
+ * PC_ASSERT(c, I3, cond) states that invariant I3 holds at a point that
+ * relies on it. The checks are on when NDEBUG is not defined, which in the
+ * CMake build means the Debug build type (the ASan tree of tests/run.sh);
+ * Release, RelWithDebInfo (the default) and MinSizeRel all pass -DNDEBUG,
+ * and there the condition sits in an unevaluated sizeof: no code, the names
+ * it uses still count as used, and a static helper called only from checks
+ * is not emitted. A failed check names the invariant, the condition, the
+ * file and the line through c's log callback (c may be NULL where no handle
+ * is in reach) and on stderr, then aborts. PC_DEBUG_ONLY(...) holds the
+ * statements that only feed the checks (the per-thread lock counts below).
+ * Checks stay cheap - what the point already holds, at most one short chain
+ * walk - so the debug suite's races and soak keep their timing. The list of
+ * INVARIANTS above says where each one is checked. */
+#ifdef NDEBUG
+#define PC_DEBUG_ASSERTS 0
+#define PC_ASSERT(c, inv, cond) ((void)sizeof(c), (void)sizeof(!(cond)))
+#define PC_DEBUG_ONLY(...)
+#else
+#define PC_DEBUG_ASSERTS 1
+#define PC_ASSERT(c, inv, cond)                                                                    \
+    (PC_LIKELY(cond) ? (void)0 : pc_assert_fail((c), #inv, #cond, __FILE__, __LINE__))
+#define PC_DEBUG_ONLY(...) __VA_ARGS__
+_Noreturn void pc_assert_fail(const pc_cache *c, const char *inv, const char *cond,
+                              const char *file, int line) __attribute__((cold));
+#endif
+/* Bucket and chain locks the calling thread holds (I5, I7), counted by
+ * pc_bucket_lock/unlock and pc_chain_lock/unlock. Defined in debug builds
+ * only: elsewhere they appear in nothing but PC_ASSERT's sizeof. Per thread,
+ * not per process: threads of one process hold locks independently. */
+extern _Thread_local unsigned pc_dbg_bucket_locks, pc_dbg_chain_locks;
+
 typedef uint32_t pc_off; /* cell offset in 8-byte units; 0 = NULL */
 #define PC_OFF_SHIFT 3u
 #define PC_CELL_ALIGN 8u

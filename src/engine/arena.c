@@ -119,6 +119,7 @@ static unsigned pc_pool_take(pc_cache *c, unsigned cls)
         struct pc_free_shm *f = pc_cell(c, pool->head);
         if (f == NULL)
             break;
+        PC_ASSERT(c, I2, f->cls == cls);
         pc_off next = f->next;
         f->next = L->free_head;
         L->free_head = pool->head;
@@ -138,6 +139,7 @@ static void pc_pool_give(pc_cache *c, unsigned cls, unsigned n)
     pc_pool_lock(c, pool, cls);
     while (n-- > 0 && L->free_head != 0) {
         struct pc_free_shm *f = pc_cell(c, L->free_head);
+        PC_ASSERT(c, I2, f->cls == cls);
         pc_off next = f->next;
         f->next = pool->head;
         pool->head = L->free_head;
@@ -151,6 +153,7 @@ static void pc_pool_give(pc_cache *c, unsigned cls, unsigned n)
 /* Hot path: a private pop or a bump; no lock, no atomic. */
 pc_off pc_alloc(pc_cache *c, size_t bytes)
 {
+    PC_ASSERT(c, I5, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     int cls = pc_class_for(c, bytes);
     if (cls < 0)
         return 0;
@@ -159,12 +162,15 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
         if (L->free_head != 0) {
             pc_off off = L->free_head;
             struct pc_free_shm *f = pc_cell(c, off);
+            PC_ASSERT(c, I1, f != NULL);
+            PC_ASSERT(c, I2, f->cls == cls); /* a free cell's link left byte 0 alone */
             L->free_head = f->next;
             L->free_count--;
             return off;
         }
         if (L->bump != 0 && L->bump < L->end) {
             pc_off off = L->bump;
+            PC_ASSERT(c, I2, *(const uint8_t *)pc_cell(c, off) == cls); /* stamped at carve */
             L->bump += c->class_size[cls] >> PC_OFF_SHIFT;
             return off;
         }
@@ -177,10 +183,13 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
 
 void pc_free(pc_cache *c, pc_off off)
 {
+    PC_ASSERT(c, I5, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     struct pc_free_shm *f = pc_cell(c, off);
+    PC_ASSERT(c, I1, f != NULL);
     if (f == NULL)
         return;
     unsigned cls = f->cls;
+    PC_ASSERT(c, I2, cls < c->nclasses);
     if (cls >= c->nclasses) {
         /* never corrupt the pool over a bad class byte: log and leak */
         pc_log(c, PC_LOG_ERR, "pcache: free of cell %u with invalid class %u: leaked", off, cls);

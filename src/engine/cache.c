@@ -197,6 +197,7 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     int rc = pc_enter(c);
     if (rc != 0)
         return rc;
+    PC_ASSERT(c, I7, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0); /* it is the outer lock */
     if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
         return PC_EBUSY;
     pc_maint_report r = {0};

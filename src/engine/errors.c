@@ -5,6 +5,8 @@
 #include "pc_int.h"
 
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <xxhash.h>
 
 const char *pc_strerror(int err)
@@ -75,6 +77,23 @@ void pc_log(const pc_cache *c, int level, const char *fmt, ...)
     pc_log_vemit(&c->log, level, NULL, fmt, ap);
     va_end(ap);
 }
+
+#if PC_DEBUG_ASSERTS
+/* PC_ASSERT's failure path (debug builds): whatever the log level, the
+ * line goes to the cache's log callback when a handle is in reach and to
+ * stderr always (the callback may buffer), then the process aborts so the
+ * core shows the state that broke the invariant. */
+void pc_assert_fail(const pc_cache *c, const char *inv, const char *cond, const char *file,
+                    int line)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "pcache: invariant %s violated at %s:%d: %s", inv, file, line, cond);
+    if (c != NULL && c->log.fn != NULL)
+        c->log.fn(c->log.ctx, PC_LOG_ERR, buf);
+    fprintf(stderr, "%s\n", buf);
+    abort();
+}
+#endif
 
 /* XXH3 from libxxhash: fast on short keys and free of the collisions on
  * sequential keys that push a weaker hash's entries into overflow. */

@@ -78,6 +78,7 @@ static int pc_split_one(pc_coll *coll)
 {
     pc_cache *c = coll->c;
     struct pc_coll_shm *cs = coll->shm;
+    PC_ASSERT(c, I6, atomic_load_explicit(&c->hdr->maint_lock, memory_order_relaxed) == c->token);
     uint64_t route = atomic_load_explicit(&cs->route, memory_order_relaxed);
     unsigned level = (unsigned)(route >> 32);
     uint64_t split = route & 0xffffffffu;
@@ -122,6 +123,7 @@ static int pc_split_one(pc_coll *coll)
     atomic_store_explicit(&nb->version, atomic_load_explicit(&b->version, memory_order_relaxed),
                           memory_order_relaxed);
     uint64_t next = split + 1 == size ? ((uint64_t)(level + 1) << 32) : (route + 1);
+    PC_ASSERT(c, I6, atomic_load_explicit(&b->lock, memory_order_relaxed) == c->token);
     atomic_store_explicit(&cs->route, next, memory_order_release);
     if (k > 0) {
         pc_wbegin(b);

@@ -24,13 +24,41 @@
 
 void pc_chain_lock(pc_coll *coll, struct pc_chain_shm *ch)
 {
+    PC_ASSERT(coll->c, I7, pc_dbg_chain_locks == 0);
     if (pc_lock_word(coll->c, &ch->lock) == PC_LOCK_RECOVERED)
         pc_chain_repair(coll, ch);
+    PC_DEBUG_ONLY(pc_dbg_chain_locks++);
 }
 
 void pc_chain_unlock(struct pc_chain_shm *ch)
 {
+    PC_DEBUG_ONLY(pc_dbg_chain_locks--);
     pc_unlock_word(&ch->lock);
+}
+
+/* Whether this process holds the lock of the bucket hash h routes to: the
+ * set of chain nodes routing to a bucket changes only under that bucket's
+ * lock, which keeps its PC_USED_OVF flag sound (I4). PC_ASSERT only. */
+static bool pc_route_locked(pc_coll *coll, uint64_t h)
+{
+    uint64_t idx = pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h);
+    return atomic_load_explicit(&pc_bucket_at(coll, idx)->lock, memory_order_relaxed) ==
+           coll->c->token;
+}
+
+/* Whether record rec's key already sits in a slot of bucket b (locked by
+ * the caller). PC_ASSERT only. */
+static bool pc_bucket_holds(const pc_cache *c, const struct pc_bucket_shm *b, pc_off rec)
+{
+    const struct pc_rec_shm *r = pc_cell(c, rec);
+    unsigned n = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
+    for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
+        const struct pc_rec_shm *o =
+            pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
+        if (o != NULL && pc_rec_key_eq(c, o, r->data, r->klen))
+            return true;
+    }
+    return false;
 }
 
 static struct pc_ovf_node_shm *pc_node(const pc_cache *c, pc_off off)
@@ -70,6 +98,8 @@ void pc_chain_push(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off r
 {
     struct pc_ovf_node_shm *n = pc_cell(coll->c, node);
     /* n->cls is left alone (I2) */
+    PC_ASSERT(coll->c, I2, pc_class_bytes(coll->c, n->cls) == sizeof *n);
+    PC_ASSERT(coll->c, I4, pc_route_locked(coll, h));
     n->tag = (uint8_t)(h >> 56);
     n->pad = 0;
     n->rec = rec;
@@ -86,6 +116,7 @@ void pc_chain_push(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off r
 void pc_chain_unlink(pc_coll *coll, struct pc_chain_shm *ch, pc_off prev, pc_off node)
 {
     struct pc_ovf_node_shm *n = pc_cell(coll->c, node);
+    PC_ASSERT(coll->c, I4, pc_route_locked(coll, n->hlo));
     if (prev == 0)
         ch->head = n->next;
     else
@@ -184,6 +215,8 @@ static int pc_drain_one(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_
         /* The bracket opens before the unlink: a reader or the walker that
          * read the bucket before the move and the chain after it sees the
          * version change and retries, so the key never falls between. */
+        PC_ASSERT(c, I4, (used & PC_USED_OVF) != 0);
+        PC_ASSERT(c, I4, !pc_bucket_holds(c, b, rec));
         uint8_t tag = n->tag;
         pc_wbegin(b);
         pc_chain_unlink(coll, ch, prev, node);

@@ -7,27 +7,43 @@
  * Shared-memory types carry the _shm suffix. Every field says which lock
  * guards it or how it is read without one.
  *
- * INVARIANTS
+ * INVARIANTS (debug builds check them with PC_ASSERT, below; "checked"
+ * names the functions that do)
  *  I1  The region is mapped before fork at one address in every process and
  *      never unmapped while the cache lives; reading any byte of it never
  *      faults. Offsets (pc_off: 8-byte units from the region base) name
  *      cells; offset 0 is NULL.
+ *      Checked: pc_alloc, pc_free (a cell handed out or freed is inside).
  *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
  *      stamped when the chunk is carved and never written again. Free-cell
  *      links and overflow nodes keep byte 0 untouched.
+ *      Checked: pc_alloc (bump and free-stack pops), pc_free, pool take and
+ *      give (arena.c); pc_chain_push (a node is a 16-byte-class cell).
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
  *      version is even whenever its lock is free. Every change a lock-free
  *      reader could observe happens inside a version bracket (odd..even).
+ *      Checked: pc_wbegin/pc_wend (even to odd to even, lock held);
+ *      pc_bucket_unlock and after a dead writer's repair (even version,
+ *      slots [0, used) non-zero).
  *  I4  A key lives in at most one place: one slot of the bucket it routes to,
  *      or one node of the overflow chain (hash & (PC_CHAINS-1)). A bucket
  *      whose keys may be in a chain has PC_USED_OVF set in `used`.
+ *      Checked: pc_locate (a key whose chain it did not search is not in
+ *      it); pc_drain_one (the bucket is flagged, the key not in it yet);
+ *      pc_sweep_chain (flagged); pc_chain_push/unlink (under the lock of
+ *      the bucket the node routes to).
  *  I5  No arena call happens under a bucket or chain lock: records and nodes
  *      are built before the lock, freed after it.
+ *      Checked: pc_alloc, pc_free, pc_region_carve (per-thread lock counts).
  *  I6  Only the process holding the maintenance lock splits buckets or
  *      publishes a routing word; a split holds the lock of the bucket it
  *      splits, so a writer holding a bucket lock sees a stable route for it.
- *  I7  Lock order: bucket lock, then chain lock. The maintenance lock may be
- *      held around both.
+ *      Checked: pc_split_one (both locks), pc_sweep (maintenance lock),
+ *      pc_insert (the key still routes to the locked bucket).
+ *  I7  Lock order: bucket lock, then chain lock, and never two chain locks
+ *      at once. The maintenance lock may be held around both.
+ *      Checked: pc_bucket_lock and pc_chain_lock (no chain lock held),
+ *      pc_maintain (no bucket or chain lock held).
  */
 #ifndef PC_INT_H
 #define PC_INT_H
@@ -41,6 +57,38 @@
 
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- debug checks of the invariants ------------------------------------
+ * PC_ASSERT(c, I3, cond) states that invariant I3 holds at a point that
+ * relies on it. The checks are on when NDEBUG is not defined, which in the
+ * CMake build means the Debug build type (the ASan tree of tests/run.sh);
+ * Release, RelWithDebInfo (the default) and MinSizeRel all pass -DNDEBUG,
+ * and there the condition sits in an unevaluated sizeof: no code, the names
+ * it uses still count as used, and a static helper called only from checks
+ * is not emitted. A failed check names the invariant, the condition, the
+ * file and the line through c's log callback (c may be NULL where no handle
+ * is in reach) and on stderr, then aborts. PC_DEBUG_ONLY(...) holds the
+ * statements that only feed the checks (the per-thread lock counts below).
+ * Checks stay cheap - what the point already holds, at most one short chain
+ * walk - so the debug suite's races and soak keep their timing. The list of
+ * INVARIANTS above says where each one is checked. */
+#ifdef NDEBUG
+#define PC_DEBUG_ASSERTS 0
+#define PC_ASSERT(c, inv, cond) ((void)sizeof(c), (void)sizeof(!(cond)))
+#define PC_DEBUG_ONLY(...)
+#else
+#define PC_DEBUG_ASSERTS 1
+#define PC_ASSERT(c, inv, cond)                                                                    \
+    (PC_LIKELY(cond) ? (void)0 : pc_assert_fail((c), #inv, #cond, __FILE__, __LINE__))
+#define PC_DEBUG_ONLY(...) __VA_ARGS__
+_Noreturn void pc_assert_fail(const pc_cache *c, const char *inv, const char *cond,
+                              const char *file, int line) __attribute__((cold));
+#endif
+/* Bucket and chain locks the calling thread holds (I5, I7), counted by
+ * pc_bucket_lock/unlock and pc_chain_lock/unlock. Defined in debug builds
+ * only: elsewhere they appear in nothing but PC_ASSERT's sizeof. Per thread,
+ * not per process: threads of one process hold locks independently. */
+extern _Thread_local unsigned pc_dbg_bucket_locks, pc_dbg_chain_locks;
 
 typedef uint32_t pc_off; /* cell offset in 8-byte units; 0 = NULL */
 #define PC_OFF_SHIFT 3u
@@ -338,12 +386,14 @@ static inline uint32_t pc_hint_of(int64_t expires_ms)
  * version on weakly ordered CPUs (aarch64, ppc64le). */
 static inline void pc_wbegin(struct pc_bucket_shm *b)
 {
-    atomic_fetch_add_explicit(&b->version, 1, memory_order_acq_rel);
+    uint32_t v = atomic_fetch_add_explicit(&b->version, 1, memory_order_acq_rel);
     atomic_thread_fence(memory_order_release);
+    PC_ASSERT(NULL, I3, (v & 1) == 0 && atomic_load_explicit(&b->lock, memory_order_relaxed) != 0);
 }
 static inline void pc_wend(struct pc_bucket_shm *b)
 {
-    atomic_fetch_add_explicit(&b->version, 1, memory_order_release);
+    uint32_t v = atomic_fetch_add_explicit(&b->version, 1, memory_order_release);
+    PC_ASSERT(NULL, I3, (v & 1) == 1 && atomic_load_explicit(&b->lock, memory_order_relaxed) != 0);
 }
 
 /* Spin-wait hint for the CPU (the one architecture switch of the engine). */

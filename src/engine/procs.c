@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 _Atomic uint64_t pc_fork_epoch = 1;
+#if PC_DEBUG_ASSERTS
+_Thread_local unsigned pc_dbg_bucket_locks, pc_dbg_chain_locks; /* I5, I7 */
+#endif
 static pthread_once_t pc_atfork_once = PTHREAD_ONCE_INIT;
 
 static void pc_atfork_child(void)

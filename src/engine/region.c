@@ -189,6 +189,7 @@ static uint64_t pc_bump(_Atomic uint64_t *bump, uint64_t end, uint64_t bytes, ui
 
 uint64_t pc_region_carve(pc_cache *c, uint64_t bytes, uint64_t align)
 {
+    PC_ASSERT(c, I5, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     struct pc_header_shm *h = c->hdr;
     uint64_t off = UINT64_MAX;
     if (h->huge_end > 0)

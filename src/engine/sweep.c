@@ -121,6 +121,8 @@ again:
             const struct pc_rec_shm *r = pc_cell(c, recs[j]);
             int64_t e = atomic_load_explicit(&r->expires, memory_order_relaxed);
             if (e != 0 && e <= now) {
+                PC_ASSERT(c, I4,
+                          atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF);
                 pc_chain_unlink(coll, ch, prev, off);
                 gone = true;
             }
@@ -166,6 +168,9 @@ again:
  * so bucket indexes are stable (no concurrent split). */
 unsigned pc_sweep(pc_coll *coll, unsigned *probed)
 {
+    PC_ASSERT(coll->c, I6,
+              atomic_load_explicit(&coll->c->hdr->maint_lock, memory_order_relaxed) ==
+                  coll->c->token);
     int64_t now = pc_mono_ms();
     uint32_t now_hint = pc_hint_of(now);
     uint64_t nb = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);

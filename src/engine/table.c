@@ -90,16 +90,36 @@ static void pc_bucket_repair(pc_coll *coll, struct pc_bucket_shm *b, uint64_t id
            coll->shm->name, idx, k, dropped);
 }
 
+/* I3 for a bucket whose lock the caller holds and is about to release: no
+ * bracket open, slots [0, used) filled (PC_ASSERT only: a release build
+ * emits no code for it). */
+static bool pc_bucket_settled(const struct pc_bucket_shm *b)
+{
+    unsigned n = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
+    if ((atomic_load_explicit(&b->version, memory_order_relaxed) & 1) != 0 || n > PC_SLOTS)
+        return false;
+    for (unsigned i = 0; i < n; i++)
+        if (atomic_load_explicit(&b->slot[i], memory_order_relaxed) == 0)
+            return false;
+    return true;
+}
+
 int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx)
 {
+    PC_ASSERT(coll->c, I7, pc_dbg_chain_locks == 0);
     int rc = pc_lock_word(coll->c, &b->lock);
     if (PC_UNLIKELY(rc == PC_LOCK_RECOVERED))
         pc_bucket_repair(coll, b, idx);
+    /* every unlock checks what it leaves; here only what a repair made */
+    PC_ASSERT(coll->c, I3, rc != PC_LOCK_RECOVERED || pc_bucket_settled(b));
+    PC_DEBUG_ONLY(pc_dbg_bucket_locks++);
     return 0;
 }
 
 void pc_bucket_unlock(struct pc_bucket_shm *b)
 {
+    PC_ASSERT(NULL, I3, pc_bucket_settled(b));
+    PC_DEBUG_ONLY(pc_dbg_bucket_locks--);
     pc_unlock_word(&b->lock);
 }
 

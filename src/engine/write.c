@@ -39,6 +39,21 @@ static unsigned pc_used(const struct pc_bucket_shm *b)
     return atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
 }
 
+/* Whether key sits in its overflow chain. The caller holds the key's
+ * bucket lock (so the chain lock comes second, I7, and no node for the key
+ * can be pushed meanwhile: the count peek is safe). PC_ASSERT only. */
+static bool pc_in_chain(pc_coll *coll, uint64_t h, const void *key, size_t klen)
+{
+    struct pc_chain_shm *ch = pc_chain_for(coll, h);
+    if (ch->count == 0)
+        return false;
+    pc_chain_lock(coll, ch);
+    pc_off prev;
+    bool found = pc_chain_find(coll, ch, key, klen, &prev) != 0;
+    pc_chain_unlock(ch);
+    return found;
+}
+
 /* Locks key's bucket and finds the key. When the bucket points at
  * overflow and the key is not in the bucket, the chain is left locked in
  * loc->ch so the caller can insert there without a second lookup. */
@@ -79,6 +94,9 @@ static void pc_locate(pc_coll *coll, uint64_t h, const void *key, size_t klen, i
         int64_t e = atomic_load_explicit(&loc->rec->expires, memory_order_relaxed);
         loc->live = e == 0 || e > now;
     }
+    /* the chain was not searched because the key was in the bucket or the
+     * bucket has no PC_USED_OVF: either way it is not in the chain (I4) */
+    PC_ASSERT(c, I4, loc->ch != NULL || !pc_in_chain(coll, h, key, klen));
 }
 
 static void pc_release(struct pc_loc *loc)
@@ -164,6 +182,8 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
 {
     struct pc_bucket_shm *b = loc->b;
     unsigned n = pc_used(b);
+    PC_ASSERT(coll->c, I6,
+              pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h) == loc->idx);
     if (n < PC_SLOTS) {
         uint8_t ovf = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF;
         pc_wbegin(b);

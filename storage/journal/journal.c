@@ -32,6 +32,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -424,16 +425,97 @@ int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx)
 
 struct pc_jretire {
     pc_journal *j;
+    const char *cn;
     uint64_t epoch;
     unsigned n;
+    unsigned quarantined;
     int rc;
 };
+
+/* Why segment file (of collection cn, epoch e by its name) must not be
+ * deleted: its header does not decode (damage, or a newer version this
+ * build cannot read) or names another collection or epoch - the replay
+ * skipped it whole, so its records may be the only copy (§4). NULL when
+ * the segment is one of ours and may go: a readable header, or fewer
+ * bytes than a header (a writer died between creating it and writing
+ * the header). reason receives the text for the log and the .reason
+ * file. */
+static const char *pc_jsuspect(pc_journal *j, const char *file, const char *cn, uint64_t e,
+                               char *reason, size_t cap)
+{
+    int fd = openat(j->dirfd, file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL; /* gone (ENOENT) or unreadable: unlink decides */
+    uint8_t buf[PC_JSEG_HDR_SIZE];
+    ssize_t got = pread(fd, buf, sizeof buf, 0);
+    close(fd);
+    if (got < (ssize_t)sizeof buf)
+        return NULL;
+    pc_jseg_hdr h;
+    const char *why = NULL;
+    int rc = pc_jseg_hdr_decode(buf, sizeof buf, &h, &why);
+    if (rc != 0)
+        snprintf(reason, cap, "%s%s", rc == PC_EFORMAT ? "newer format: " : "", why ? why : "?");
+    else if (h.epoch != e || strcmp(h.coll, cn) != 0)
+        snprintf(reason, cap, "its header names collection '%s' epoch %016llx", h.coll,
+                 (unsigned long long)h.epoch);
+    else
+        return NULL;
+    return reason;
+}
+
+/* Moves a segment the replay cannot read into <journal>/quarantine/ with a
+ * "<segment>.reason" file beside it, instead of the retire's unlink: an
+ * operator decides what to do with it (docs/journal-format.md §4). */
+static int pc_jquarantine(pc_journal *j, const char *file, const char *why)
+{
+    if (mkdirat(j->dirfd, PC_JQUARANTINE_DIR, 0750) != 0 && errno != EEXIST) {
+        pc_jlog(j, PC_LOG_ERR, "%s: cannot create %s/: %s; %s kept in place", j->path,
+                PC_JQUARANTINE_DIR, strerror(errno), file);
+        return PC_EIO;
+    }
+    int qfd = openat(j->dirfd, PC_JQUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (qfd < 0 || renameat(j->dirfd, file, qfd, file) != 0) {
+        pc_jlog(j, PC_LOG_ERR, "%s: cannot move %s to %s/: %s; kept in place", j->path, file,
+                PC_JQUARANTINE_DIR, strerror(errno));
+        if (qfd >= 0)
+            close(qfd);
+        return PC_EIO;
+    }
+    char rname[NAME_MAX + 1];
+    int n = snprintf(rname, sizeof rname, "%s" PC_JQUARANTINE_REASON, file);
+    int rfd = n > 0 && (size_t)n < sizeof rname
+                  ? openat(qfd, rname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640)
+                  : -1;
+    if (rfd >= 0) {
+        char line[400];
+        int len = snprintf(line, sizeof line, "%s\n", why);
+        if (len > 0 && write(rfd, line, (size_t)len) < 0)
+            len = 0; /* the reason is a courtesy: the segment is what matters */
+        (void)fsync(rfd);
+        close(rfd);
+    }
+    (void)fsync(qfd);
+    close(qfd);
+    pc_jlog(j, PC_LOG_WARN, "%s: %s not replayable (%s): moved to %s/%s/, not deleted", j->path,
+            file, why, j->path, PC_JQUARANTINE_DIR);
+    return 0;
+}
 
 static int pc_jretire_one(void *ctx, const char *file, uint64_t epoch)
 {
     struct pc_jretire *r = ctx;
     if (epoch >= r->epoch)
         return 0;
+    char reason[300];
+    const char *why = pc_jsuspect(r->j, file, r->cn, epoch, reason, sizeof reason);
+    if (why != NULL) {
+        if (pc_jquarantine(r->j, file, why) == 0)
+            r->quarantined++;
+        else
+            r->rc = PC_EIO;
+        return 0;
+    }
     if (unlinkat(r->j->dirfd, file, 0) == 0) {
         r->n++;
     } else if (errno != ENOENT) {
@@ -454,12 +536,12 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
     uint64_t was = atomic_load(rt);
     while (was < epoch && !atomic_compare_exchange_weak(rt, &was, epoch))
         ;
-    struct pc_jretire r = {.j = j, .epoch = epoch};
+    struct pc_jretire r = {.j = j, .cn = cn, .epoch = epoch};
     int rc = pc_jseg_each(j, cn, pc_jretire_one, &r);
     if (rc == 0)
         rc = r.rc;
     unsigned n = r.n;
-    if (n > 0 && fsync(j->dirfd) != 0 && rc == 0) {
+    if ((n > 0 || r.quarantined > 0) && fsync(j->dirfd) != 0 && rc == 0) {
         pc_jlog(j, PC_LOG_ERR, "%s: fsync of the directory failed: %s", j->path, strerror(errno));
         rc = PC_EIO;
     }
@@ -467,6 +549,37 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
             j->path, cn, n, (unsigned long long)epoch);
     if (removed != NULL)
         *removed = n;
+    return rc;
+}
+
+struct pc_jsize {
+    pc_journal *j;
+    uint64_t bytes;
+    unsigned n;
+};
+
+static int pc_jsize_one(void *ctx, const char *file, uint64_t epoch)
+{
+    struct pc_jsize *z = ctx;
+    struct stat st;
+    (void)epoch;
+    if (fstatat(z->j->dirfd, file, &st, 0) == 0) { /* ENOENT: retired meanwhile */
+        z->bytes += (uint64_t)st.st_size;
+        z->n++;
+    }
+    return 0;
+}
+
+int pc_journal_size(pc_journal *j, const pc_coll *coll, uint64_t *bytes, unsigned *segments)
+{
+    if (j == NULL || pc_jcoll_index(j, coll) < 0)
+        return PC_EINVAL;
+    struct pc_jsize z = {.j = j};
+    int rc = pc_jseg_each(j, pc_coll_name(coll), pc_jsize_one, &z);
+    if (bytes != NULL)
+        *bytes = z.bytes;
+    if (segments != NULL)
+        *segments = z.n;
     return rc;
 }
 

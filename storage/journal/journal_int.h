@@ -29,6 +29,10 @@
 #define PC_JREC_MIN_SIZE (PC_JREC_HDR_SIZE + PC_JREC_SUM_SIZE)
 #define PC_JREC_MAX_SIZE (PC_JREC_MIN_SIZE + PC_KEY_MAX + PC_VALUE_MAX)
 #define PC_JSEG_SUFFIX ".wal"
+/* Segments the replay cannot read go here instead of being retired
+ * (journal.c); the tools read the names from pcache_journal.h. */
+#define PC_JQUARANTINE_DIR PC_JOURNAL_QUARANTINE_DIR
+#define PC_JQUARANTINE_REASON PC_JOURNAL_QUARANTINE_REASON
 
 typedef struct pc_jseg_hdr {
     unsigned version;

@@ -478,6 +478,8 @@ static void pc_jrp_apply_one(struct pc_journal_replay *rp, struct pc_jent *e, in
         pc_jrp_fail(rp, e, "an expire", rc, first);
 }
 
+#define PC_JRP_GROW_EVERY 4096u /* winners applied between two pc_maintain(GROW) */
+
 int pc_journal_replay_apply(pc_journal_replay *rp)
 {
     if (rp == NULL || rp->applied)
@@ -489,10 +491,20 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
         (void)pc_wal_hook(j->c, NULL, NULL);
     int first = 0;
     int64_t now = pc_wall_ms();
+    size_t since_grow = 0;
     for (size_t i = 0; i < rp->cap; i++) {
         struct pc_jent *e = &rp->tab[i];
-        if (e->vrec != NULL || e->xrec != NULL)
-            pc_jrp_apply_one(rp, e, now, &first);
+        if (e->vrec == NULL && e->xrec == NULL)
+            continue;
+        pc_jrp_apply_one(rp, e, now, &first);
+        /* nothing else grows the table before the host's maintenance
+         * process starts: without the splits a journal of many new keys
+         * piles them into the overflow chains and the apply slows down
+         * with every key */
+        if (++since_grow == PC_JRP_GROW_EVERY) {
+            since_grow = 0;
+            (void)pc_maintain(j->c, PC_MAINT_GROW, NULL);
+        }
     }
     if (hooked)
         (void)pc_wal_hook(j->c, pc_journal_hook, j);

@@ -88,7 +88,8 @@ class JournalBound(unittest.TestCase):
                   " bound %.2f MiB" % (done[0], written / 2**20, per_s / 2**20, peak / 2**20,
                                         BOUND / 2**20))
             allowed = BOUND + 1.5 * per_s
-            self.assertGreater(written, 4 * allowed,
+            # an unbounded journal ends at about `written`
+            self.assertGreater(written, 2 * allowed,
                                "too few writes to tell a bounded journal from an unbounded one")
             self.assertLessEqual(peak, allowed,
                                  "journal grew past its bound + 1.5 s of writes")

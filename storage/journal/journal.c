@@ -425,43 +425,41 @@ int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx)
 
 struct pc_jretire {
     pc_journal *j;
-    const char *cn;
     uint64_t epoch;
     unsigned n;
     unsigned quarantined;
     int rc;
 };
 
-/* Why segment file (of collection cn, epoch e by its name) must not be
- * deleted: its header does not decode (damage, or a newer version this
- * build cannot read) or names another collection or epoch - the replay
- * skipped it whole, so its records may be the only copy (§4). NULL when
- * the segment is one of ours and may go: a readable header, or fewer
- * bytes than a header (a writer died between creating it and writing
- * the header). reason receives the text for the log and the .reason
- * file. */
-static const char *pc_jsuspect(pc_journal *j, const char *file, const char *cn, uint64_t e,
-                               char *reason, size_t cap)
+void pc_jbad_note(pc_journal *j, const char *file, const char *why)
 {
-    int fd = openat(j->dirfd, file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL; /* gone (ENOENT) or unreadable: unlink decides */
-    uint8_t buf[PC_JSEG_HDR_SIZE];
-    ssize_t got = pread(fd, buf, sizeof buf, 0);
-    close(fd);
-    if (got < (ssize_t)sizeof buf)
-        return NULL;
-    pc_jseg_hdr h;
-    const char *why = NULL;
-    int rc = pc_jseg_hdr_decode(buf, sizeof buf, &h, &why);
-    if (rc != 0)
-        snprintf(reason, cap, "%s%s", rc == PC_EFORMAT ? "newer format: " : "", why ? why : "?");
-    else if (h.epoch != e || strcmp(h.coll, cn) != 0)
-        snprintf(reason, cap, "its header names collection '%s' epoch %016llx", h.coll,
-                 (unsigned long long)h.epoch);
-    else
-        return NULL;
-    return reason;
+    for (size_t i = 0; i < j->nbad; i++)
+        if (strcmp(j->bad[i], file) == 0)
+            return;
+    size_t fl = strlen(file) + 1, wl = strlen(why) + 1;
+    char *e = malloc(fl + wl);
+    char **nb = e != NULL ? realloc(j->bad, (j->nbad + 1) * sizeof *nb) : NULL;
+    if (nb == NULL) { /* the segment is then retired like any other: logged */
+        free(e);
+        pc_jlog(j, PC_LOG_ERR, "%s: out of memory: %s will not be quarantined", j->path, file);
+        return;
+    }
+    memcpy(e, file, fl);
+    memcpy(e + fl, why, wl);
+    j->bad = nb;
+    j->bad[j->nbad++] = e;
+}
+
+/* The reason the replay skipped segment file whole, or NULL. A lookup in
+ * memory: the retire's loop stays as short as it was (a drainer that read
+ * the retired epoch just before the retire raised it may still create a
+ * segment of the old epoch while the loop runs). */
+static const char *pc_jbad_reason(const pc_journal *j, const char *file)
+{
+    for (size_t i = 0; i < j->nbad; i++)
+        if (strcmp(j->bad[i], file) == 0)
+            return j->bad[i] + strlen(j->bad[i]) + 1;
+    return NULL;
 }
 
 /* Moves a segment the replay cannot read into <journal>/quarantine/ with a
@@ -507,8 +505,7 @@ static int pc_jretire_one(void *ctx, const char *file, uint64_t epoch)
     struct pc_jretire *r = ctx;
     if (epoch >= r->epoch)
         return 0;
-    char reason[300];
-    const char *why = pc_jsuspect(r->j, file, r->cn, epoch, reason, sizeof reason);
+    const char *why = pc_jbad_reason(r->j, file);
     if (why != NULL) {
         if (pc_jquarantine(r->j, file, why) == 0)
             r->quarantined++;
@@ -536,7 +533,7 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
     uint64_t was = atomic_load(rt);
     while (was < epoch && !atomic_compare_exchange_weak(rt, &was, epoch))
         ;
-    struct pc_jretire r = {.j = j, .cn = cn, .epoch = epoch};
+    struct pc_jretire r = {.j = j, .epoch = epoch};
     int rc = pc_jseg_each(j, cn, pc_jretire_one, &r);
     if (rc == 0)
         rc = r.rc;
@@ -751,6 +748,9 @@ void pc_journal_close(pc_journal *j)
     pthread_mutex_destroy(&j->dmu);
     munmap(j->shm, j->shm_bytes);
     close(j->dirfd);
+    for (size_t i = 0; i < j->nbad; i++)
+        free(j->bad[i]);
+    free(j->bad);
     free(j->scratch);
     free(j->path);
     free(j);

@@ -278,6 +278,7 @@ static int pc_jrp_read(struct pc_journal_replay *rp, uint32_t i)
     if (pc_jseg_hdr_decode(s->map, s->len, &h, &why) != 0) {
         pc_jlog(j, PC_LOG_ERR, "%s/%s: segment skipped: %s", j->path, s->name, why);
         rp->st.bad_segments++;
+        pc_jbad_note(j, s->name, why);
         goto out;
     }
     if (h.epoch != s->epoch || strcmp(h.coll, pc_coll_name(rp->coll)) != 0) {
@@ -285,6 +286,10 @@ static int pc_jrp_read(struct pc_journal_replay *rp, uint32_t i)
                 "%s/%s: segment skipped: its header names collection '%s' epoch %016llx", j->path,
                 s->name, h.coll, (unsigned long long)h.epoch);
         rp->st.bad_segments++;
+        char why2[160];
+        snprintf(why2, sizeof why2, "its header names collection '%s' epoch %016llx", h.coll,
+                 (unsigned long long)h.epoch);
+        pc_jbad_note(j, s->name, why2);
         goto out;
     }
     s->boot_gen = h.boot_gen;

@@ -141,8 +141,8 @@ int pc_journal_epoch(const pc_journal *j, const pc_coll *coll, uint64_t *epoch);
  * replay reads only segments of that epoch or later. After the snapshot is
  * committed, retire unlinks coll's segments older than epoch (every
  * process's, any boot's); *removed (may be NULL) gets their number. A
- * segment among them whose header the replay cannot read is moved to the
- * quarantine folder instead (logged, not counted in *removed; see
+ * segment among them that a replay of this handle skipped whole is moved to
+ * the quarantine folder instead (logged, not counted in *removed; see
  * PC_JOURNAL_QUARANTINE_DIR). One save per collection at a time. */
 int pc_journal_begin_save(pc_journal *j, pc_coll *coll, uint64_t *epoch);
 int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *removed);
@@ -283,7 +283,7 @@ int pc_journal_segment_name_parse(const char *name, char *coll, size_t cap, uint
 
 /* A segment the replay skips whole (its header does not decode, is of a
  * newer version, or names another collection or epoch) is never deleted:
- * the save that would retire it moves it to <dir>/journal/quarantine/ and
+ * the handle remembers it, and the save that would retire it moves it to <dir>/journal/quarantine/ and
  * writes "<segment>.reason" beside it (one line: why). */
 #define PC_JOURNAL_QUARANTINE_DIR "quarantine"
 #define PC_JOURNAL_QUARANTINE_REASON ".reason"

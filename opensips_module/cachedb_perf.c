@@ -52,6 +52,9 @@ int cdbp_db_mode = 0;
 char *cdbp_persist_colls = NULL;
 char *cdbp_journal = NULL;
 int cdbp_snapshot_period = 0;
+int cdbp_journal_rewrite_percent = 100; /* pc_persist_config's journal bound */
+int cdbp_journal_rewrite_min_mb = 64;
+int cdbp_journal_max_mb = 0;
 int cdbp_sync_cluster_id = 0;
 int cdbp_sync_poll_period = 5;
 
@@ -84,6 +87,9 @@ static const param_export_t cdbp_params[] = {
     {"persist_collections", STR_PARAM, &cdbp_persist_colls},
     {"journal", STR_PARAM, &cdbp_journal},
     {"snapshot_period", INT_PARAM, &cdbp_snapshot_period},
+    {"journal_rewrite_percent", INT_PARAM, &cdbp_journal_rewrite_percent},
+    {"journal_rewrite_min_mb", INT_PARAM, &cdbp_journal_rewrite_min_mb},
+    {"journal_max_mb", INT_PARAM, &cdbp_journal_max_mb},
     {"sync_cluster_id", INT_PARAM, &cdbp_sync_cluster_id},
     {"sync_poll_period", INT_PARAM, &cdbp_sync_poll_period},
     {0, 0, 0}};
@@ -251,6 +257,12 @@ static int cdbp_check_params(void)
         LM_ERR("snapshot_period and sync_cluster_id must be >= 0, sync_poll_period in 0..86400\n");
         return -1;
     }
+    if (cdbp_journal_rewrite_percent < 0 || cdbp_journal_rewrite_min_mb < 0 ||
+        cdbp_journal_max_mb < 0) {
+        LM_ERR("journal_rewrite_percent, journal_rewrite_min_mb and journal_max_mb must be "
+               ">= 0\n");
+        return -1;
+    }
     if (cdbp_db_url == NULL || cdbp_db_url[0] == '\0') {
         if (cdbp_db_mode != 0 || cdbp_persist_colls != NULL || cdbp_journal != NULL ||
             cdbp_snapshot_period != 0) {
@@ -273,6 +285,9 @@ static int cdbp_open_persistence(void)
     pcfg.persist_collections = cdbp_persist_colls;
     pcfg.journal = cdbp_journal;
     pcfg.snapshot_period_s = (unsigned)cdbp_snapshot_period;
+    pcfg.journal_rewrite_percent = (unsigned)cdbp_journal_rewrite_percent;
+    pcfg.journal_rewrite_min_mb = (unsigned)cdbp_journal_rewrite_min_mb;
+    pcfg.journal_max_mb = (unsigned)cdbp_journal_max_mb;
     pcfg.log.fn = cdbp_log;
     pcfg.log.level = cdbp_lib_log_level();
 #ifdef CDBP_HAVE_ODBC

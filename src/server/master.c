@@ -211,6 +211,9 @@ static int setup(srv *s)
         pc.persist_collections = s->cfg.persist_collections;
         pc.journal = s->cfg.journal[0] ? s->cfg.journal : NULL;
         pc.snapshot_period_s = s->cfg.snapshot_period_s;
+        pc.journal_rewrite_percent = s->cfg.journal_rewrite_percent;
+        pc.journal_rewrite_min_mb = s->cfg.journal_rewrite_min_mb;
+        pc.journal_max_mb = s->cfg.journal_max_mb;
         pc.log.fn = srv_log_cb;
         pc.log.level = srv_log_level();
         pc.sql_backend = srv_sql_backend();

@@ -56,6 +56,9 @@ typedef struct srv_config {
     char persist_collections[2048];
     char journal[2048];
     unsigned snapshot_period_s;
+    unsigned journal_rewrite_percent; /* the journal's bound (pc_persist_config) */
+    unsigned journal_rewrite_min_mb;
+    unsigned journal_max_mb;
     unsigned maint_interval_ms;
     unsigned maint_nice;
     unsigned drain_timeout_ms;

@@ -33,6 +33,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -427,14 +428,92 @@ struct pc_jretire {
     pc_journal *j;
     uint64_t epoch;
     unsigned n;
+    unsigned quarantined;
     int rc;
 };
+
+void pc_jbad_note(pc_journal *j, const char *file, const char *why)
+{
+    for (size_t i = 0; i < j->nbad; i++)
+        if (strcmp(j->bad[i], file) == 0)
+            return;
+    size_t fl = strlen(file) + 1, wl = strlen(why) + 1;
+    char *e = malloc(fl + wl);
+    char **nb = e != NULL ? realloc(j->bad, (j->nbad + 1) * sizeof *nb) : NULL;
+    if (nb == NULL) { /* the segment is then retired like any other: logged */
+        free(e);
+        pc_jlog(j, PC_LOG_ERR, "%s: out of memory: %s will not be quarantined", j->path, file);
+        return;
+    }
+    memcpy(e, file, fl);
+    memcpy(e + fl, why, wl);
+    j->bad = nb;
+    j->bad[j->nbad++] = e;
+}
+
+/* The reason the replay skipped segment file whole, or NULL. A lookup in
+ * memory: the retire's loop stays as short as it was (a drainer that read
+ * the retired epoch just before the retire raised it may still create a
+ * segment of the old epoch while the loop runs). */
+static const char *pc_jbad_reason(const pc_journal *j, const char *file)
+{
+    for (size_t i = 0; i < j->nbad; i++)
+        if (strcmp(j->bad[i], file) == 0)
+            return j->bad[i] + strlen(j->bad[i]) + 1;
+    return NULL;
+}
+
+/* Moves a segment the replay cannot read into <journal>/quarantine/ with a
+ * "<segment>.reason" file beside it, instead of the retire's unlink: an
+ * operator decides what to do with it (docs/journal-format.md §4). */
+static int pc_jquarantine(pc_journal *j, const char *file, const char *why)
+{
+    if (mkdirat(j->dirfd, PC_JQUARANTINE_DIR, 0750) != 0 && errno != EEXIST) {
+        pc_jlog(j, PC_LOG_ERR, "%s: cannot create %s/: %s; %s kept in place", j->path,
+                PC_JQUARANTINE_DIR, strerror(errno), file);
+        return PC_EIO;
+    }
+    int qfd = openat(j->dirfd, PC_JQUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (qfd < 0 || renameat(j->dirfd, file, qfd, file) != 0) {
+        pc_jlog(j, PC_LOG_ERR, "%s: cannot move %s to %s/: %s; kept in place", j->path, file,
+                PC_JQUARANTINE_DIR, strerror(errno));
+        if (qfd >= 0)
+            close(qfd);
+        return PC_EIO;
+    }
+    char rname[NAME_MAX + 1];
+    int n = snprintf(rname, sizeof rname, "%s" PC_JQUARANTINE_REASON, file);
+    int rfd = n > 0 && (size_t)n < sizeof rname
+                  ? openat(qfd, rname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640)
+                  : -1;
+    if (rfd >= 0) {
+        char line[400];
+        int len = snprintf(line, sizeof line, "%s\n", why);
+        if (len > 0 && write(rfd, line, (size_t)len) < 0)
+            len = 0; /* the reason is a courtesy: the segment is what matters */
+        (void)fsync(rfd);
+        close(rfd);
+    }
+    (void)fsync(qfd);
+    close(qfd);
+    pc_jlog(j, PC_LOG_WARN, "%s: %s not replayable (%s): moved to %s/%s/, not deleted", j->path,
+            file, why, j->path, PC_JQUARANTINE_DIR);
+    return 0;
+}
 
 static int pc_jretire_one(void *ctx, const char *file, uint64_t epoch)
 {
     struct pc_jretire *r = ctx;
     if (epoch >= r->epoch)
         return 0;
+    const char *why = pc_jbad_reason(r->j, file);
+    if (why != NULL) {
+        if (pc_jquarantine(r->j, file, why) == 0)
+            r->quarantined++;
+        else
+            r->rc = PC_EIO;
+        return 0;
+    }
     if (unlinkat(r->j->dirfd, file, 0) == 0) {
         r->n++;
     } else if (errno != ENOENT) {
@@ -460,7 +539,7 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
     if (rc == 0)
         rc = r.rc;
     unsigned n = r.n;
-    if (n > 0 && fsync(j->dirfd) != 0 && rc == 0) {
+    if ((n > 0 || r.quarantined > 0) && fsync(j->dirfd) != 0 && rc == 0) {
         pc_jlog(j, PC_LOG_ERR, "%s: fsync of the directory failed: %s", j->path, strerror(errno));
         rc = PC_EIO;
     }
@@ -468,6 +547,37 @@ int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *re
             j->path, cn, n, (unsigned long long)epoch);
     if (removed != NULL)
         *removed = n;
+    return rc;
+}
+
+struct pc_jsize {
+    pc_journal *j;
+    uint64_t bytes;
+    unsigned n;
+};
+
+static int pc_jsize_one(void *ctx, const char *file, uint64_t epoch)
+{
+    struct pc_jsize *z = ctx;
+    struct stat st;
+    (void)epoch;
+    if (fstatat(z->j->dirfd, file, &st, 0) == 0) { /* ENOENT: retired meanwhile */
+        z->bytes += (uint64_t)st.st_size;
+        z->n++;
+    }
+    return 0;
+}
+
+int pc_journal_size(pc_journal *j, const pc_coll *coll, uint64_t *bytes, unsigned *segments)
+{
+    if (j == NULL || pc_jcoll_index(j, coll) < 0)
+        return PC_EINVAL;
+    struct pc_jsize z = {.j = j};
+    int rc = pc_jseg_each(j, pc_coll_name(coll), pc_jsize_one, &z);
+    if (bytes != NULL)
+        *bytes = z.bytes;
+    if (segments != NULL)
+        *segments = z.n;
     return rc;
 }
 
@@ -639,6 +749,9 @@ void pc_journal_close(pc_journal *j)
     pthread_mutex_destroy(&j->dmu);
     munmap(j->shm, j->shm_bytes);
     close(j->dirfd);
+    for (size_t i = 0; i < j->nbad; i++)
+        free(j->bad[i]);
+    free(j->bad);
     free(j->scratch);
     free(j->path);
     free(j);

@@ -29,6 +29,10 @@
 #define PC_JREC_MIN_SIZE (PC_JREC_HDR_SIZE + PC_JREC_SUM_SIZE)
 #define PC_JREC_MAX_SIZE (PC_JREC_MIN_SIZE + PC_KEY_MAX + PC_VALUE_MAX)
 #define PC_JSEG_SUFFIX ".wal"
+/* Segments the replay cannot read go here instead of being retired
+ * (journal.c); the tools read the names from pcache_journal.h. */
+#define PC_JQUARANTINE_DIR PC_JOURNAL_QUARANTINE_DIR
+#define PC_JQUARANTINE_REASON PC_JOURNAL_QUARANTINE_REASON
 
 typedef struct pc_jseg_hdr {
     unsigned version;
@@ -222,6 +226,11 @@ struct pc_journal {
     int64_t last_sync;         /* coarse ms of its last fdatasync pass */
     int drc;                   /* the first error of its passes since the last report */
     char derr[512];            /* its first error's text, logged by pc_journal_sync_all */
+    /* segments a replay in this process (or in the one it was forked
+     * from) skipped whole: "<file>\0<reason>\0" each; a retire moves them
+     * to the quarantine instead of unlinking them (journal.c) */
+    char **bad;
+    size_t nbad;
     struct pc_jsynced *synced; /* sync pass: files and sizes last synced */
     size_t nsynced, capsynced;
     struct pc_jpc pcs[PC_MAX_COLLECTIONS];
@@ -279,6 +288,8 @@ void pc_jdrainer_free(pc_journal *j);
  * PC_EIO (logged) when the directory cannot be listed. */
 typedef int (*pc_jseg_each_fn)(void *ctx, const char *file, uint64_t epoch);
 int pc_jseg_each(pc_journal *j, const char *cn, pc_jseg_each_fn fn, void *ctx);
+/* Remembers that the replay skipped segment file whole, and why (journal.c). */
+void pc_jbad_note(pc_journal *j, const char *file, const char *why);
 /* Logs "journal: <msg>" through the handle's callback (level checked first). */
 void pc_jlog(const pc_journal *j, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -278,6 +278,7 @@ static int pc_jrp_read(struct pc_journal_replay *rp, uint32_t i)
     if (pc_jseg_hdr_decode(s->map, s->len, &h, &why) != 0) {
         pc_jlog(j, PC_LOG_ERR, "%s/%s: segment skipped: %s", j->path, s->name, why);
         rp->st.bad_segments++;
+        pc_jbad_note(j, s->name, why);
         goto out;
     }
     if (h.epoch != s->epoch || strcmp(h.coll, pc_coll_name(rp->coll)) != 0) {
@@ -285,6 +286,10 @@ static int pc_jrp_read(struct pc_journal_replay *rp, uint32_t i)
                 "%s/%s: segment skipped: its header names collection '%s' epoch %016llx", j->path,
                 s->name, h.coll, (unsigned long long)h.epoch);
         rp->st.bad_segments++;
+        char why2[160];
+        snprintf(why2, sizeof why2, "its header names collection '%s' epoch %016llx", h.coll,
+                 (unsigned long long)h.epoch);
+        pc_jbad_note(j, s->name, why2);
         goto out;
     }
     s->boot_gen = h.boot_gen;
@@ -478,6 +483,8 @@ static void pc_jrp_apply_one(struct pc_journal_replay *rp, struct pc_jent *e, in
         pc_jrp_fail(rp, e, "an expire", rc, first);
 }
 
+#define PC_JRP_GROW_EVERY 4096u /* winners applied between two pc_maintain(GROW) */
+
 int pc_journal_replay_apply(pc_journal_replay *rp)
 {
     if (rp == NULL || rp->applied)
@@ -489,10 +496,20 @@ int pc_journal_replay_apply(pc_journal_replay *rp)
         (void)pc_mutation_hook(j->c, NULL, NULL);
     int first = 0;
     int64_t now = pc_wall_ms();
+    size_t since_grow = 0;
     for (size_t i = 0; i < rp->cap; i++) {
         struct pc_jent *e = &rp->tab[i];
-        if (e->vrec != NULL || e->xrec != NULL)
-            pc_jrp_apply_one(rp, e, now, &first);
+        if (e->vrec == NULL && e->xrec == NULL)
+            continue;
+        pc_jrp_apply_one(rp, e, now, &first);
+        /* nothing else grows the table before the host's maintenance
+         * process starts: without the splits a journal of many new keys
+         * piles them into the overflow chains and the apply slows down
+         * with every key */
+        if (++since_grow == PC_JRP_GROW_EVERY) {
+            since_grow = 0;
+            (void)pc_maintain(j->c, PC_MAINT_GROW, NULL);
+        }
     }
     if (hooked)
         (void)pc_mutation_hook(j->c, pc_journal_hook, j);

@@ -60,6 +60,8 @@ void pc_persist_config_init(pc_persist_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->log.level = PC_LOG_INFO;
+    cfg->journal_rewrite_percent = 100;
+    cfg->journal_rewrite_min_mb = 64;
 }
 
 unsigned pp_index(const pc_persist *p, const pc_coll *coll)
@@ -220,6 +222,9 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     p->lock_fd = -1;
     p->db_mode = cfg->db_mode;
     p->period_s = cfg->snapshot_period_s;
+    p->rewrite_percent = cfg->journal_rewrite_percent;
+    p->rewrite_min_bytes = (uint64_t)cfg->journal_rewrite_min_mb << 20;
+    p->journal_max_bytes = (uint64_t)cfg->journal_max_mb << 20;
     p->log = cfg->log;
     p->shm = mmap(NULL, PC_MAX_COLLECTIONS * sizeof *p->shm, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -476,6 +481,61 @@ int pc_persist_startup(pc_persist *p)
     return first != 0 ? first : rc;
 }
 
+/* The journal's bound of collection i (pc_persist_config): saves it when
+ * its segment files passed the bound. The snapshot's size is read from its
+ * meta only once the journal is past the minimum (one read transaction). A
+ * save that fails is retried after 10 s, not every tick. */
+#define PP_BOUND_RETRY_MS 10000
+static int pp_bound_check(pc_persist *p, unsigned i)
+{
+    pc_coll *coll = pc_coll_at(p->cache, i);
+    if (pc_coll_journal(coll) == 0 || (p->rewrite_percent == 0 && p->journal_max_bytes == 0))
+        return 0;
+    int64_t now = pc_mono_ms();
+    if (now < p->bound_retry_ms[i])
+        return 0;
+    uint64_t jbytes = 0;
+    unsigned nseg = 0;
+    if (pc_journal_size(p->journal, coll, &jbytes, &nseg) != 0)
+        return 0; /* logged by the journal */
+    bool capped = p->journal_max_bytes > 0 && jbytes >= p->journal_max_bytes;
+    uint64_t snap = 0, rel = UINT64_MAX;
+    if (!capped && (p->rewrite_percent == 0 || jbytes < p->rewrite_min_bytes))
+        return 0;
+    pc_store *store = NULL;
+    pc_store_coll_meta meta;
+    if (pp_store(p, &store) == 0 &&
+        pc_store_coll_meta_get(store, pc_coll_name(coll), &meta) == 0)
+        snap = meta.stored_bytes; /* else never saved (or unreadable): 0 */
+    if (p->rewrite_percent > 0) {
+        rel = snap / 100 * p->rewrite_percent + snap % 100 * p->rewrite_percent / 100;
+        if (rel < p->rewrite_min_bytes)
+            rel = p->rewrite_min_bytes;
+    }
+    if (!capped && jbytes <= rel)
+        return 0;
+    pc_log_emit(&p->log, PC_LOG_INFO,
+                "pcache: journal of %s is %llu bytes in %u segment(s), past its bound (%s: "
+                "snapshot %llu bytes, journal_rewrite_percent %u, journal_rewrite_min_mb %llu, "
+                "journal_max_mb %llu): saving",
+                pc_coll_name(coll), (unsigned long long)jbytes, nseg,
+                capped ? "journal_max_mb" : "journal_rewrite_percent", (unsigned long long)snap,
+                p->rewrite_percent, (unsigned long long)(p->rewrite_min_bytes >> 20),
+                (unsigned long long)(p->journal_max_bytes >> 20));
+    int rc = pc_persist_save_coll(p, coll, NULL);
+    if (rc != 0) {
+        p->bound_retry_ms[i] = pc_mono_ms() + PP_BOUND_RETRY_MS;
+        return rc;
+    }
+    uint64_t after = 0;
+    (void)pc_journal_size(p->journal, coll, &after, &nseg);
+    pc_log_emit(&p->log, PC_LOG_INFO,
+                "pcache: journal of %s: %llu bytes before the save, %llu bytes in %u segment(s) "
+                "after it",
+                pc_coll_name(coll), (unsigned long long)jbytes, (unsigned long long)after, nseg);
+    return 0;
+}
+
 int pc_persist_tick(pc_persist *p)
 {
     if (p == NULL)
@@ -492,6 +552,13 @@ int pc_persist_tick(pc_persist *p)
                     rc = r;
             }
         p->next_periodic_ms = pc_mono_ms() + (int64_t)p->period_s * 1000;
+    }
+    for (unsigned i = 0; p->journal != NULL && i < pc_coll_count(p->cache); i++) {
+        if (!p->persist[i])
+            continue;
+        int r = pp_bound_check(p, i);
+        if (r != 0 && rc == 0)
+            rc = r;
     }
     return rc;
 }

@@ -262,6 +262,75 @@ static void test_bad_header(void **state)
     pc_cache_destroy(b);
 }
 
+/* A segment whose header is damaged is skipped by the replay; the save
+ * whose retire covers it moves it to journal/quarantine/ with its reason
+ * instead of deleting it (docs/journal-format.md §4), while the healthy
+ * covered segments go, and it is still there after the next save. */
+static pc_store *open_store(void)
+{
+    pc_store_config cfg;
+    pc_store_config_init(&cfg);
+    cfg.flags = PC_STORE_CREATE;
+    cfg.log.fn = log_capture;
+    cfg.log.level = PC_LOG_WARN;
+    pc_store *s = NULL;
+    char err[256] = "";
+    if (pc_store_open(tmpdir, &cfg, &s, err, sizeof err) != 0)
+        fail_msg("pc_store_open: %s", err);
+    return s;
+}
+
+static void test_quarantine(void **state)
+{
+    (void)state;
+    char path[640];
+    uint64_t offs[6];
+    write_records(5, path, sizeof path, offs);
+    off_t damaged_size = file_size(path);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "X", 1, 60), 1);
+    close(fd);
+    const char *base = strrchr(path, '/') + 1;
+    char qpath[900], rpath[960];
+    snprintf(qpath, sizeof qpath, "%s/journal/quarantine/%s", tmpdir, base);
+    snprintf(rpath, sizeof rpath, "%s.reason", qpath);
+
+    pc_store *s = open_store();
+    pc_cache *b = new_cache("default", 16);
+    pc_journal *jb = new_journal(b, 2);
+    pc_coll *cb = pc_fx_coll(b, "default");
+    log_reset();
+    pc_journal_restore_result rr;
+    assert_int_equal(pc_journal_restore(jb, s, cb, &rr), 0);
+    assert_int_equal(rr.replay.bad_segments, 1);
+    journal_on(b, jb, "default", PC_JOURNAL_ALWAYS);
+    char names[8][256];
+    for (int save = 0; save < 2; save++) {
+        assert_int_equal(pc_set(cb, "a", 1, "1", 1, 0, 0), 0); /* a healthy segment */
+        assert_int_equal(list_segments("default", names, 8), save == 0 ? 2 : 1);
+        unsigned retired = 0;
+        log_reset();
+        assert_int_equal(pc_journal_save(jb, s, cb, NULL, &retired), 0);
+        assert_int_equal(retired, 1); /* the healthy one */
+        assert_int_equal(list_segments("default", names, 8), 0);
+        if (save == 0)
+            assert_non_null(strstr(logbuf, "not replayable (segment header checksum mismatch): "
+                                           "moved to"));
+        /* kept, whole, with its reason */
+        assert_int_equal(file_size(qpath), damaged_size);
+        FILE *rf = fopen(rpath, "r");
+        assert_non_null(rf);
+        char line[256] = "";
+        assert_non_null(fgets(line, sizeof line, rf));
+        fclose(rf);
+        assert_string_equal(line, "segment header checksum mismatch\n");
+    }
+    pc_journal_close(jb);
+    pc_cache_destroy(b);
+    pc_store_close(s);
+}
+
 /* The segment stays a sequence of whole records when a write fails: the
  * process may write only 4 KiB (RLIMIT_FSIZE), the set that does not fit
  * gets PC_EIO. */
@@ -606,6 +675,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_error, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_fork_drops_parent_buffer, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_retire, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_quarantine, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_ring_laps, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_ring_slots_exhausted, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_ring_consumer_killed, setup_dir, teardown_dir),

@@ -490,6 +490,34 @@ static void test_info(void **state)
     snprintf(url, sizeof url, "lmdb://%s", dir);
     expect_exit(0, "info", url);
     expect_in(tool_out, "collections  2");
+    expect_in(tool_out, "quarantine   0 segments (0 B)");
+    expect_exit(0, "quarantine", dir);
+    expect_in(tool_out, "no quarantined journal segments");
+    /* a segment a save moved aside (journal-format.md §4), with its reason */
+    snprintf(seg, sizeof seg, "%s/journal/quarantine", dir);
+    mkdir(seg, 0750);
+    snprintf(seg, sizeof seg, "%s/journal/quarantine/c.%016llx.7.wal", dir, 3ull);
+    assert_non_null(f = fopen(seg, "w"));
+    fputs("0123456789abcdef", f);
+    fclose(f);
+    snprintf(seg, sizeof seg, "%s/journal/quarantine/c.%016llx.7.wal.reason", dir, 3ull);
+    assert_non_null(f = fopen(seg, "w"));
+    fputs("segment header checksum mismatch\n", f);
+    fclose(f);
+    expect_exit(0, "info", dir);
+    expect_in(tool_out, "journal      1 segments pending (10 B)");
+    expect_in(tool_out, "quarantine   1 segments (16 B)");
+    expect_exit(0, "quarantine", dir);
+    expect_in(tool_out, "c.0000000000000003.7.wal");
+    expect_in(tool_out, "segment header checksum mismatch");
+    expect_exit(0, "quarantine", dir, "--json");
+    j = parse_json(tool_out);
+    assert_int_equal(json_integer_value(json_object_get(j, "segments")), 1);
+    json_t *q = json_array_get(json_object_get(j, "quarantine"), 0);
+    assert_int_equal(json_integer_value(json_object_get(q, "bytes")), 16);
+    assert_string_equal(json_string_value(json_object_get(q, "reason")),
+                        "segment header checksum mismatch");
+    json_decref(j);
 }
 
 /* ---- ls / keys ---------------------------------------------------------------- */

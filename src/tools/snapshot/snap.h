@@ -111,6 +111,7 @@ const char *snap_size(uint64_t n, char *buf, size_t cap);
 
 /* ---- verbs -------------------------------------------------------------- */
 int snap_cmd_info(snap_ctx *cx, int argc, char **argv);
+int snap_cmd_quarantine(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_ls(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_keys(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_get(snap_ctx *cx, int argc, char **argv);

@@ -59,10 +59,110 @@ static void snap_journal_scan(const char *store, const pc_store_coll_meta *list,
     closedir(d);
 }
 
+/* ---- the journal's quarantine (docs/journal-format.md §4) -------------------
+ * Segments a save did not retire because the replay cannot read them:
+ * <store>/journal/quarantine/<segment> with "<segment>.reason" beside it. */
+typedef int (*snap_qfn)(void *ctx, const char *name, uint64_t size, const char *reason);
+
+/* Calls fn for each quarantined segment (directory order); returns the
+ * number seen (0 when there is no quarantine folder). */
+static uint64_t snap_quarantine_each(const char *store, snap_qfn fn, void *ctx, uint64_t *bytes)
+{
+    char dir[4200], path[4500];
+    snprintf(dir, sizeof dir, "%s/journal/%s", store, PC_JOURNAL_QUARANTINE_DIR);
+    DIR *d = opendir(dir);
+    uint64_t n = 0;
+    *bytes = 0;
+    if (d == NULL)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char coll[PC_COLL_NAME_MAX + 1];
+        uint64_t epoch;
+        if (pc_journal_segment_name_parse(e->d_name, coll, sizeof coll, &epoch) != 0)
+            continue;
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        n++;
+        *bytes += size;
+        if (fn == NULL)
+            continue;
+        char reason[512] = "";
+        snprintf(path, sizeof path, "%s/%s%s", dir, e->d_name, PC_JOURNAL_QUARANTINE_REASON);
+        FILE *rf = fopen(path, "r");
+        if (rf != NULL) {
+            if (fgets(reason, sizeof reason, rf) == NULL)
+                reason[0] = '\0';
+            fclose(rf);
+            reason[strcspn(reason, "\n")] = '\0';
+        }
+        if (fn(ctx, e->d_name, size, reason) != 0)
+            break;
+    }
+    closedir(d);
+    return n;
+}
+
+struct snap_qlist {
+    snap_ctx *cx;
+    uint64_t shown;
+};
+
+static int snap_qprint(void *ctx, const char *name, uint64_t size, const char *reason)
+{
+    struct snap_qlist *q = ctx;
+    FILE *f = q->cx->out;
+    if (q->cx->json) {
+        fprintf(f, "%s{\"file\":", q->shown ? "," : "");
+        snap_jstr(f, name, strlen(name));
+        fprintf(f, ",\"bytes\":%llu,\"reason\":", (unsigned long long)size);
+        if (reason[0] != '\0')
+            snap_jstr(f, reason, strlen(reason));
+        else
+            fprintf(f, "null");
+        fprintf(f, "}");
+    } else {
+        char a[32];
+        fprintf(f, "%-56s %10s  %s\n", name, snap_size(size, a, sizeof a),
+                reason[0] != '\0' ? reason : "(no reason recorded)");
+    }
+    q->shown++;
+    return 0;
+}
+
+int snap_cmd_quarantine(snap_ctx *cx, int argc, char **argv)
+{
+    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
+    int c, r;
+    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
+        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
+            return r;
+    if (argc - optind != 1)
+        return snap_verb_help(cx, SNAP_USAGE);
+    pc_store *s;
+    if ((r = snap_open(cx, argv[optind], &s)) != 0)
+        return r;
+    struct snap_qlist q = {.cx = cx};
+    uint64_t bytes = 0;
+    if (cx->json)
+        fprintf(cx->out, "{\"quarantine\":[");
+    uint64_t n = snap_quarantine_each(pc_store_path(s), snap_qprint, &q, &bytes);
+    if (cx->json)
+        fprintf(cx->out, "],\"segments\":%llu,\"bytes\":%llu}\n", (unsigned long long)n,
+                (unsigned long long)bytes);
+    else if (n == 0)
+        fprintf(cx->out, "no quarantined journal segments\n");
+    pc_store_close(s);
+    return snap_finish(cx, SNAP_OK);
+}
+
 static void snap_info_json(snap_ctx *cx, pc_store *s, const pc_store_info *in,
                            const pc_store_coll_meta *list, size_t n, const struct snap_jseg *per,
                            const struct snap_jseg *other)
 {
+    uint64_t qbytes = 0;
+    uint64_t qsegs = snap_quarantine_each(pc_store_path(s), NULL, NULL, &qbytes);
     FILE *f = cx->out;
     char t[64];
     uint64_t segs = other->segs, bytes = other->bytes;
@@ -74,11 +174,13 @@ static void snap_info_json(snap_ctx *cx, pc_store *s, const pc_store_info *in,
             ",\"format_version\":%u,\"created_ms\":%lld,\"created\":\"%s\",\"boot_gen\":%llu,"
             "\"file_bytes\":%llu,\"used_bytes\":%llu,\"map_bytes\":%llu,\"page_size\":%u,"
             "\"readers\":%u,\"max_readers\":%u,\"dictionary\":null,"
-            "\"journal\":{\"segments_pending\":%llu,\"bytes_pending\":%llu},\"collections\":[",
+            "\"journal\":{\"segments_pending\":%llu,\"bytes_pending\":%llu,"
+            "\"quarantined\":%llu,\"quarantined_bytes\":%llu},\"collections\":[",
             in->format_version, (long long)in->created_ms, snap_time(in->created_ms, t, sizeof t),
             (unsigned long long)in->boot_gen, (unsigned long long)in->file_bytes,
             (unsigned long long)in->used_bytes, (unsigned long long)in->map_bytes, in->page_size,
-            in->readers, in->max_readers, (unsigned long long)segs, (unsigned long long)bytes);
+            in->readers, in->max_readers, (unsigned long long)segs, (unsigned long long)bytes,
+            (unsigned long long)qsegs, (unsigned long long)qbytes);
     for (size_t i = 0; i < n; i++) {
         const pc_store_coll_meta *m = &list[i];
         fprintf(f, "%s{\"name\":", i ? "," : "");
@@ -113,6 +215,8 @@ static void snap_info_text(snap_ctx *cx, pc_store *s, const pc_store_info *in,
                            const pc_store_coll_meta *list, size_t n, const struct snap_jseg *per,
                            const struct snap_jseg *other)
 {
+    uint64_t qbytes = 0;
+    uint64_t qsegs = snap_quarantine_each(pc_store_path(s), NULL, NULL, &qbytes);
     FILE *f = cx->out;
     char t[64], a[32], b[32], c[32];
     uint64_t segs = other->segs, bytes = other->bytes;
@@ -129,6 +233,9 @@ static void snap_info_text(snap_ctx *cx, pc_store *s, const pc_store_info *in,
     fprintf(f, "dictionary   none (format version 1 defines no dictionaries)\n");
     fprintf(f, "journal      %llu segments pending (%s)\n", (unsigned long long)segs,
             snap_size(bytes, a, sizeof a));
+    fprintf(f, "quarantine   %llu segments (%s)%s\n", (unsigned long long)qsegs,
+            snap_size(qbytes, b, sizeof b),
+            qsegs > 0 ? ": not replayable, kept (pcache-snapshot quarantine)" : "");
     fprintf(f, "collections  %zu\n", n);
     if (n == 0)
         return;

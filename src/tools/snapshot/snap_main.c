@@ -32,8 +32,12 @@ struct snap_verb {
 static const struct snap_verb snap_verbs[] = {
     {"info", snap_cmd_info, "info STORE",
      "Shows the store: format version, creation time, boot generation, file and map sizes,\n"
-     "readers, dictionary, journal segments pending, and per collection its generation,\n"
-     "records, blocks, raw and stored bytes, saved-at time and pending journal segments."},
+     "readers, dictionary, journal segments pending and quarantined, and per collection\n"
+     "its generation, records, blocks, raw and stored bytes, saved-at time and pending\n"
+     "journal segments."},
+    {"quarantine", snap_cmd_quarantine, "quarantine STORE",
+     "Lists the journal segments a save moved aside instead of retiring them because the\n"
+     "replay cannot read them (damaged header, newer version): file, size and reason."},
     {"ls", snap_cmd_ls, "ls STORE [COLLECTION [GLOB]] [--limit N] [--expired]",
      "Without COLLECTION: lists the collections. With it: lists the keys (matching GLOB)\n"
      "with their type, size and TTL, in snapshot order."},

@@ -146,8 +146,10 @@ int pc_journal_epoch(const pc_journal *j, const pc_coll *coll, uint64_t *epoch);
  * snapshot records it as its journal epoch (with pc_journal_boot_gen), and
  * replay reads only segments of that epoch or later. After the snapshot is
  * committed, retire unlinks coll's segments older than epoch (every
- * process's, any boot's); *removed (may be NULL) gets their number. One
- * save per collection at a time. */
+ * process's, any boot's); *removed (may be NULL) gets their number. A
+ * segment among them that a replay of this handle skipped whole is moved to
+ * the quarantine folder instead (logged, not counted in *removed; see
+ * PC_JOURNAL_QUARANTINE_DIR). One save per collection at a time. */
 int pc_journal_begin_save(pc_journal *j, pc_coll *coll, uint64_t *epoch);
 int pc_journal_retire(pc_journal *j, pc_coll *coll, uint64_t epoch, unsigned *removed);
 
@@ -284,6 +286,19 @@ int pc_journal_restore(pc_journal *j, pc_store *s, pc_coll *coll, pc_journal_res
  * name (cap >= 64), *epoch the segment's save epoch. 0, or PC_EINVAL when
  * name is not a segment name. */
 int pc_journal_segment_name_parse(const char *name, char *coll, size_t cap, uint64_t *epoch);
+
+/* A segment the replay skips whole (its header does not decode, is of a
+ * newer version, or names another collection or epoch) is never deleted:
+ * the handle remembers it, and the save that would retire it moves it to <dir>/journal/quarantine/ and
+ * writes "<segment>.reason" beside it (one line: why). */
+#define PC_JOURNAL_QUARANTINE_DIR "quarantine"
+#define PC_JOURNAL_QUARANTINE_REASON ".reason"
+
+/* The bytes and the number of coll's segment files in <dir>/journal (every
+ * epoch: also covered ones a retire has not removed yet), what a restore
+ * would read at most. PC_EINVAL, PC_EIO (the directory cannot be listed;
+ * logged). */
+int pc_journal_size(pc_journal *j, const pc_coll *coll, uint64_t *bytes, unsigned *segments);
 
 #ifdef __cplusplus
 }

@@ -117,6 +117,16 @@ typedef struct pc_persist_config {
     const char *persist_collections; /* "a,b" or "a;b"; NULL = none */
     const char *journal;             /* "a=always;b=everysec"; NULL = no journal */
     unsigned snapshot_period_s;      /* periodic saves of persist_collections; 0 = off */
+    /* The journal's bound (Redis's auto-aof-rewrite-percentage / -min-size):
+     * when a persisted collection's journal files exceed
+     * journal_rewrite_percent % of its last snapshot's stored size and at
+     * least journal_rewrite_min_mb MiB, or journal_max_mb MiB whatever the
+     * snapshot's size, pc_persist_tick saves it (the save retires the
+     * segments it covers), so a restart replays at most about that much.
+     * percent 0 = only the cap; max 0 = no cap. Defaults: 100, 64, 0. */
+    unsigned journal_rewrite_percent;
+    unsigned journal_rewrite_min_mb;
+    unsigned journal_max_mb;
     pc_logger log;                   /* fn NULL = silent; level: above it, nothing is formatted */
     const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
     /* shared-database sync (docs/sync.md); all optional */
@@ -140,7 +150,9 @@ void pc_persist_close(pc_persist *p); /* accepts NULL */
  * then installs the journal hook (so workers forked later inherit it).
  * Returns the first error; the other collections are still restored. */
 int pc_persist_startup(pc_persist *p);
-/* In the maintenance process, about once a second. */
+/* In the maintenance process, about once a second: the journal's
+ * fdatasync, the periodic snapshots, and a save of each persisted
+ * collection whose journal passed its bound (logged with the sizes). */
 int pc_persist_tick(pc_persist *p);
 /* In every worker, about once a second: writes its buffered journal
  * records (the fdatasync stays in pc_persist_tick). */

@@ -489,7 +489,7 @@ int pc_persist_startup(pc_persist *p)
 static int pp_bound_check(pc_persist *p, unsigned i)
 {
     pc_coll *coll = pc_coll_at(p->cache, i);
-    if (pc_coll_journal(coll) == 0 || (p->rewrite_percent == 0 && p->journal_max_bytes == 0))
+    if (pc_journal_mode(coll) == 0 || (p->rewrite_percent == 0 && p->journal_max_bytes == 0))
         return 0;
     int64_t now = pc_mono_ms();
     if (now < p->bound_retry_ms[i])

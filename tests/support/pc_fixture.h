@@ -3,7 +3,7 @@
  *
  *   pc_config cfg;
  *   pc_fx_config(&cfg, "a;b=4", 32);   collections and arena size, every
- *   cfg.log = log_cb;                  other field at pc_config_init's default
+ *   cfg.log.fn = log_cb;               other field at pc_config_init's default
  *   pc_cache *c = pc_fx_create(&cfg);  for the test to adjust first
  *   pc_coll *a = pc_fx_coll(c, "a");
  *

@@ -245,6 +245,9 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
 int pc_jown_flush(pc_journal *j, bool sync);
 /* The always mode: drain the own ring, then fdatasync coll's segment. */
 int pc_jown_commit(pc_journal *j, unsigned coll);
+/* Takes the record the hook just put back out of the ring, unless a
+ * consumer already wrote it (the caller refuses the write). */
+void pc_jown_takeback(pc_journal *j);
 /* Closes own descriptors of segments of past epochs. */
 void pc_jown_rotate(pc_journal *j);
 /* Releases this process's slot (drained first) and frees private state. */

@@ -615,6 +615,18 @@ int pc_jown_commit(pc_journal *j, unsigned coll)
     return 0;
 }
 
+void pc_jown_takeback(pc_journal *j)
+{
+    struct pc_jslot_shm *s = j->slot;
+    if (s == NULL || pc_jslot_lock(s) != 0)
+        return;
+    if (atomic_load_explicit(&s->tail, memory_order_relaxed) <= j->put_at) {
+        atomic_store_explicit(&s->head, j->put_at, memory_order_relaxed);
+        j->head = j->put_at;
+    }
+    pc_jslot_unlock(s);
+}
+
 void pc_jown_rotate(pc_journal *j)
 {
     for (unsigned c = 0; c < j->ncoll; c++) {

@@ -97,6 +97,17 @@ void reply_pc_error(conn *c, int rc)
     case PC_EREFUSED:
         reply_refused(c);
         break;
+    case PC_EIO: {
+        /* the write that found the journal failing (undone by the engine) */
+        pc_journal_health h = {0};
+        if (reply_persist != NULL)
+            (void)pc_persist_journal_health(reply_persist, &h);
+        if (h.failing)
+            reply_refused(c);
+        else
+            reply_error(c, "ERR internal error: %s", pc_strerror(rc));
+        break;
+    }
     case PC_ETOOBIG:
         reply_error(c, "ERR key or value too large (keys up to %u bytes, values up to %u bytes)",
                     PC_KEY_MAX, PC_VALUE_MAX);

@@ -307,18 +307,15 @@ int pc_journal_hook(void *ctx, const pc_mutation *r)
                    .counter = r->counter};
     unsigned ci = (unsigned)(pc - j->pcs);
     if ((rc = pc_jring_put(j, ci, epoch, &rec, pc_jrec_size(r->klen, vlen))) != 0)
-        return rc == PC_EIO ? PC_EREFUSED : rc;
-    /* a write the journal could not take is refused like the ones after
-     * it (the engine undoes it): PC_EREFUSED, the code of the write block */
-    if (mode == PC_JOURNAL_ALWAYS) {
-        rc = pc_jown_commit(j, ci);
-        return rc == PC_EIO ? PC_EREFUSED : rc;
-    }
-    if (j->private_ring) /* no shared ring: nobody else could write it out */
-    {
+        return rc;
+    /* a failure (PC_EIO) makes the engine undo the write; the journal is
+     * failing from now on, so the writes after it are refused (PC_EREFUSED) */
+    if (mode == PC_JOURNAL_ALWAYS)
+        return pc_jown_commit(j, ci);
+    if (j->private_ring) { /* no shared ring: nobody else could write it out */
         if ((rc = pc_jown_flush(j, false)) != 0)
-            pc_jown_takeback(j); /* refused: the record must not reach a segment later */
-        return rc == PC_EIO ? PC_EREFUSED : rc;
+            pc_jown_takeback(j); /* undone: the record must not reach a segment later */
+        return rc;
     }
     return 0;
 }

@@ -253,15 +253,16 @@ int pc_jdrain_pass(pc_journal *j, bool start)
                     strerror(prc));
     }
     pc_jpass_locked(j, true);
-    if (j->recovered) {
-        pc_jlog(j, PC_LOG_WARN, "%s: writing again: writes resume", j->path);
-        j->recovered = false;
-    }
     if (j->drc != 0) {
-        pc_jlog(j, PC_LOG_ERR, "%s: %s", j->path, j->derr);
+        pc_jlog(j, PC_LOG_ERR, "%s: %s%s", j->path, j->derr,
+                pc_jhealth_failing(j) ? "; writes are refused until it recovers" : "");
         rc = j->drc;
         j->drc = 0;
         j->derr[0] = '\0';
+    }
+    if (j->recovered) {
+        pc_jlog(j, PC_LOG_WARN, "%s: writing again: writes resume", j->path);
+        j->recovered = false;
     }
     pthread_mutex_unlock(&j->dmu);
     return rc;

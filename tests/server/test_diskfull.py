@@ -8,6 +8,8 @@ returns and after a restart; every key that got the error is absent or
 holds its previous value. A start on a full disk serves reads.
 Skipped (exit 77) where a tmpfs cannot be mounted."""
 import errno
+import http.client
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +22,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pcached_harness import Server  # noqa: E402
+from pcached_harness import Server, free_port  # noqa: E402
 
 TMPFS_SIZE = "16m"
 VALUE = b"v" * 200
@@ -53,6 +55,17 @@ def fill(path):
 
 def info_persistence(r):
     return r.info("persistence")
+
+
+def perf_stats(port):
+    """The default collection's perf_stats over JSON-RPC (HTTP)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    body = {"jsonrpc": "2.0", "method": "perf_stats", "params": {"collection": "default"},
+            "id": 1}
+    c.request("POST", "/mi", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    res = json.loads(c.getresponse().read())
+    c.close()
+    return res["result"]["collections"][0]
 
 
 def wait_for(pred, timeout, what):
@@ -237,6 +250,7 @@ class DiskFull(unittest.TestCase):
         s.stop()
         fill(self.filler)
         s2 = self.server("everysec", workdir=s.dir)
+        s2.opts.update(http_port=free_port())
         s2.start()
         r2 = redis.Redis(port=s2.port, socket_timeout=10)
         self.check_keys(r2, data, [], {}, "started on a full disk")
@@ -244,9 +258,14 @@ class DiskFull(unittest.TestCase):
         self.assertIsNone(r2.get("w"))
         check_refusals(self)
         self.assertEqual(info_persistence(r2)["pcache_journal_status"], "failing")
+        st = perf_stats(s2.opts["http_port"])
+        self.assertEqual(st["journal_status"], "failing")
+        self.assertEqual(st["journal_error"], "No space left on device")
+        self.assertGreater(st["journal_failing_since"], 0)
         os.unlink(self.filler)
         wait_for(lambda: set_ok(r2, "w", b"1"), 10, "writes to resume")
         data["w"] = b"1"
+        self.assertEqual(perf_stats(s2.opts["http_port"])["journal_status"], "ok")
         s2.stop()
         s3 = self.server("everysec", workdir=s.dir)
         s3.start()

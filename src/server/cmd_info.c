@@ -115,9 +115,11 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                "pcache_journal_status:%s\r\npcache_journal_failing_since:%lld\r\n"
                "pcache_journal_error:%s\r\npcache_journal_lost_writes:%llu\r\n"
                "pcache_journal_failures:%llu\r\n\r\n",
-               !jon ? "off" : h.failing ? "failing" : "ok", (long long)(h.since_wall_ms / 1000),
-               h.failing ? strerror(h.err) : "", (unsigned long long)h.lost,
-               (unsigned long long)h.failures);
+               !jon        ? "off"
+               : h.failing ? "failing"
+                           : "ok",
+               (long long)(h.since_wall_ms / 1000), h.failing ? strerror(h.err) : "",
+               (unsigned long long)h.lost, (unsigned long long)h.failures);
     }
     uint64_t hits = 0, misses = 0, expired = 0;
     pc_coll_stats cs[PC_MAX_COLLECTIONS];

@@ -86,8 +86,10 @@ static void reply_refused(conn *c)
                     "it recovers",
                     when, cause);
     } else {
-        reply_error(c, "MISCONF journal writes are failing: %s; writes are refused until it "
-                       "recovers", cause);
+        reply_error(c,
+                    "MISCONF journal writes are failing: %s; writes are refused until it "
+                    "recovers",
+                    cause);
     }
 }
 

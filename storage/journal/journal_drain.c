@@ -155,8 +155,9 @@ static void pc_jdrain_all(pc_journal *j, bool maint)
                 continue;
             struct pc_jioerr e = {0};
             if (pc_jdrain_locked(j, s, fds, &e) != 0) {
-                pc_jnote(j, PC_EIO, e.err != 0 ? e.err : EIO, "draining the ring of process %lu: %s failed: %s",
-                         (unsigned long)owner, e.what, strerror(e.err));
+                pc_jnote(j, PC_EIO, e.err != 0 ? e.err : EIO,
+                         "draining the ring of process %lu: %s failed: %s", (unsigned long)owner,
+                         e.what, strerror(e.err));
             }
             /* free the slot only if it is still the dead process's: a
              * process that released it (it was alive when checked) may

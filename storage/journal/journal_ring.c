@@ -554,8 +554,8 @@ static int pc_jown_fail(pc_journal *j, const struct pc_jioerr *e)
 {
     pc_jhealth_fail(j, e->err);
     if (!j->failing)
-        pc_jlog(j, PC_LOG_ERR, "%s: %s failed: %s; writes are refused until it recovers",
-                j->path, e->what, strerror(e->err));
+        pc_jlog(j, PC_LOG_ERR, "%s: %s failed: %s; writes are refused until it recovers", j->path,
+                e->what, strerror(e->err));
     j->failing = true;
     return PC_EIO;
 }

@@ -107,7 +107,7 @@ void reply_pc_error(conn *c, int rc)
         if (h.failing)
             reply_refused(c);
         else
-            reply_error(c, "ERR internal error: %s", pc_strerror(rc));
+            reply_error(c, "ERR internal error: %s", pc_store_strerror(rc));
         break;
     }
     case PC_ETOOBIG:

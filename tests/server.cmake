@@ -11,6 +11,12 @@ if(TARGET pcached)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
+  # a full file system: mounts a small tmpfs, skipped (77) where it cannot
+  add_test(NAME server_test_diskfull
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_diskfull.py)
+  set_tests_properties(server_test_diskfull PROPERTIES TIMEOUT 600 LABELS "server"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PYTHONDONTWRITEBYTECODE=1")
 endif()
 
 # The RESP parser against a guard page, fed whole and byte by byte.

@@ -44,6 +44,8 @@ const char *pc_strerror(int err)
         return "out of process memory";
     case PC_EPROCS:
         return "every process slot is held by a live process";
+    case PC_EREFUSED:
+        return "writes are refused for now";
     default:
         return "unknown error";
     }

@@ -174,6 +174,7 @@ struct pc_coll_shm {
     _Atomic uint32_t grow_failed;    /* set once when a segment could not be carved */
     _Atomic uint32_t expired_events; /* opt-in for PC_EV_EXPIRED */
     _Atomic uint32_t hook_word;      /* pc_coll_set_hook_word: 0 = no mutation hook calls */
+    _Atomic int32_t wblock;          /* != 0: writes return it (pc_coll_set_write_block) */
     /* perf_stats_reset baseline: the summed counters at the last reset.
      * Guarded by base_lock; readers take it too (rare, management only). */
     _Atomic uint32_t base_lock;

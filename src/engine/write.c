@@ -115,6 +115,12 @@ static unsigned pc_hooked(const pc_coll *coll)
                : atomic_load_explicit(&coll->shm->hook_word, memory_order_relaxed);
 }
 
+/* The collection's "refuse writes" code, 0 when writes go on. */
+static inline int pc_wblocked(const pc_coll *coll)
+{
+    return atomic_load_explicit(&coll->shm->wblock, memory_order_relaxed);
+}
+
 /* The write's stamp: the bucket version after its bracket (lock held). */
 static uint32_t pc_stamp(const struct pc_loc *loc)
 {
@@ -245,6 +251,82 @@ static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_nod
     PC_STAT_ADD(coll, deleted, 1);
 }
 
+/* ---- undo of a write the hook did not take (pc_mutation_fn) ----------------
+ * Each puts the key back as it was before the write when the key still
+ * holds what the write left (the same record, the same value or expiry):
+ * a later writer's change is never undone. Returns true when undone. */
+
+/* The write put record mine where prev was (0: the key was absent). On
+ * success prev is in the table again (the caller must not free it) and
+ * mine is freed. */
+static bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
+                        pc_off prev)
+{
+    pc_cache *c = coll->c;
+    struct pc_loc loc;
+    pc_off node = 0;
+    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
+    bool done = loc.where != 0 && loc.rec_off == mine;
+    if (done) {
+        if (prev != 0)
+            pc_replace(c, &loc, prev);
+        else
+            pc_unlink_found(coll, &loc, &node);
+    }
+    pc_release(&loc);
+    if (done)
+        pc_free(c, mine);
+    if (node != 0)
+        pc_free(c, node);
+    return done;
+}
+
+/* The write set record roff's expiry from prev to now_exp in place. */
+static void pc_undo_expiry(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off roff,
+                           int64_t now_exp, int64_t prev)
+{
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
+    if (loc.where != 0 && loc.rec_off == roff &&
+        atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) == now_exp) {
+        pc_wbegin(loc.b);
+        atomic_store_explicit(&loc.rec->expires, prev, memory_order_relaxed);
+        pc_wend(loc.b);
+        pc_hint_lower(coll, &loc, prev);
+    }
+    pc_release(&loc);
+}
+
+/* The write removed record old (detached, not freed): it goes back when
+ * the key is still absent. On success the caller must not free old. */
+static bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old)
+{
+    pc_cache *c = coll->c;
+    struct pc_rec_shm *r = pc_cell(c, old);
+    int64_t e = atomic_load_explicit(&r->expires, memory_order_relaxed);
+    pc_off node = 0;
+    bool done = false;
+    for (;;) {
+        struct pc_loc loc;
+        pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
+        if (loc.where != 0) { /* written again since */
+            pc_release(&loc);
+            break;
+        }
+        if (pc_insert(coll, &loc, h, old, e, &node)) {
+            pc_release(&loc);
+            done = true;
+            break;
+        }
+        pc_release(&loc);
+        if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0)
+            break;
+    }
+    if (node != 0)
+        pc_free(c, node);
+    return done;
+}
+
 static int pc_check_kv(const pc_coll *coll, const void *key, size_t klen, const void *val,
                        size_t vlen)
 {
@@ -358,6 +440,8 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         (flags & (PC_SET_NX | PC_SET_XX)) == (PC_SET_NX | PC_SET_XX) || ttl_ms < 0)
         return PC_EINVAL;
     pc_cache *c = coll->c;
+    if ((rc = pc_wblocked(coll)) != 0)
+        return rc;
     if ((rc = pc_enter(c)) != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
@@ -368,6 +452,9 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     if (rflags == 0 && !(flags & PC_SET_NX) &&
         pc_predict_identical(coll, h, key, klen, val, vlen)) {
         pc_locate(coll, h, key, klen, now, &loc);
+        pc_off roff = loc.rec_off;
+        int64_t prev_exp =
+            loc.where != 0 ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
         bool done = pc_refresh_locked(coll, &loc, klen, val, vlen, expires, flags);
         int64_t final_exp =
             done ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
@@ -376,9 +463,12 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         if (done) {
             PC_STAT_ADD(coll, stores, 1);
             unsigned w = pc_hooked(coll);
-            if (w != 0)
-                return pc_mutated(coll, w, PC_MUT_SET, key, klen, val, vlen, 0, final_exp, stamp);
-            return 0;
+            if (w == 0)
+                return 0;
+            rc = pc_mutated(coll, w, PC_MUT_SET, key, klen, val, vlen, 0, final_exp, stamp);
+            if (rc != 0 && final_exp != prev_exp)
+                pc_undo_expiry(coll, h, key, klen, roff, final_exp, prev_exp);
+            return rc;
         }
     }
 
@@ -387,7 +477,7 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     size_t bytes = PC_REC_HDR + klen + vlen;
     if (bytes <= PC_REC_HDR)
         bytes = PC_REC_HDR + 1;
-    pc_off rec = pc_alloc(c, bytes), node = 0, old = 0;
+    pc_off rec = pc_alloc(c, bytes), node = 0, old = 0, mine = 0;
     if (rec == 0) {
         pc_nomem(coll, key, klen, bytes);
         return PC_ENOMEM;
@@ -413,8 +503,10 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
                           atomic_load_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires,
                                                memory_order_relaxed));
             old = loc.rec_off;
+            mine = rec;
             rec = 0;
         } else if (pc_insert(coll, &loc, h, rec, expires, &node)) {
+            mine = rec;
             rec = 0;
         } else {
             pc_release(&loc);
@@ -432,10 +524,6 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     }
     if (rc == 0)
         PC_STAT_ADD(coll, stores, 1);
-    if (old != 0) {
-        pc_free(c, old);
-        PC_STAT_ADD(coll, destroyed, 1);
-    }
     if (rec != 0)
         pc_free(c, rec);
     if (node != 0)
@@ -448,6 +536,13 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         rc = pc_mutated(coll, w, (rflags & PC_RF_COUNTER) ? PC_MUT_COUNTER : PC_MUT_SET, key, klen,
                         (rflags & PC_RF_COUNTER) ? NULL : val, (rflags & PC_RF_COUNTER) ? 0 : vlen,
                         cv, final_exp, stamp);
+        /* the old record is freed only now: the undo may put it back */
+        if (rc != 0 && pc_undo_put(coll, h, key, klen, mine, old))
+            old = 0;
+    }
+    if (old != 0) {
+        pc_free(c, old);
+        PC_STAT_ADD(coll, destroyed, 1);
     }
     return rc;
 }
@@ -480,6 +575,19 @@ int pc_coll_set_hook_word(pc_coll *coll, unsigned word)
     return 0;
 }
 
+int pc_coll_set_write_block(pc_coll *coll, int rc)
+{
+    if (coll == NULL || rc > 0)
+        return PC_EINVAL;
+    atomic_store(&coll->shm->wblock, rc);
+    return 0;
+}
+
+int pc_coll_write_block(const pc_coll *coll)
+{
+    return coll == NULL ? 0 : atomic_load(&coll->shm->wblock);
+}
+
 unsigned pc_coll_hook_word(const pc_coll *coll)
 {
     return coll == NULL ? 0 : atomic_load(&coll->shm->hook_word);
@@ -492,8 +600,8 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     if (klen > PC_KEY_MAX)
         return PC_ETOOBIG;
     pc_cache *c = coll->c;
-    int rc = pc_enter(c);
-    if (rc != 0)
+    int rc = pc_wblocked(coll);
+    if (rc != 0 || (rc = pc_enter(c)) != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
     struct pc_loc loc;
@@ -506,19 +614,44 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     }
     uint32_t stamp = pc_stamp(&loc);
     pc_release(&loc);
+    if (old_node != 0)
+        pc_free(c, old_node);
+    if (live) {
+        PC_STAT_ADD(coll, removes, 1);
+        rc = 0;
+        /* the old record is freed only after the hook: the undo may put it back */
+        unsigned w = pc_hooked(coll);
+        if (w != 0) {
+            rc = pc_mutated(coll, w, PC_MUT_DEL, key, klen, NULL, 0, 0, 0, stamp);
+            if (rc != 0 && pc_undo_remove(coll, h, key, klen, old))
+                old = 0;
+        }
+    } else {
+        rc = PC_ENOTFOUND;
+    }
     if (old != 0) {
         pc_free(c, old);
         PC_STAT_ADD(coll, destroyed, 1);
     }
-    if (old_node != 0)
-        pc_free(c, old_node);
-    if (!live)
-        return PC_ENOTFOUND;
-    PC_STAT_ADD(coll, removes, 1);
-    unsigned w = pc_hooked(coll);
-    if (w != 0)
-        return pc_mutated(coll, w, PC_MUT_DEL, key, klen, NULL, 0, 0, 0, stamp);
-    return 0;
+    return rc;
+}
+
+/* The write changed counter record roff in place from (prev, prev_exp) to
+ * (value, now_exp). */
+static void pc_undo_counter(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off roff,
+                            int64_t value, int64_t now_exp, const uint8_t prev[8], int64_t prev_exp)
+{
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
+    if (loc.where != 0 && loc.rec_off == roff && memcmp(loc.rec->data + klen, &value, 8) == 0 &&
+        atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) == now_exp) {
+        pc_wbegin(loc.b);
+        memcpy(loc.rec->data + klen, prev, 8);
+        atomic_store_explicit(&loc.rec->expires, prev_exp, memory_order_relaxed);
+        pc_wend(loc.b);
+        pc_hint_lower(coll, &loc, prev_exp);
+    }
+    pc_release(&loc);
 }
 
 /* cur + delta, or cur - delta when neg; false on int64 overflow. */
@@ -536,13 +669,14 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
     if (klen > PC_KEY_MAX)
         return PC_ETOOBIG;
     pc_cache *c = coll->c;
-    int rc = pc_enter(c);
-    if (rc != 0)
+    int rc = pc_wblocked(coll);
+    if (rc != 0 || (rc = pc_enter(c)) != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
-    pc_off rec = 0, node = 0, old = 0;
-    int64_t value = 0, final_exp = 0;
+    pc_off rec = 0, node = 0, old = 0, mine = 0, inplace = 0;
+    int64_t value = 0, final_exp = 0, prev_exp = 0;
+    uint8_t prev_bytes[8] = {0};
     uint32_t stamp = 0;
     struct pc_loc loc;
     for (;;) {
@@ -560,6 +694,9 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
                 int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
                             : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
                                        : 0;
+                inplace = loc.rec_off;
+                memcpy(prev_bytes, r->data + klen, 8);
+                prev_exp = atomic_load_explicit(&r->expires, memory_order_relaxed);
                 pc_wbegin(loc.b); /* a chain record is bracketed too: the stamp */
                 memcpy(r->data + klen, &value, 8);
                 atomic_store_explicit(&r->expires, e, memory_order_relaxed);
@@ -609,6 +746,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
             }
             continue;
         }
+        mine = rec;
         rec = 0;
         stamp = pc_stamp(&loc);
         pc_release(&loc);
@@ -619,17 +757,22 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         if (result != NULL)
             *result = value;
     }
-    if (old != 0) {
-        pc_free(c, old);
-        PC_STAT_ADD(coll, destroyed, 1);
-    }
     if (rec != 0)
         pc_free(c, rec);
     if (node != 0)
         pc_free(c, node);
     unsigned w = rc == 0 ? pc_hooked(coll) : 0;
-    if (w != 0)
+    if (w != 0) {
         rc = pc_mutated(coll, w, PC_MUT_COUNTER, key, klen, NULL, 0, value, final_exp, stamp);
+        if (rc != 0 && inplace != 0)
+            pc_undo_counter(coll, h, key, klen, inplace, value, final_exp, prev_bytes, prev_exp);
+        else if (rc != 0 && pc_undo_put(coll, h, key, klen, mine, old))
+            old = 0; /* the old record is freed only now: the undo may put it back */
+    }
+    if (old != 0) {
+        pc_free(c, old);
+        PC_STAT_ADD(coll, destroyed, 1);
+    }
     return rc;
 }
 
@@ -651,17 +794,19 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
         return PC_EINVAL;
     if (klen > PC_KEY_MAX)
         return PC_ETOOBIG;
-    int rc = pc_enter(coll->c);
-    if (rc != 0)
+    int rc = pc_wblocked(coll);
+    if (rc != 0 || (rc = pc_enter(coll->c)) != 0)
         return rc;
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, now, &loc);
     rc = PC_ENOTFOUND;
-    int64_t e = 0;
+    int64_t e = 0, prev_exp = 0;
+    pc_off roff = loc.rec_off;
     if (loc.where != 0 && loc.live) {
         e = pc_deadline(now, ttl_ms);
+        prev_exp = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
         bool j = pc_hooked(coll) != 0; /* versionless unless hooked (stamp) */
         if (j)
             pc_wbegin(loc.b);
@@ -674,7 +819,10 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     uint32_t stamp = pc_stamp(&loc);
     pc_release(&loc);
     unsigned w = rc == 0 ? pc_hooked(coll) : 0;
-    if (w != 0)
+    if (w != 0) {
         rc = pc_mutated(coll, w, PC_MUT_EXPIRE, key, klen, NULL, 0, 0, e, stamp);
+        if (rc != 0 && e != prev_exp)
+            pc_undo_expiry(coll, h, key, klen, roff, e, prev_exp);
+    }
     return rc;
 }

@@ -8,6 +8,7 @@
 #include "resp.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,17 +95,32 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                    (unsigned long long)m.chunks, (unsigned long long)m.chunk_bytes,
                    (unsigned long long)m.table_bytes);
     }
-    if (want_section(argc, argv, argl, "persistence"))
+    if (want_section(argc, argv, argl, "persistence")) {
+        /* the journal's health: writes are refused while it is failing */
+        pc_journal_health h = {0};
+        bool jon = s->persist != NULL && s->cfg.journal[0] != '\0';
+        if (jon)
+            (void)pc_persist_journal_health(s->persist, &h);
         ib_add(&b,
                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:%u\r\n"
                "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:%s\r\npcache_saves:%llu\r\n"
-               "pcache_save_failures:%llu\r\npcache_db_mode:%u\r\npcache_store:%s\r\n\r\n",
+               "pcache_save_failures:%llu\r\npcache_db_mode:%u\r\npcache_store:%s\r\n",
                atomic_load(&shm->saving) || atomic_load(&shm->bgsave_pending) ? 1u : 0u,
                (long long)atomic_load(&shm->last_save),
                atomic_load(&shm->last_save_rc) == 0 ? "ok" : "err",
                (unsigned long long)atomic_load(&shm->saves),
                (unsigned long long)atomic_load(&shm->save_failures), s->cfg.db_mode,
                s->persist ? "lmdb" : "none");
+        ib_add(&b,
+               "pcache_journal_status:%s\r\npcache_journal_failing_since:%lld\r\n"
+               "pcache_journal_error:%s\r\npcache_journal_lost_writes:%llu\r\n"
+               "pcache_journal_failures:%llu\r\n\r\n",
+               !jon        ? "off"
+               : h.failing ? "failing"
+                           : "ok",
+               (long long)(h.since_wall_ms / 1000), h.failing ? strerror(h.err) : "",
+               (unsigned long long)h.lost, (unsigned long long)h.failures);
+    }
     uint64_t hits = 0, misses = 0, expired = 0;
     pc_coll_stats cs[PC_MAX_COLLECTIONS];
     unsigned ncoll = pc_coll_count(s->cache);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 int arg_i64(const char *p, size_t n, int64_t *out)
@@ -59,9 +60,56 @@ int arg_eq(const char *p, size_t n, const char *word)
     return strlen(word) == n && strncasecmp(p, word, n) == 0;
 }
 
+static const pc_persist *reply_persist; /* names why writes are refused */
+
+void reply_set_persist(const pc_persist *p)
+{
+    reply_persist = p;
+}
+
+/* PC_EREFUSED: the journal cannot write (pcache_journal.h, health). The
+ * reply names the cause, like Redis's MISCONF for a failed save. */
+static void reply_refused(conn *c)
+{
+    pc_journal_health h = {0};
+    if (reply_persist != NULL)
+        (void)pc_persist_journal_health(reply_persist, &h);
+    const char *cause = h.err != 0 ? strerror(h.err) : "unknown error";
+    if (h.since_wall_ms > 0) {
+        time_t t = (time_t)(h.since_wall_ms / 1000);
+        struct tm tm;
+        char when[32];
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        reply_error(c,
+                    "MISCONF journal writes are failing since %s: %s; writes are refused until "
+                    "it recovers",
+                    when, cause);
+    } else {
+        reply_error(c,
+                    "MISCONF journal writes are failing: %s; writes are refused until it "
+                    "recovers",
+                    cause);
+    }
+}
+
 void reply_pc_error(conn *c, int rc)
 {
     switch (rc) {
+    case PC_EREFUSED:
+        reply_refused(c);
+        break;
+    case PC_EIO: {
+        /* the write that found the journal failing (undone by the engine) */
+        pc_journal_health h = {0};
+        if (reply_persist != NULL)
+            (void)pc_persist_journal_health(reply_persist, &h);
+        if (h.failing)
+            reply_refused(c);
+        else
+            reply_error(c, "ERR internal error: %s", pc_store_strerror(rc));
+        break;
+    }
     case PC_ETOOBIG:
         reply_error(c, "ERR key or value too large (keys up to %u bytes, values up to %u bytes)",
                     PC_KEY_MAX, PC_VALUE_MAX);

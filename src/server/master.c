@@ -29,6 +29,7 @@
  *   4. exit 0 (1 when the shutdown save failed).
  */
 #include "pcached.h"
+#include "resp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -228,6 +229,7 @@ static int setup(srv *s)
             return -1;
         }
         int64_t t0 = pc_mono_ms();
+        reply_set_persist(s->persist);
         rc = pc_persist_startup(s->persist);
         if (rc != 0)
             srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,

@@ -155,6 +155,9 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
 int arg_i64(const char *p, size_t n, int64_t *out);
 int arg_eq(const char *p, size_t n, const char *word); /* case-insensitive */
 void reply_pc_error(conn *c, int rc);
+/* The persistence whose journal health explains PC_EREFUSED replies (set
+ * once before the workers fork; NULL = none). */
+void reply_set_persist(const pc_persist *p);
 /* The command table as one sorted list (for COMMAND). */
 unsigned cmd_all(const cmd_def **out, unsigned cap);
 

@@ -309,11 +309,111 @@ int pc_journal_hook(void *ctx, const pc_mutation *r)
     unsigned ci = (unsigned)(pc - j->pcs);
     if ((rc = pc_jring_put(j, ci, epoch, &rec, pc_jrec_size(r->klen, vlen))) != 0)
         return rc;
+    /* a failure (PC_EIO) makes the engine undo the write; the journal is
+     * failing from now on, so the writes after it are refused (PC_EREFUSED) */
     if (mode == PC_JOURNAL_ALWAYS)
         return pc_jown_commit(j, ci);
-    if (j->private_ring) /* no shared ring: nobody else could write it out */
-        return pc_jown_flush(j, false);
+    if (j->private_ring) { /* no shared ring: nobody else could write it out */
+        if ((rc = pc_jown_flush(j, false)) != 0)
+            pc_jown_takeback(j); /* undone: the record must not reach a segment later */
+        return rc;
+    }
     return 0;
+}
+
+/* ---- health ------------------------------------------------------------------
+ * Refusing writes goes through the engine's per-collection switch, so a
+ * write of any process is refused before it touches the table. The switch
+ * follows h_failing: fail sets it after the flag, ok clears it after the
+ * flag and sets it again should a concurrent fail have raced the clear. */
+
+static void pc_jblock_all(pc_journal *j, int rc)
+{
+    for (unsigned i = 0; i < j->ncoll; i++)
+        if (pc_journal_mode(j->pcs[i].coll) != 0)
+            (void)pc_coll_set_write_block(j->pcs[i].coll, rc);
+}
+
+void pc_jhealth_fail(pc_journal *j, int err)
+{
+    uint32_t zero = 0;
+    if (atomic_compare_exchange_strong(&j->shm->h_failing, &zero, 1)) {
+        atomic_store(&j->shm->h_err, err != 0 ? err : EIO);
+        atomic_store(&j->shm->h_since_wall_ms, pc_wall_ms());
+        atomic_fetch_add(&j->shm->h_failures, 1);
+    }
+    pc_jblock_all(j, PC_EREFUSED);
+}
+
+bool pc_jhealth_failing(const pc_journal *j)
+{
+    return atomic_load_explicit(&j->shm->h_failing, memory_order_relaxed) != 0;
+}
+
+bool pc_jhealth_ok(pc_journal *j)
+{
+    if (atomic_load(&j->shm->h_hold) != 0)
+        return false;
+    uint32_t one = 1;
+    if (!atomic_compare_exchange_strong(&j->shm->h_failing, &one, 0))
+        return false;
+    atomic_store(&j->shm->h_since_wall_ms, 0);
+    atomic_store(&j->shm->h_err, 0);
+    pc_jblock_all(j, 0);
+    if (atomic_load(&j->shm->h_failing) != 0) /* a failure raced the clear */
+        pc_jblock_all(j, PC_EREFUSED);
+    return true;
+}
+
+/* 64 KiB: writes resume only when there is room for more than a record or
+ * two, so a nearly full disk does not flap between the states. */
+#define PC_JPROBE_BYTES (64u << 10)
+int pc_jhealth_probe(pc_journal *j)
+{
+    static const uint8_t zeros[4096];
+    char name[64];
+    snprintf(name, sizeof name, ".probe-%ld", (long)getpid());
+    int fd = openat(j->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return errno != 0 ? errno : EIO;
+    int err = 0;
+    for (size_t off = 0; err == 0 && off < PC_JPROBE_BYTES; off += sizeof zeros) {
+        ssize_t w = pwrite(fd, zeros, sizeof zeros, (off_t)off);
+        if (w != (ssize_t)sizeof zeros)
+            err = w < 0 && errno != 0 ? errno : ENOSPC;
+    }
+    if (err == 0 && fdatasync(fd) != 0)
+        err = errno != 0 ? errno : EIO;
+    close(fd);
+    (void)unlinkat(j->dirfd, name, 0);
+    return err;
+}
+
+int pc_journal_health_get(const pc_journal *j, pc_journal_health *out)
+{
+    if (j == NULL || out == NULL)
+        return PC_EINVAL;
+    out->failing = atomic_load(&j->shm->h_failing) != 0;
+    out->err = out->failing ? atomic_load(&j->shm->h_err) : 0;
+    out->since_wall_ms = out->failing ? atomic_load(&j->shm->h_since_wall_ms) : 0;
+    out->lost = atomic_load(&j->shm->h_lost);
+    out->failures = atomic_load(&j->shm->h_failures);
+    out->held = atomic_load(&j->shm->h_hold) != 0;
+    return 0;
+}
+
+void pc_journal_hold(pc_journal *j, int err)
+{
+    if (j == NULL)
+        return;
+    atomic_store(&j->shm->h_hold, 1);
+    pc_jhealth_fail(j, err);
+}
+
+void pc_journal_release(pc_journal *j)
+{
+    if (j != NULL)
+        atomic_store(&j->shm->h_hold, 0);
 }
 
 /* ---- periodic work ------------------------------------------------------------
@@ -334,8 +434,14 @@ int pc_journal_tick(pc_journal *j, unsigned flags)
     bool sync = (flags & PC_JOURNAL_TICK_SYNC) != 0;
     int64_t beat = atomic_load_explicit(&j->shm->drain_beat_ms, memory_order_relaxed);
     int rc = 0;
-    if (j->slot != NULL && (sync || now - beat >= PC_JBEAT_STALE_MS))
+    bool stale = now - beat >= PC_JBEAT_STALE_MS;
+    if (j->slot != NULL && (sync || stale))
         rc = pc_jown_flush(j, sync);
+    /* with no drainer, a tick is what notices that the journal writes again */
+    if (rc == 0 && stale && pc_jhealth_failing(j) &&
+        (j->slot == NULL || pc_jring_pending(j, j->slot) == 0) && pc_jhealth_probe(j) == 0 &&
+        pc_jhealth_ok(j))
+        pc_jlog(j, PC_LOG_WARN, "%s: writing again: writes resume", j->path);
     pc_jown_rotate(j);
     pc_jwall_refresh(j, now);
     return rc;
@@ -743,8 +849,20 @@ void pc_journal_close(pc_journal *j)
     pc_jown_release(j);
     /* the process that opened the journal (the host's master) writes out
      * what dead processes left in their rings before it lets go */
-    if (j->pid == j->opener || j->dfd != NULL)
+    if (j->pid == j->opener || j->dfd != NULL) {
         (void)pc_jdrain_pass(j, false);
+        /* what is still in a ring now was acknowledged and is lost */
+        uint64_t lost = 0;
+        for (unsigned i = 0; i < j->nslots; i++)
+            if (atomic_load(&j->slots[i].owner) != 0 &&
+                atomic_load(&j->slots[i].head) != atomic_load(&j->slots[i].tail))
+                lost += pc_jring_pending(j, &j->slots[i]);
+        if (lost > 0) {
+            atomic_fetch_add(&j->shm->h_lost, lost);
+            pc_jlog(j, PC_LOG_ERR, "%s: %llu acknowledged writes could not be journaled (lost)",
+                    j->path, (unsigned long long)lost);
+        }
+    }
     pc_jdrainer_free(j);
     pthread_mutex_destroy(&j->dmu);
     munmap(j->shm, j->shm_bytes);

@@ -41,10 +41,17 @@
 
 /* ---- the drainer ------------------------------------------------------------ */
 
-static void pc_jnote(pc_journal *j, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pc_jnote(pc_journal *j, int rc, const char *fmt, ...)
+/* Keeps a pass's error for the report; err != 0 is an I/O failure of the
+ * journal (its errno): the journal turns failing right away, so writes
+ * are refused from now on (pcache_journal.h, health). */
+static void pc_jnote(pc_journal *j, int rc, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void pc_jnote(pc_journal *j, int rc, int err, const char *fmt, ...)
 {
+    if (err != 0) {
+        j->pass_err = err;
+        pc_jhealth_fail(j, err);
+    }
     if (j->drc != 0)
         return;
     j->drc = rc;
@@ -71,7 +78,7 @@ static void pc_jsync_scan(pc_journal *j)
     int dfd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (d == NULL) {
-        pc_jnote(j, PC_EIO, "cannot list the directory: %s", strerror(errno));
+        pc_jnote(j, PC_EIO, errno, "cannot list the directory: %s", strerror(errno));
         if (dfd >= 0)
             close(dfd);
         return;
@@ -98,7 +105,7 @@ static void pc_jsync_scan(pc_journal *j)
                 size_t ncap = j->capsynced ? j->capsynced * 2 : 32;
                 struct pc_jsynced *ns = realloc(j->synced, ncap * sizeof *ns);
                 if (ns == NULL) {
-                    pc_jnote(j, PC_EHEAP, "out of memory listing the segments");
+                    pc_jnote(j, PC_EHEAP, 0, "out of memory listing the segments");
                     break;
                 }
                 j->synced = ns;
@@ -117,7 +124,7 @@ static void pc_jsync_scan(pc_journal *j)
         if (fdatasync(fd) == 0)
             k->size = sb.st_size;
         else
-            pc_jnote(j, PC_EIO, "%s: fdatasync failed: %s", de->d_name, strerror(errno));
+            pc_jnote(j, PC_EIO, errno, "%s: fdatasync failed: %s", de->d_name, strerror(errno));
         close(fd);
     }
     closedir(d);
@@ -127,7 +134,7 @@ static void pc_jsync_scan(pc_journal *j)
             j->synced[n++] = j->synced[i];
     j->nsynced = n;
     if (fresh && fsync(j->dirfd) != 0)
-        pc_jnote(j, PC_EIO, "fsync of the directory failed: %s", strerror(errno));
+        pc_jnote(j, PC_EIO, errno, "fsync of the directory failed: %s", strerror(errno));
 }
 
 /* Drains every slot; with maint also closes descriptors of past epochs
@@ -148,8 +155,9 @@ static void pc_jdrain_all(pc_journal *j, bool maint)
                 continue;
             struct pc_jioerr e = {0};
             if (pc_jdrain_locked(j, s, fds, &e) != 0) {
-                pc_jnote(j, PC_EIO, "draining the ring of process %lu: %s failed: %s",
-                         (unsigned long)owner, e.what, strerror(e.err));
+                pc_jnote(j, PC_EIO, e.err != 0 ? e.err : EIO,
+                         "draining the ring of process %lu: %s failed: %s", (unsigned long)owner,
+                         e.what, strerror(e.err));
             }
             /* free the slot only if it is still the dead process's: a
              * process that released it (it was alive when checked) may
@@ -182,13 +190,32 @@ static int pc_jdfd_alloc(pc_journal *j)
     return 0;
 }
 
+/* Whether every ring is written out. */
+static bool pc_jall_drained(pc_journal *j)
+{
+    for (unsigned i = 0; i < j->nslots; i++) {
+        struct pc_jslot_shm *s = &j->slots[i];
+        if (atomic_load(&s->owner) != 0 && atomic_load(&s->head) != atomic_load(&s->tail))
+            return false;
+    }
+    return true;
+}
+
 static void pc_jpass_locked(pc_journal *j, bool sync)
 {
     int64_t now = pc_mono_coarse_ms();
+    j->pass_err = 0;
     pc_jdrain_all(j, sync);
     if (sync) {
         pc_jsync_scan(j);
         j->last_sync = now;
+        /* failing: writes resume once a whole pass wrote and synced every
+         * ring and a probe write + fdatasync succeeds (once a second) */
+        if (j->pass_err == 0 && pc_jhealth_failing(j) && pc_jall_drained(j)) {
+            int perr = pc_jhealth_probe(j);
+            if (perr == 0 && pc_jhealth_ok(j))
+                j->recovered = true;
+        }
     }
     atomic_store_explicit(&j->shm->drain_beat_ms, now, memory_order_relaxed);
 }
@@ -228,10 +255,15 @@ int pc_jdrain_pass(pc_journal *j, bool start)
     }
     pc_jpass_locked(j, true);
     if (j->drc != 0) {
-        pc_jlog(j, PC_LOG_ERR, "%s: %s", j->path, j->derr);
+        pc_jlog(j, PC_LOG_ERR, "%s: %s%s", j->path, j->derr,
+                pc_jhealth_failing(j) ? "; writes are refused until it recovers" : "");
         rc = j->drc;
         j->drc = 0;
         j->derr[0] = '\0';
+    }
+    if (j->recovered) {
+        pc_jlog(j, PC_LOG_WARN, "%s: writing again: writes resume", j->path);
+        j->recovered = false;
     }
     pthread_mutex_unlock(&j->dmu);
     return rc;

@@ -167,6 +167,15 @@ struct pc_jshm {
      * ring records below it instead of creating a segment for them.
      * Written by pc_journal_retire (atomic max), read by drainers. */
     _Atomic uint64_t retired[PC_MAX_COLLECTIONS];
+    /* health (pc_journal_health): h_failing 0 -> 1 by CAS in pc_jhealth_fail
+     * (any process or thread), back to 0 only by pc_jhealth_ok; h_hold
+     * keeps it failing whatever the probe says (pc_journal_hold) */
+    _Atomic uint32_t h_failing;
+    _Atomic uint32_t h_hold;
+    _Atomic int32_t h_err;
+    _Atomic int64_t h_since_wall_ms;
+    _Atomic uint64_t h_lost;
+    _Atomic uint64_t h_failures;
 };
 
 /* A process-local open segment: the descriptor and which segment it is. */
@@ -225,6 +234,8 @@ struct pc_journal {
     struct pc_jfd *dfd;        /* [nslots * PC_MAX_COLLECTIONS]: the drainer's descriptors */
     int64_t last_sync;         /* coarse ms of its last fdatasync pass */
     int drc;                   /* the first error of its passes since the last report */
+    int pass_err;              /* errno of an I/O failure in the current pass, 0 = none */
+    bool recovered;            /* a pass cleared the health: logged by pc_journal_sync_all */
     char derr[512];            /* its first error's text, logged by pc_journal_sync_all */
     /* segments a replay in this process (or in the one it was forked
      * from) skipped whole: "<file>\0<reason>\0" each; a retire moves them
@@ -243,6 +254,9 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
 int pc_jown_flush(pc_journal *j, bool sync);
 /* The always mode: drain the own ring, then fdatasync coll's segment. */
 int pc_jown_commit(pc_journal *j, unsigned coll);
+/* Takes the record the hook just put back out of the ring, unless a
+ * consumer already wrote it (the caller refuses the write). */
+void pc_jown_takeback(pc_journal *j);
 /* Closes own descriptors of segments of past epochs. */
 void pc_jown_rotate(pc_journal *j);
 /* Releases this process's slot (drained first) and frees private state. */
@@ -273,6 +287,18 @@ int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds,
                      struct pc_jioerr *e);
 /* Wakes the drainer threads (bumps and futex-wakes shm->drain_futex). */
 void pc_jdrainer_wake(pc_journal *j);
+
+/* journal.c: the health (pcache_journal.h). fail marks the journal
+ * failing with errno err and refuses writes on its journaled collections;
+ * ok clears it (and lets writes go) unless held. Both thread-safe, never
+ * log. probe writes and fdatasyncs a small file in the journal directory:
+ * 0 or the errno. */
+void pc_jhealth_fail(pc_journal *j, int err);
+bool pc_jhealth_failing(const pc_journal *j);
+bool pc_jhealth_ok(pc_journal *j);
+int pc_jhealth_probe(pc_journal *j);
+/* journal_ring.c: records in slot s's ring not yet in a segment. */
+uint64_t pc_jring_pending(pc_journal *j, struct pc_jslot_shm *s);
 
 /* journal_drain.c: the drainer. */
 /* One drain + sync pass over every slot, in the calling thread; starts the

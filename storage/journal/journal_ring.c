@@ -377,6 +377,31 @@ int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, 
     }
 }
 
+uint64_t pc_jring_pending(pc_journal *j, struct pc_jslot_shm *s)
+{
+    const uint64_t R = j->ring_bytes;
+    const uint8_t *ring = s == j->slot && j->private_ring ? j->ring : pc_jring_of(j, s);
+    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
+    uint64_t n = 0;
+    while (tail < head) {
+        size_t pos = (size_t)(tail & (R - 1)), left = (size_t)R - pos;
+        const uint8_t *p = ring + pos;
+        if (left < 4 || memcmp(p, pc_jwrap_marker, 4) == 0) {
+            tail += left;
+        } else if (memcmp(p, pc_jctl_marker, 4) == 0) {
+            tail += PC_JCTL_SIZE;
+        } else {
+            uint32_t size = pc_jrec_size_at(p);
+            if (size < PC_JREC_MIN_SIZE)
+                break; /* cannot happen: written by its producer */
+            tail += size;
+            n++;
+        }
+    }
+    return n;
+}
+
 /* fdatasync of slot s's segment of collection c (and the directory once
  * after its creation). Under s's lock. A failed fdatasync abandons the
  * segment: after it the kernel may have dropped the dirty pages. */
@@ -475,6 +500,7 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
                 if (!j->failing)
                     pc_jlog(j, PC_LOG_ERR, "%s: %s failed: %s", j->path, e.what, strerror(e.err));
                 j->failing = true;
+                pc_jhealth_fail(j, e.err);
                 return rc;
             }
             j->tail_seen = atomic_load_explicit(&j->slot->tail, memory_order_acquire);
@@ -526,8 +552,10 @@ static int pc_jown_drain(pc_journal *j, struct pc_jioerr *e)
 
 static int pc_jown_fail(pc_journal *j, const struct pc_jioerr *e)
 {
+    pc_jhealth_fail(j, e->err);
     if (!j->failing)
-        pc_jlog(j, PC_LOG_ERR, "%s: %s failed: %s", j->path, e->what, strerror(e->err));
+        pc_jlog(j, PC_LOG_ERR, "%s: %s failed: %s; writes are refused until it recovers", j->path,
+                e->what, strerror(e->err));
     j->failing = true;
     return PC_EIO;
 }
@@ -585,6 +613,18 @@ int pc_jown_commit(pc_journal *j, unsigned coll)
         return pc_jown_fail(j, &e);
     pc_jown_ok(j);
     return 0;
+}
+
+void pc_jown_takeback(pc_journal *j)
+{
+    struct pc_jslot_shm *s = j->slot;
+    if (s == NULL || pc_jslot_lock(s) != 0)
+        return;
+    if (atomic_load_explicit(&s->tail, memory_order_relaxed) <= j->put_at) {
+        atomic_store_explicit(&s->head, j->put_at, memory_order_relaxed);
+        j->head = j->put_at;
+    }
+    pc_jslot_unlock(s);
 }
 
 void pc_jown_rotate(pc_journal *j)

@@ -35,12 +35,14 @@
  */
 #include "persist_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -196,6 +198,16 @@ static int pp_store_path(const char *url, const pc_persist_backend *be, char *er
     return 0;
 }
 
+/* The errno that best names why a write to the store failed: ENOSPC when
+ * its file system has (almost) no room left, else EIO. */
+static int pp_disk_errno(const char *dir)
+{
+    struct statvfs v;
+    if (statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize < (1u << 20))
+        return ENOSPC;
+    return EIO;
+}
+
 int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
                     size_t errlen)
 {
@@ -274,9 +286,25 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
     p->store_pid = getpid();
     uint64_t gen;
     if ((rc = pc_store_next_boot_gen(p->store, &gen)) != 0) {
-        pp_fail(err, errlen, rc, "db_url '%.200s': cannot record a new boot generation: %s",
-                cfg->db_url, pc_store_strerror(rc));
-        goto fail;
+        /* a full disk must not stop the start: load what there is and
+         * serve it read-only (the journal held failing) until the boot
+         * generation can be committed (pp_gen_retry). The next one is
+         * gen + 1 whoever commits it: the store lock excludes any other
+         * writer of the store. */
+        uint64_t cur;
+        if (rc != PC_EIO || pc_store_boot_gen(p->store, &cur) != 0) {
+            pp_fail(err, errlen, rc, "db_url '%.200s': cannot record a new boot generation: %s",
+                    cfg->db_url, pc_store_strerror(rc));
+            goto fail;
+        }
+        gen = cur + 1;
+        p->gen_pending = gen;
+        p->gen_err = pp_disk_errno(cfg->db_url);
+        rc = 0;
+        pc_log_emit(&p->log, PC_LOG_ERR,
+                    "pcache: db_url '%.200s': cannot record a new boot generation (%s): "
+                    "starting read-only, writes are refused until it can be recorded",
+                    cfg->db_url, strerror(p->gen_err));
     }
     pc_journal_config jc;
     pc_journal_config_init(&jc);
@@ -293,6 +321,17 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
 fail:
     pc_persist_close(p);
     return rc;
+}
+
+int pc_persist_journal_health(const pc_persist *p, pc_journal_health *out)
+{
+    if (p == NULL || out == NULL)
+        return PC_EINVAL;
+    if (p->journal == NULL) {
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    return pc_journal_health_get(p->journal, out);
 }
 
 void pc_persist_close(pc_persist *p)
@@ -477,6 +516,9 @@ int pc_persist_startup(pc_persist *p)
     }
     /* journaling starts only now, so the restore is not journaled again */
     int rc = p->journal != NULL ? pc_journal_install(p->journal) : 0; /* none with a backend */
+    /* after the restore (which writes the table): writes refused from here */
+    if (p->journal != NULL && p->gen_pending != 0)
+        pc_journal_hold(p->journal, p->gen_err);
     p->next_periodic_ms = pc_mono_ms() + (int64_t)p->period_s * 1000;
     return first != 0 ? first : rc;
 }
@@ -536,10 +578,37 @@ static int pp_bound_check(pc_persist *p, unsigned i)
     return 0;
 }
 
+/* The boot generation the start could not commit: committed as soon as
+ * the disk takes it, then the journal is released (writes resume after
+ * its next probe). Whether it is still pending is the journal's hold,
+ * shared, so a replacement maintenance process does not commit twice. */
+static void pp_gen_retry(pc_persist *p)
+{
+    pc_journal_health h;
+    if (p->gen_pending == 0 || p->journal == NULL || pc_journal_health_get(p->journal, &h) != 0 ||
+        !h.held)
+        return;
+    pc_store *s;
+    uint64_t gen;
+    if (pp_store(p, &s) != 0 || pc_store_next_boot_gen(s, &gen) != 0)
+        return;
+    if (gen != p->gen_pending) { /* cannot happen under the store lock */
+        pc_log_emit(&p->log, PC_LOG_ERR,
+                    "pcache: recorded boot generation %llu, the journal uses %llu: writes stay "
+                    "refused until a restart",
+                    (unsigned long long)gen, (unsigned long long)p->gen_pending);
+        return;
+    }
+    pc_log_emit(&p->log, PC_LOG_WARN, "pcache: boot generation %llu recorded",
+                (unsigned long long)gen);
+    pc_journal_release(p->journal);
+}
+
 int pc_persist_tick(pc_persist *p)
 {
     if (p == NULL)
         return PC_EINVAL;
+    pp_gen_retry(p);
     int rc = p->journal != NULL ? pc_journal_sync_all(p->journal) : 0;
     int src = pc_persist_sync_tick(p);
     if (rc == 0)
@@ -779,6 +848,19 @@ static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rc
     rc = rc ? rc : ops->u64(rctx, "generation", atomic_load(&st->generation));
     const char *jm = pc_journal_mode_name(pc_journal_mode(coll));
     rc = rc ? rc : ops->str(rctx, "journal", jm, strlen(jm));
+    if (p->journal != NULL && pc_journal_mode(coll) != 0) {
+        /* the journal's health (pcache_journal.h): ok, or failing since a
+         * time with its cause, while writes are refused */
+        pc_journal_health h;
+        (void)pc_journal_health_get(p->journal, &h);
+        const char *status = h.failing ? "failing" : "ok";
+        const char *cause = h.failing ? strerror(h.err) : "";
+        rc = rc ? rc : ops->str(rctx, "journal_status", status, strlen(status));
+        rc = rc ? rc : ops->i64(rctx, "journal_failing_since", h.since_wall_ms / 1000);
+        rc = rc ? rc : ops->str(rctx, "journal_error", cause, strlen(cause));
+        rc = rc ? rc : ops->u64(rctx, "journal_lost_writes", h.lost);
+        rc = rc ? rc : ops->u64(rctx, "journal_failures", h.failures);
+    }
     rc = rc ? rc : pc_sync_stats_emit(p, coll, ops, rctx);
     return rc;
 }

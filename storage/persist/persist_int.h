@@ -43,6 +43,11 @@ struct pc_persist {
     const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
     void *bh;                              /* the backend's handle */
     int db_mode;
+    /* the boot generation could not be committed at open (a full disk):
+     * the journal runs with gen_pending as its boot generation, held
+     * failing (writes refused) until a tick commits it (persist.c) */
+    uint64_t gen_pending;
+    int gen_err;
     unsigned period_s;
     int64_t next_periodic_ms;
     unsigned rewrite_percent;  /* the journal's bound (pc_persist_config) */

@@ -28,6 +28,7 @@
 #include "pcache_journal.h"
 #include "pcache.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -363,6 +364,18 @@ static void test_write_error(void **state)
         if (write(pfd[1], &ok, sizeof ok) != sizeof ok ||
             write(pfd[1], &rc, sizeof rc) != sizeof rc)
             _exit(2);
+        /* the write that failed was undone; the journal refuses the next
+         * ones before they touch the table, reads go on */
+        char k[16];
+        int kl = snprintf(k, sizeof k, "k%u", ok);
+        if (pc_probe(ca, k, (size_t)kl, NULL) != PC_ENOTFOUND)
+            _exit(6);
+        if (pc_set(ca, "new", 3, v, sizeof v, 0, 0) != PC_EREFUSED ||
+            pc_probe(ca, "new", 3, NULL) != PC_ENOTFOUND || pc_probe(ca, "k0", 2, NULL) != 0)
+            _exit(7);
+        pc_journal_health h;
+        if (pc_journal_health_get(ja, &h) != 0 || !h.failing || h.err != EFBIG)
+            _exit(8);
         _exit(strstr(logbuf, "write failed: File too large") != NULL ? 0 : 5);
     }
     close(pfd[1]);

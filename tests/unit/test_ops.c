@@ -835,6 +835,87 @@ static void prefetch_is_a_pure_hint(void **state)
     verify_table(f->c);
 }
 
+/* ---- the write block and the undo of a write the hook refused ------------- */
+
+static int hook_rc; /* what the fake journal hook answers */
+static unsigned hook_calls;
+
+static int fake_hook(void *ctx, const pc_mutation *r)
+{
+    (void)ctx;
+    (void)r;
+    hook_calls++;
+    return hook_rc;
+}
+
+static int64_t counter_of(pc_coll *co, const char *k)
+{
+    int64_t v = 0;
+    check_rc(pc_get_counter(co, k, strlen(k), &v), PC_OK);
+    return v;
+}
+
+static void write_block_refuses_writes(void **state)
+{
+    struct fx *f = *state;
+    set_str(f->def, "a", "1", 0);
+    check_rc(pc_coll_set_write_block(f->def, 1), PC_EINVAL);
+    check_rc(pc_coll_set_write_block(f->def, PC_EREFUSED), PC_OK);
+    assert_int_equal(pc_coll_write_block(f->def), PC_EREFUSED);
+    check_rc(pc_set(f->def, S("a"), S("2"), 0, 0), PC_EREFUSED);
+    check_rc(pc_set(f->def, S("b"), S("2"), 0, 0), PC_EREFUSED);
+    check_rc(pc_remove(f->def, S("a")), PC_EREFUSED);
+    check_rc(pc_add(f->def, S("n"), 1, 0, NULL), PC_EREFUSED);
+    check_rc(pc_expire(f->def, S("a"), 1000), PC_EREFUSED);
+    check_rc(pc_set_counter(f->def, S("n"), 5, 0), PC_EREFUSED);
+    expect_val(f->def, S("a"), S("1")); /* reads go on */
+    check_rc(pc_probe(f->def, S("b"), NULL), PC_ENOTFOUND);
+    set_str(f->g, "other", "x", 0); /* another collection writes */
+    check_rc(pc_coll_set_write_block(f->def, 0), PC_OK);
+    set_str(f->def, "a", "3", 0);
+    expect_val(f->def, S("a"), S("3"));
+}
+
+static void refused_hook_undoes_the_write(void **state)
+{
+    struct fx *f = *state;
+    pc_meta m;
+    set_str(f->def, "keep", "old", 0);
+    set_str(f->def, "gone", "here", 0);
+    set_str(f->def, "ttl", "t", 0);
+    check_rc(pc_set_counter(f->def, S("n"), 7, 0), PC_OK);
+    check_rc(pc_mutation_hook(f->c, fake_hook, NULL), PC_OK);
+    check_rc(pc_coll_set_hook_word(f->def, 2), PC_OK);
+    hook_rc = PC_ESYS; /* any non-zero result: the layer above did not take it */
+    hook_calls = 0;
+    check_rc(pc_set(f->def, S("keep"), S("new value"), 0, 0), PC_ESYS); /* replace */
+    expect_val(f->def, S("keep"), S("old"));
+    check_rc(pc_set(f->def, S("keep"), S("old"), 5000, 0), PC_ESYS); /* TTL-only refresh */
+    check_rc(pc_probe(f->def, S("keep"), &m), PC_OK);
+    assert_int_equal(m.ttl_ms, -1);
+    check_rc(pc_set(f->def, S("fresh"), S("v"), 0, 0), PC_ESYS); /* insert */
+    check_rc(pc_probe(f->def, S("fresh"), NULL), PC_ENOTFOUND);
+    check_rc(pc_remove(f->def, S("gone")), PC_ESYS);
+    expect_val(f->def, S("gone"), S("here"));
+    check_rc(pc_add(f->def, S("n"), 5, 0, NULL), PC_ESYS); /* in place */
+    assert_int_equal(counter_of(f->def, "n"), 7);
+    check_rc(pc_add(f->def, S("keep2"), 1, 0, NULL), PC_ESYS); /* a new counter */
+    check_rc(pc_probe(f->def, S("keep2"), NULL), PC_ENOTFOUND);
+    check_rc(pc_expire(f->def, S("ttl"), 5000), PC_ESYS);
+    check_rc(pc_probe(f->def, S("ttl"), &m), PC_OK);
+    assert_int_equal(m.ttl_ms, -1);
+    assert_int_equal(hook_calls, 7);
+    /* the hook succeeds again: the writes stay */
+    hook_rc = 0;
+    set_str(f->def, "keep", "new", 0);
+    check_rc(pc_remove(f->def, S("gone")), PC_OK);
+    check_rc(pc_add(f->def, S("n"), 1, 0, NULL), PC_OK);
+    expect_val(f->def, S("keep"), S("new"));
+    check_rc(pc_probe(f->def, S("gone"), NULL), PC_ENOTFOUND);
+    assert_int_equal(counter_of(f->def, "n"), 8);
+    check_rc(pc_mutation_hook(f->c, NULL, NULL), PC_OK);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -859,6 +940,8 @@ int main(void)
         T(stats_counters_move),
         T(growth_splits_and_keeps_keys),
         T(prefetch_is_a_pure_hint),
+        T(write_block_refuses_writes),
+        T(refused_hook_undoes_the_write),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

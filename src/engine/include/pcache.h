@@ -60,6 +60,7 @@ extern "C" {
 #define PC_ELOCKED (-14)  /* a lock could not be taken in time */
 #define PC_EHEAP (-19)    /* out of process memory (malloc and friends failed) */
 #define PC_EPROCS (-20)   /* every process slot (PC_MAX_PROCS) is held by a live process */
+#define PC_EREFUSED (-21) /* writes refused for now (pc_coll_set_write_block) */
 
 /* Returns a static, human-readable name for an engine code (never NULL;
  * "unknown error" for a code of another layer). */
@@ -370,8 +371,9 @@ const char *pc_event_name(int type);
  * collection whose word is not 0, every acknowledged mutation calls this
  * process's hook after the bucket lock is released and before the
  * operation returns, with the word as it was read for that mutation; a
- * non-zero hook result is returned by the operation (the change stays in
- * memory, but the layer above did not take it). With the word at 0 a
+ * non-zero hook result is returned by the operation (the layer above did
+ * not take the change: it is undone when it can be, see pc_mutation_fn).
+ * With the word at 0 a
  * mutation costs one relaxed shared read more than without a hook.
  * stamp orders writes of one key across processes: two writes of the same
  * key carry stamps a < b in serial-number order ((int32_t)(b - a) > 0)
@@ -396,6 +398,12 @@ typedef struct pc_mutation { /* borrowed: valid during the hook only */
     int64_t expires_mono_ms; /* CLOCK_MONOTONIC deadline in ms, 0 = never */
     uint32_t stamp;
 } pc_mutation;
+/* A non-zero hook result means the layer above did not take the write:
+ * the operation then undoes it in the table before returning that result,
+ * when nothing changed the key since (it re-takes the lock and puts the
+ * previous record, value or expiry back; the previous record is freed only
+ * after the hook returned). A write some other writer already superseded
+ * stays. */
 typedef int (*pc_mutation_fn)(void *ctx, const pc_mutation *m);
 /* Sets this process's hook (inherited by children forked later); NULL
  * removes it. */
@@ -404,6 +412,15 @@ int pc_mutation_hook(pc_cache *c, pc_mutation_fn fn, void *ctx);
  * memory, so it applies to every process. */
 int pc_coll_set_hook_word(pc_coll *coll, unsigned word);
 unsigned pc_coll_hook_word(const pc_coll *coll);
+/* The "refuse writes" switch of a collection, in shared memory (every
+ * process): while rc != 0, every write function (pc_set, pc_set_counter,
+ * pc_remove, pc_add, pc_sub, pc_expire and the glob forms) returns rc
+ * before it touches the table; reads go on. The engine does not know why:
+ * the storage layer sets it while the journal cannot write (PC_EREFUSED).
+ * rc must be 0 or negative. The write path reads it next to the hook word,
+ * one relaxed load. */
+int pc_coll_set_write_block(pc_coll *coll, int rc);
+int pc_coll_write_block(const pc_coll *coll);
 
 /* Stores a native counter with its value (restoring a snapshot). */
 int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, int64_t ttl_ms);

@@ -135,6 +135,31 @@ int pc_journal_sync_all(pc_journal *j);
  * (and the directory when a segment was created). */
 int pc_journal_flush(pc_journal *j, int sync);
 
+/* ---- health (docs/journal-format.md §8) ------------------------------------
+ * Shared by every process of the journal. Whichever process or thread sees
+ * a write or an fdatasync of a segment fail marks the journal failing and
+ * sets the engine's "refuse writes" switch (pc_coll_set_write_block,
+ * PC_EREFUSED) on every journaled collection: from then on writes are
+ * refused before they touch the table, reads go on. The drainer (or, with
+ * no drainer, a tick) retries while failing; once every ring is written
+ * out and a probe write + fdatasync in the journal directory succeeds, the
+ * state clears and writes resume. pc_journal_hold marks it failing by hand
+ * (the host could not commit its boot generation, for instance) until
+ * pc_journal_release. */
+typedef struct pc_journal_health {
+    int failing;           /* 1 while writes are refused */
+    int err;               /* errno of the failure (ENOSPC, EIO, EDQUOT...), 0 = ok */
+    int64_t since_wall_ms; /* wall-clock ms of the first failure, 0 = ok */
+    uint64_t lost;         /* acknowledged records reported lost since open */
+    uint64_t failures;     /* ok -> failing transitions since open */
+    int held;              /* pc_journal_hold is in force */
+} pc_journal_health;
+int pc_journal_health_get(const pc_journal *j, pc_journal_health *out);
+/* Marks the journal failing with err (writes refused) until a release. */
+void pc_journal_hold(pc_journal *j, int err);
+/* Ends a hold; the journal is ok again after the next successful probe. */
+void pc_journal_release(pc_journal *j);
+
 /* The boot generation given at open. */
 uint64_t pc_journal_boot_gen(const pc_journal *j);
 /* The current save epoch of coll (writers append to segments of it). */

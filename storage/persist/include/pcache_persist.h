@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "pcache.h"
+#include "pcache_journal.h"
 #include "pcache_store.h"
 
 #ifdef __cplusplus
@@ -146,6 +147,9 @@ void pc_persist_config_init(pc_persist_config *cfg);
 int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
                     size_t errlen);
 void pc_persist_close(pc_persist *p); /* accepts NULL */
+/* The journal's health (pcache_journal.h): all zero without a journal. A
+ * write a collection refuses (PC_EREFUSED) is refused because of it. */
+int pc_persist_journal_health(const pc_persist *p, pc_journal_health *out);
 /* db_mode >= 1: restores every persist collection (snapshot + journal);
  * then installs the journal hook (so workers forked later inherit it).
  * Returns the first error; the other collections are still restored. */

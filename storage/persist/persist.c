@@ -546,8 +546,7 @@ static int pp_bound_check(pc_persist *p, unsigned i)
         return 0;
     pc_store *store = NULL;
     pc_store_coll_meta meta;
-    if (pp_store(p, &store) == 0 &&
-        pc_store_coll_meta_get(store, pc_coll_name(coll), &meta) == 0)
+    if (pp_store(p, &store) == 0 && pc_store_coll_meta_get(store, pc_coll_name(coll), &meta) == 0)
         snap = meta.stored_bytes; /* else never saved (or unreadable): 0 */
     if (p->rewrite_percent > 0) {
         rel = snap / 100 * p->rewrite_percent + snap % 100 * p->rewrite_percent / 100;

@@ -1,8 +1,8 @@
 /*
  * mgmt_table.c - the built-in command table: every command of
- * docs/management.md that the engine alone can serve, with its parameters, in one declarative place.
- * perf_save / perf_load / perf_sync are not here: the storage layer
- * registers them into a context with pc_mgmt_register.
+ * docs/management.md that the engine alone can serve, with its parameters, in one declarative
+ * place. perf_save / perf_load / perf_sync are not here: the storage layer registers them into a
+ * context with pc_mgmt_register.
  *
  * Parameter order is the positional order, and it carries the trap the
  * docs warn about: the glob-taking commands take the glob first and the

@@ -231,12 +231,12 @@ struct pc_journal {
     bool drainer;       /* the drainer thread runs in this process */
     _Atomic bool dstop; /* asks it to stop */
     pthread_t dthr;
-    struct pc_jfd *dfd;        /* [nslots * PC_MAX_COLLECTIONS]: the drainer's descriptors */
-    int64_t last_sync;         /* coarse ms of its last fdatasync pass */
-    int drc;                   /* the first error of its passes since the last report */
-    int pass_err;              /* errno of an I/O failure in the current pass, 0 = none */
-    bool recovered;            /* a pass cleared the health: logged by pc_journal_sync_all */
-    char derr[512];            /* its first error's text, logged by pc_journal_sync_all */
+    struct pc_jfd *dfd; /* [nslots * PC_MAX_COLLECTIONS]: the drainer's descriptors */
+    int64_t last_sync;  /* coarse ms of its last fdatasync pass */
+    int drc;            /* the first error of its passes since the last report */
+    int pass_err;       /* errno of an I/O failure in the current pass, 0 = none */
+    bool recovered;     /* a pass cleared the health: logged by pc_journal_sync_all */
+    char derr[512];     /* its first error's text, logged by pc_journal_sync_all */
     /* segments a replay in this process (or in the one it was forked
      * from) skipped whole: "<file>\0<reason>\0" each; a retire moves them
      * to the quarantine instead of unlinking them (journal.c) */

@@ -50,9 +50,9 @@ struct pc_persist {
     int gen_err;
     unsigned period_s;
     int64_t next_periodic_ms;
-    unsigned rewrite_percent;  /* the journal's bound (pc_persist_config) */
+    unsigned rewrite_percent; /* the journal's bound (pc_persist_config) */
     uint64_t rewrite_min_bytes;
-    uint64_t journal_max_bytes;                /* 0 = no cap */
+    uint64_t journal_max_bytes;                 /* 0 = no cap */
     int64_t bound_retry_ms[PC_MAX_COLLECTIONS]; /* after a failed bound save: not before */
     bool persist[PC_MAX_COLLECTIONS];
     struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */

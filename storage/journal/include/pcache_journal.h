@@ -314,8 +314,8 @@ int pc_journal_segment_name_parse(const char *name, char *coll, size_t cap, uint
 
 /* A segment the replay skips whole (its header does not decode, is of a
  * newer version, or names another collection or epoch) is never deleted:
- * the handle remembers it, and the save that would retire it moves it to <dir>/journal/quarantine/ and
- * writes "<segment>.reason" beside it (one line: why). */
+ * the handle remembers it, and the save that would retire it moves it to <dir>/journal/quarantine/
+ * and writes "<segment>.reason" beside it (one line: why). */
 #define PC_JOURNAL_QUARANTINE_DIR "quarantine"
 #define PC_JOURNAL_QUARANTINE_REASON ".reason"
 

@@ -128,7 +128,7 @@ typedef struct pc_persist_config {
     unsigned journal_rewrite_percent;
     unsigned journal_rewrite_min_mb;
     unsigned journal_max_mb;
-    pc_logger log;                   /* fn NULL = silent; level: above it, nothing is formatted */
+    pc_logger log; /* fn NULL = silent; level: above it, nothing is formatted */
     const pc_persist_backend *sql_backend; /* db_url "odbc:..." needs it; NULL = LMDB only */
     /* shared-database sync (docs/sync.md); all optional */
     const char *node_id;       /* this node's name, <= PC_SYNC_NODE_MAX bytes; NULL = "" */

@@ -7,9 +7,10 @@
  *     anchor is a cursor scan of that environment into an empty cache;
  *   - SQLite (libsqlite3, default journal and synchronous=FULL) with the
  *     table (collection, pkey, pvalue, expires): one INSERT per row in
- *     autocommit (a naive shutdown save, sampled for a few seconds: at disk-sync speed a million rows
- *     would take hours) and every row in one transaction; the load anchor
- *     is a SELECT of every row into an empty cache;
+ *     autocommit (a naive shutdown save, sampled for a few seconds: at
+ *     disk-sync speed a million rows would take hours) and every row in
+ *     one transaction; the load anchor is a SELECT of every row into an
+ *     empty cache;
  *   - redis-server SAVE of the same keys and values (with their TTLs), and
  *     a restart until it answers, when redis-server is installed.
  * Each record carries its absolute expiry as the store does (8 bytes).

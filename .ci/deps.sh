@@ -8,8 +8,9 @@ PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev l
 # enabled or started by these packages' use here).
 PKGS="$PKGS unixodbc unixodbc-dev libsqliteodbc odbc-postgresql odbc-mariadb"
 PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"
-# pcached's tests: redis-cli and python3-redis as real clients.
-PKGS="$PKGS redis-tools python3-redis"
+# pcached's tests: redis-cli and python3-redis as real clients; redis-server as
+# the anchor of the comparison benchmarks and tests (started on a private port).
+PKGS="$PKGS redis-tools redis-server python3-redis"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -749,6 +749,7 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     j->c = c;
     j->dirfd = -1;
     j->shm = MAP_FAILED;
+    j->shm_fd = -1;
     j->boot_gen = cfg->boot_gen;
     /* a ring holds at least two records of the largest size, so any record
      * fits once the ring is written out, whatever the wrap wasted; so the
@@ -778,21 +779,8 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
     snprintf(j->path, plen, "%s/journal", cfg->dir);
     if ((rc = pc_jmkdir(j, cfg->dir)) != 0)
         goto out;
-    /* header, slots, rings: pages of a ring become resident when its
-     * process first writes there (MAP_NORESERVE: only used rings count) */
-    size_t slots_at = (sizeof *j->shm + 63) & ~(size_t)63;
-    size_t rings_at = (slots_at + j->nslots * sizeof *j->slots + 4095) & ~(size_t)4095;
-    j->shm_bytes = rings_at + (size_t)j->nslots * j->ring_bytes;
-    j->shm = mmap(NULL, j->shm_bytes, PROT_READ | PROT_WRITE,
-                  MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (j->shm == MAP_FAILED) {
-        pc_jlog(j, PC_LOG_ERR, "mmap of the shared area (%zu bytes) failed: %s", j->shm_bytes,
-                strerror(errno));
-        rc = PC_ESYS;
+    if ((rc = pc_jshm_open(j)) != 0)
         goto out;
-    }
-    j->slots = (struct pc_jslot_shm *)((uint8_t *)j->shm + slots_at);
-    j->rings = (uint8_t *)j->shm + rings_at;
     j->shm->nslots = j->nslots;
     int mb = (int)syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     j->light_fence = mb > 0 && (mb & MEMBARRIER_CMD_GLOBAL) != 0;
@@ -802,8 +790,12 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
         goto out;
     j->ncoll = pc_coll_count(c);
     j->shm->magic = PC_JSHM_MAGIC;
-    j->shm->version = PC_JOURNAL_VERSION;
+    j->shm->version = PC_JSHM_LAYOUT;
     j->shm->ncoll = j->ncoll;
+    for (unsigned i = 0; i < j->ncoll; i++) {
+        const char *cn = pc_coll_name(pc_coll_at(c, i));
+        snprintf(j->shm->coll_names[i], sizeof j->shm->coll_names[i], "%s", cn);
+    }
     j->shm->boot_gen = j->boot_gen;
     /* epochs start at boot_gen << 32: they grow across restarts without
      * being stored anywhere, so a new boot's segments never reuse the name
@@ -822,8 +814,7 @@ int pc_journal_open(pc_cache *c, const pc_journal_config *cfg, pc_journal **out)
         pc_jopen_list[slot] = j;
 out:
     if (rc != 0) {
-        if (j->shm != MAP_FAILED)
-            munmap(j->shm, j->shm_bytes);
+        pc_jshm_close(j, false);
         if (j->dirfd >= 0)
             close(j->dirfd);
         free(j->path);
@@ -849,6 +840,7 @@ void pc_journal_close(pc_journal *j)
     pc_jown_release(j);
     /* the process that opened the journal (the host's master) writes out
      * what dead processes left in their rings before it lets go */
+    bool clean = false;
     if (j->pid == j->opener || j->dfd != NULL) {
         (void)pc_jdrain_pass(j, false);
         /* what is still in a ring now was acknowledged and is lost */
@@ -858,14 +850,17 @@ void pc_journal_close(pc_journal *j)
                 atomic_load(&j->slots[i].head) != atomic_load(&j->slots[i].tail))
                 lost += pc_jring_pending(j, &j->slots[i]);
         if (lost > 0) {
+            /* they stay in the rings file: the next open writes them out */
             atomic_fetch_add(&j->shm->h_lost, lost);
-            pc_jlog(j, PC_LOG_ERR, "%s: %llu acknowledged writes could not be journaled (lost)",
-                    j->path, (unsigned long long)lost);
+            pc_jlog(j, PC_LOG_ERR, "%s: %llu acknowledged writes could not be journaled%s", j->path,
+                    (unsigned long long)lost,
+                    j->shm_anon ? " (lost)" : ": they stay in the rings file for the next start");
         }
+        clean = lost == 0 && j->pid == j->opener;
     }
     pc_jdrainer_free(j);
     pthread_mutex_destroy(&j->dmu);
-    munmap(j->shm, j->shm_bytes);
+    pc_jshm_close(j, clean);
     close(j->dirfd);
     for (size_t i = 0; i < j->nbad; i++)
         free(j->bad[i]);

@@ -170,7 +170,7 @@ size_t pc_jrec_encode(void *buf, const pc_jrec *r)
     return size;
 }
 
-int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why)
+static int pc_jrec_parse(const void *buf, size_t avail, bool sum, pc_jrec *out, const char **why)
 {
     const uint8_t *p = buf;
     const char *w = NULL;
@@ -208,8 +208,8 @@ int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why
         w = "record length disagrees with its key and value lengths";
     } else if (size > avail) {
         w = "record runs past the end of the segment";
-    } else if (pc_get_le64(p + size - PC_JREC_SUM_SIZE) !=
-               XXH3_64bits(p, size - PC_JREC_SUM_SIZE)) {
+    } else if (sum && pc_get_le64(p + size - PC_JREC_SUM_SIZE) !=
+                          XXH3_64bits(p, size - PC_JREC_SUM_SIZE)) {
         w = "checksum mismatch";
     } else {
         r.size = size;
@@ -229,6 +229,16 @@ bad:
     if (why != NULL)
         *why = w;
     return PC_ECORRUPT;
+}
+
+int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why)
+{
+    return pc_jrec_parse(buf, avail, true, out, why);
+}
+
+int pc_jrec_decode_body(const void *buf, size_t avail, pc_jrec *out, const char **why)
+{
+    return pc_jrec_parse(buf, avail, false, out, why);
 }
 
 /* The offset of the first record at or after from that validates, or len

@@ -86,6 +86,9 @@ uint32_t pc_jrec_size_at(const void *buf);
  * the header and the key bytes are present, out->key/klen set (NULL
  * otherwise) so a caller can name the key. */
 int pc_jrec_decode(const void *buf, size_t avail, pc_jrec *out, const char **why);
+/* The same checks but for the sum, for a ring item (its sum is not yet
+ * computed): 0 and out->size, or PC_ECORRUPT with *why. */
+int pc_jrec_decode_body(const void *buf, size_t avail, pc_jrec *out, const char **why);
 
 /* Walks the records of a whole segment image buf[0, len) (header
  * included). record is called for each valid record in file order (a
@@ -142,16 +145,23 @@ struct pc_jslot_shm {
     struct pc_jseg_shm seg[PC_MAX_COLLECTIONS];
 };
 
-/* The shared area (MAP_SHARED | MAP_ANONYMOUS, mapped by pc_journal_open
- * before the host forks): this header, nslots ring slots, then the rings
- * (ring_bytes each, page aligned). epoch[i] is collection i's save epoch:
- * written only by pc_journal_begin_save (atomic increment + seq_cst fence),
- * read lock-free by every writer after a seq_cst fence (journal.c, §5 of
- * the format document). */
+/* The shared area: a MAP_SHARED mapping of the file <dir>/journal/rings
+ * (journal_shm.c), mapped by pc_journal_open before the host forks: this
+ * header, nslots ring slots, then the rings (ring_bytes each, page
+ * aligned). Because it is a file, what the rings hold outlives every
+ * process of the host in the page cache, and the next open writes it out
+ * (docs/journal-format.md §6.1). Host byte order: the file is read back
+ * only on the machine that wrote it, and only when boot_id says the
+ * machine did not restart in between. epoch[i] is collection i's save
+ * epoch: written only by pc_journal_begin_save (atomic increment + seq_cst
+ * fence), read lock-free by every writer after a seq_cst fence (journal.c,
+ * §5 of the format document). */
 #define PC_JSHM_MAGIC 0x4d48534a4e4a4350ull /* "PCJNJSHM" */
+#define PC_JSHM_LAYOUT 2u                   /* the layout of this struct and the slots */
+#define PC_JRINGS_FILE "rings"
 struct pc_jshm {
     uint64_t magic;
-    uint32_t version;
+    uint32_t version; /* PC_JSHM_LAYOUT */
     uint32_t ncoll;
     uint64_t boot_gen;
     uint32_t nslots;
@@ -159,8 +169,12 @@ struct pc_jshm {
     uint64_t ring_bytes;
     _Atomic int64_t drain_beat_ms; /* CLOCK_MONOTONIC ms of a drainer's last pass, 0 = never */
     _Atomic uint32_t drain_futex;  /* bumped (and futex-woken) to wake drainers */
+    uint32_t slot_size;            /* sizeof(struct pc_jslot_shm) of the writer */
+    uint64_t area_bytes;           /* the whole area: header, slots, rings */
+    _Atomic uint32_t clean;        /* 1: closed with every ring written out */
     uint32_t pad1;
-    uint64_t pad[2];
+    uint8_t boot_id[16]; /* the kernel's boot id when the area was set up (0s: unknown) */
+    char coll_names[PC_MAX_COLLECTIONS][PC_COLL_NAME_MAX + 1]; /* collection i's name */
     _Atomic uint64_t epoch[PC_MAX_COLLECTIONS];
     /* retired[i]: the epoch of collection i's last retire (a committed
      * snapshot covers every record of an epoch below it): a drainer drops
@@ -196,6 +210,9 @@ struct pc_journal {
     pc_cache *c;
     struct pc_jshm *shm; /* shared: see above */
     size_t shm_bytes;
+    int shm_fd;      /* <dir>/journal/rings, flock'ed by the opener (inherited), -1 = none */
+    bool shm_anon;   /* the area is anonymous memory: the file could not be set up */
+    size_t rings_at; /* offset of the first ring in the area */
     struct pc_jslot_shm *slots; /* in shm */
     uint8_t *rings;             /* in shm */
     uint64_t ring_bytes;
@@ -246,6 +263,20 @@ struct pc_journal {
     size_t nsynced, capsynced;
     struct pc_jpc pcs[PC_MAX_COLLECTIONS];
 };
+
+/* journal_shm.c: the shared area. open maps <dir>/journal/rings (taking
+ * its lock, PC_ELOCKED when another live process holds it), after writing
+ * out and fdatasyncing what a previous run left in it (PC_EIO, PC_EFORMAT
+ * when it cannot: the file is then left as it is); falls back to
+ * anonymous memory, logged, when the file cannot be allocated. close
+ * marks the area clean when every ring is empty and unmaps it. reserve
+ * allocates slot i's ring in the file before its first use (0 or an
+ * errno). */
+int pc_jshm_open(pc_journal *j);
+void pc_jshm_close(pc_journal *j, bool clean);
+int pc_jshm_reserve(pc_journal *j, unsigned slot);
+/* Collection c's name (the area's copy: a recovery reads the old run's). */
+const char *pc_jcoll_name(const pc_journal *j, unsigned c);
 
 /* journal_ring.c: the producer side (the hook), draining. */
 int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *rec, size_t size);
@@ -299,6 +330,12 @@ bool pc_jhealth_ok(pc_journal *j);
 int pc_jhealth_probe(pc_journal *j);
 /* journal_ring.c: records in slot s's ring not yet in a segment. */
 uint64_t pc_jring_pending(pc_journal *j, struct pc_jslot_shm *s);
+/* Walks slot s's items in [tail, head) as hostile bytes (a rings file left
+ * by an earlier run): returns the end of the last whole valid item, which
+ * is head when every item is valid; *recs gets the records before it and
+ * *why (when it is short of head) the reason. Sets nothing in the slot. */
+uint64_t pc_jring_check(const pc_journal *j, const struct pc_jslot_shm *s, uint64_t *recs,
+                        const char **why);
 
 /* journal_drain.c: the drainer. */
 /* One drain + sync pass over every slot, in the calling thread; starts the

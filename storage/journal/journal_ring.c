@@ -13,7 +13,9 @@
  * that stays mapped and cached - no system call, no page fault, no
  * checksum (the consumer computes it) - and a record is in shared memory
  * the moment its write is acknowledged, so a worker killed with SIGKILL
- * loses nothing: a drainer writes its ring out afterwards.
+ * loses nothing: a drainer writes its ring out afterwards; and as the
+ * shared memory is a mapping of a file, when every process dies the next
+ * open writes the rings out (journal_shm.c).
  *
  * Ring items (process-internal, never on disk), back to back from head:
  *   - a record: the on-disk record of §3, its sum not yet computed;
@@ -150,12 +152,24 @@ void pc_jslot_unlock(struct pc_jslot_shm *s)
 static int pc_jslot_claim(pc_journal *j)
 {
     uint32_t me = (uint32_t)j->pid;
-    for (unsigned i = 0; i < j->nslots; i++) {
+    unsigned i = 0;
+    for (; i < j->nslots; i++) {
         struct pc_jslot_shm *s = &j->slots[i];
         uint32_t want = 0;
         if (atomic_load_explicit(&s->owner, memory_order_relaxed) != 0 ||
             !atomic_compare_exchange_strong(&s->owner, &want, me))
             continue;
+        /* the ring's pages of the file get their disk blocks now: a write
+         * into a hole of a shared file mapping on a full disk is SIGBUS */
+        int err = pc_jshm_reserve(j, i);
+        if (err != 0) {
+            atomic_store(&s->owner, 0);
+            pc_jlog(j, PC_LOG_WARN,
+                    "%s: cannot allocate a ring in %s/" PC_JRINGS_FILE
+                    " (%s): process %lu writes each record through",
+                    j->path, j->path, strerror(err), (unsigned long)me);
+            break;
+        }
         /* a free slot is drained (head == tail) and nobody consumes it */
         if (pc_jslot_lock(s) != 0) {
             atomic_store(&s->owner, 0);
@@ -181,10 +195,11 @@ static int pc_jslot_claim(pc_journal *j)
     }
     pc_jslot_reset(s);
     atomic_init(&s->owner, me);
-    pc_jlog(j, PC_LOG_WARN,
-            "%s: all %u ring slots are taken: process %lu writes each record through "
-            "(max_procs)",
-            j->path, j->nslots, (unsigned long)me);
+    if (i == j->nslots)
+        pc_jlog(j, PC_LOG_WARN,
+                "%s: all %u ring slots are taken: process %lu writes each record through "
+                "(max_procs)",
+                j->path, j->nslots, (unsigned long)me);
     j->slot = s;
     j->ring = ring;
     j->private_ring = true;
@@ -203,7 +218,7 @@ static int pc_jseg_ready(pc_journal *j, struct pc_jslot_shm *s, unsigned c, stru
 {
     struct pc_jseg_shm *g = &s->seg[c];
     uint32_t pid = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    const char *cn = pc_coll_name(j->pcs[c].coll);
+    const char *cn = pc_jcoll_name(j, c);
     char name[160];
     if (g->n >= 0 && g->epoch == s->c_epoch) {
         if (f->fd >= 0 && f->pid == pid && f->epoch == g->epoch && f->n == g->n)
@@ -402,6 +417,56 @@ uint64_t pc_jring_pending(pc_journal *j, struct pc_jslot_shm *s)
     return n;
 }
 
+uint64_t pc_jring_check(const pc_journal *j, const struct pc_jslot_shm *s, uint64_t *recs,
+                        const char **why)
+{
+    const uint64_t R = j->ring_bytes;
+    const uint8_t *ring = pc_jring_of(j, s);
+    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
+    uint32_t coll = s->c_coll;
+    *recs = 0;
+    *why = NULL;
+    if (head < tail || head - tail > R) {
+        *why = "head and tail disagree";
+        return tail;
+    }
+    if (coll != UINT32_MAX && coll >= j->ncoll) {
+        *why = "bad collection index";
+        return tail;
+    }
+    while (tail < head) {
+        size_t pos = (size_t)(tail & (R - 1)), left = (size_t)R - pos;
+        const uint8_t *p = ring + pos;
+        uint64_t avail = head - tail < left ? head - tail : left;
+        if (left < 4 || memcmp(p, pc_jwrap_marker, 4) == 0) {
+            if (head - tail < left) {
+                *why = "a wrap past head";
+                return tail;
+            }
+            tail += left;
+        } else if (memcmp(p, pc_jctl_marker, 4) == 0) {
+            if (avail < PC_JCTL_SIZE || p[4] >= j->ncoll || p[5] != 0 || p[6] != 0 || p[7] != 0) {
+                *why = "bad control item";
+                return tail;
+            }
+            coll = p[4];
+            tail += PC_JCTL_SIZE;
+        } else {
+            pc_jrec r;
+            if (pc_jrec_decode_body(p, (size_t)avail, &r, why) != 0)
+                return tail;
+            if (coll == UINT32_MAX) {
+                *why = "a record before any control item";
+                return tail;
+            }
+            tail += r.size;
+            (*recs)++;
+        }
+    }
+    return tail;
+}
+
 /* fdatasync of slot s's segment of collection c (and the directory once
  * after its creation). Under s's lock. A failed fdatasync abandons the
  * segment: after it the kernel may have dropped the dirty pages. */
@@ -416,7 +481,7 @@ static int pc_jseg_sync_locked(pc_journal *j, struct pc_jslot_shm *s, unsigned c
     if (f->fd < 0 || f->pid != pid || f->epoch != g->epoch || f->n != g->n) {
         char name[160];
         pc_jfd_close(f);
-        pc_jseg_name(name, sizeof name, pc_coll_name(j->pcs[c].coll), g->epoch, pid, g->n);
+        pc_jseg_name(name, sizeof name, pc_jcoll_name(j, c), g->epoch, pid, g->n);
         int fd = openat(j->dirfd, name, O_WRONLY | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) { /* retired: nothing left to make durable */
             g->synced = g->bytes;

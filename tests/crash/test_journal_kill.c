@@ -349,6 +349,7 @@ static void kill_run(unsigned mode)
     assert_true(saves == ROUNDS);
     assert_true(acks > 100);
 
+    pc_journal_close(ja); /* the restart: one live journal per store */
     /* restart: the snapshot through the filter, then the journal */
     struct snap s;
     read_snapshot(st, &s);
@@ -480,7 +481,6 @@ static void kill_run(unsigned mode)
             (unsigned long long)rs.snap_skipped);
     assert_true(checked > NKEYS / 2);
     pc_journal_close(jb);
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_cache_destroy(b);
     pc_store_close(st);

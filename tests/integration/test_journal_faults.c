@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,10 +84,10 @@ static void write_records(unsigned n, char *path, size_t cap, uint64_t *offs)
 
 static pc_journal_replay_stats replay_fresh(unsigned flags, pc_cache **bout)
 {
+    log_reset(); /* from the open on: it writes out what the rings file holds */
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 2);
     pc_journal_replay *rp = NULL;
-    log_reset();
     assert_int_equal(pc_journal_replay_open(jb, pc_fx_coll(b, "default"), 0, flags, &rp), 0);
     assert_int_equal(pc_journal_replay_apply(rp), 0);
     pc_journal_replay_stats st;
@@ -679,6 +680,177 @@ static void test_ring_consumer_killed(void **state)
     pc_cache_destroy(b);
 }
 
+/* ---- the rings file: what every process of a host left in its rings ----- */
+
+/* A host that dies whole (SIGKILL, no drain, no exit handler) after
+ * writing n keys in everysec: its rings stay in <dir>/journal/rings. */
+static void host_dies_with_records(unsigned n)
+{
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        pc_cache *a = new_cache("default", 16);
+        pc_journal *ja = new_journal_cfg(a, 1, 0, 4); /* a small file to copy around */
+        pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_EVERYSEC);
+        for (unsigned i = 0; i < n; i++) {
+            char k[16], v[32];
+            int kl = snprintf(k, sizeof k, "k%u", i), vl = snprintf(v, sizeof v, "value-%u", i);
+            if (pc_set(ca, k, (size_t)kl, v, (size_t)vl, 0, 0) != 0)
+                _exit(2);
+        }
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+static void rings_path(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/journal/" PC_JRINGS_FILE, tmpdir);
+}
+
+/* The rings file's bytes (caller frees), or NULL. */
+static uint8_t *read_rings(size_t *len)
+{
+    char path[300];
+    rings_path(path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+static void write_rings(const uint8_t *b, size_t len)
+{
+    char path[300];
+    rings_path(path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+static void remove_segments(void)
+{
+    char names[64][256];
+    unsigned n = list_segments("default", names, 64);
+    for (unsigned i = 0; i < n; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/journal/%.255s", tmpdir, names[i]);
+        assert_int_equal(unlink(path), 0);
+    }
+}
+
+/* Kill -9 of the whole host: the next open writes its rings out, the replay
+ * has every record; a second open meanwhile is refused. Then the same file
+ * damaged (a flipped record, another machine boot, another layout): no
+ * crash, each case named, and nothing it cannot read is thrown away
+ * silently. */
+static void test_rings_outlive_the_host(void **state)
+{
+    (void)state;
+    host_dies_with_records(300);
+    size_t len = 0;
+    uint8_t *orig = read_rings(&len);
+    assert_true(len > sizeof(struct pc_jshm));
+
+    /* written out at the next open, before anything reads the segments */
+    log_reset();
+    pc_cache *b = new_cache("default", 16);
+    pc_journal *jb = new_journal(b, 2);
+    assert_non_null(strstr(logbuf, "wrote out 300 acknowledged records"));
+    {
+        pc_cache *x = new_cache("default", 16);
+        pc_journal_config cfg;
+        pc_journal_config_init(&cfg);
+        cfg.dir = tmpdir;
+        cfg.boot_gen = 3;
+        cfg.log.fn = log_capture;
+        pc_journal *jx = NULL;
+        assert_int_equal(pc_journal_open(x, &cfg, &jx), PC_ELOCKED); /* one live journal */
+        pc_cache_destroy(x);
+    }
+    pc_journal_close(jb);
+    pc_cache_destroy(b);
+    pc_journal_replay_stats st = replay_fresh(0, &b);
+    assert_int_equal(st.records, 300);
+    assert_keys(b, 0, 300, 1);
+    pc_cache_destroy(b);
+
+    /* a record of the ring damaged: the ones before it are written out */
+    remove_segments();
+    uint8_t *bad = malloc(len);
+    assert_non_null(bad);
+    memcpy(bad, orig, len);
+    uint8_t *k = memmem(bad, len, "k150value-150", 13);
+    assert_non_null(k);
+    k[8 - (int)PC_JREC_HDR_SIZE] = 0xee; /* its operation */
+    write_rings(bad, len);
+    st = replay_fresh(0, &b);
+    assert_non_null(strstr(logbuf, "is damaged (unknown operation) after 150 records"));
+    assert_int_equal(st.records, 150);
+    assert_keys(b, 0, 150, 1);
+    assert_keys(b, 150, 300, 0);
+    pc_cache_destroy(b);
+
+    /* written before the machine restarted: not written out, and said so */
+    remove_segments();
+    memcpy(bad, orig, len);
+    ((struct pc_jshm *)bad)->boot_id[3] ^= 0x5a;
+    write_rings(bad, len);
+    st = replay_fresh(0, &b);
+    assert_non_null(strstr(logbuf, "written before the machine restarted"));
+    assert_int_equal(st.records, 0);
+    pc_cache_destroy(b);
+
+    /* another layout that was not closed cleanly: the open refuses and the
+     * file stays as it was; once marked clean it is set up anew */
+    remove_segments();
+    memcpy(bad, orig, len);
+    ((struct pc_jshm *)bad)->version = 99;
+    write_rings(bad, len);
+    log_reset();
+    b = new_cache("default", 16);
+    pc_journal_config cfg;
+    pc_journal_config_init(&cfg);
+    cfg.dir = tmpdir;
+    cfg.boot_gen = 4;
+    cfg.log.fn = log_capture;
+    pc_journal *jy = NULL;
+    assert_int_equal(pc_journal_open(b, &cfg, &jy), PC_EFORMAT);
+    assert_non_null(strstr(logbuf, "another layout"));
+    size_t len2 = 0;
+    uint8_t *now = read_rings(&len2);
+    assert_int_equal(len2, len);
+    assert_memory_equal(now, bad, len);
+    free(now);
+    atomic_store(&((struct pc_jshm *)bad)->clean, 1);
+    write_rings(bad, len);
+    assert_int_equal(pc_journal_open(b, &cfg, &jy), 0);
+    pc_journal_close(jy);
+    pc_cache_destroy(b);
+
+    /* garbage of any length is not a rings file */
+    for (size_t cut = 0; cut < 200; cut += 37) {
+        memset(bad, 0x93, cut);
+        write_rings(bad, cut);
+        st = replay_fresh(0, &b);
+        assert_int_equal(st.records, 0);
+        pc_cache_destroy(b);
+    }
+    free(bad);
+    free(orig);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -692,6 +864,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ring_laps, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_ring_slots_exhausted, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_ring_consumer_killed, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_rings_outlive_the_host, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,7 @@ static void test_multiproc_replay(void **state)
     assert_int_equal(pc_journal_sync_all(ja), 0);
     assert_int_equal(ja->nsynced, 5);
 
+    pc_journal_close(ja); /* the restart: one live journal per store */
     pc_cache *b = new_cache("default", 64);
     pc_journal *jb = new_journal(b, 6);
     pc_coll *cb = pc_fx_coll(b, "default");
@@ -210,7 +211,6 @@ static void test_multiproc_replay(void **state)
     assert_true(st.records > 60000);
     assert_same_table(ca, cb);
     pc_journal_close(jb);
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_cache_destroy(b);
 }
@@ -333,6 +333,7 @@ static void test_save_while_writing(void **state)
         assert_true(e >= s.epoch);
     }
 
+    pc_journal_close(ja); /* the restart: one live journal per store */
     pc_cache *b = new_cache("default", 64);
     pc_journal *jb = new_journal(b, 8);
     pc_coll *cb = pc_fx_coll(b, "default");
@@ -345,7 +346,6 @@ static void test_save_while_writing(void **state)
     assert_same_table(ca, cb);
     kv_free(&s.kv);
     pc_journal_close(jb);
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_cache_destroy(b);
 }
@@ -409,6 +409,7 @@ static void stale_across_save(int op)
     close(p2c[1]);
     assert_int_equal(pc_probe(ca, "stale", 5, NULL), PC_ENOTFOUND);
 
+    pc_journal_close(ja); /* the restart: one live journal per store */
     pc_cache *b = new_cache("default", 16);
     pc_journal *jb = new_journal(b, 2);
     pc_coll *cb = pc_fx_coll(b, "default");
@@ -417,7 +418,6 @@ static void stale_across_save(int op)
     assert_int_equal(pc_probe(cb, "stale", 5, NULL), PC_ENOTFOUND);
     kv_free(&s.kv);
     pc_journal_close(jb);
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_cache_destroy(b);
 }
@@ -522,9 +522,9 @@ static void test_store_save_restore(void **state)
     /* restart */
     assert_int_equal(pc_store_next_boot_gen(s, &boot2), 0);
     assert_int_equal(boot2, boot1 + 1);
+    pc_journal_close(ja); /* the restart: one live journal per store */
     pc_journal_restore_result rr = restart_from_store(s, boot2, "default", ca);
     assert_true(rr.load.loaded + rr.replay.snap_skipped > 0); /* and the snapshot held the rest */
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_store_close(s);
 }
@@ -717,10 +717,10 @@ static void grow_round(struct grow_sh *sh, unsigned fifths, struct grow_totals *
     usleep(150 * 1000); /* the short TTLs lapse */
 
     assert_int_equal(pc_store_next_boot_gen(s, &boot2), 0);
+    pc_journal_close(ja); /* the restart: one live journal per store */
     pc_journal_restore_result rr = restart_from_store(s, boot2, "default=12", ca);
     t->snap_skipped += rr.replay.snap_skipped;
     t->records += rr.replay.records;
-    pc_journal_close(ja);
     pc_cache_destroy(a);
     pc_store_close(s);
 }

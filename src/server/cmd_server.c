@@ -44,16 +44,6 @@ static void cmd_quit(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     c->closing = 1;
 }
 
-/* Compares in time independent of where the first difference is. */
-static int secret_eq(const char *a, size_t an, const char *b)
-{
-    size_t bn = strlen(b);
-    unsigned char d = an != bn;
-    for (size_t i = 0; i < an; i++)
-        d |= (unsigned char)(a[i] ^ b[i % (bn ? bn : 1)]);
-    return d == 0;
-}
-
 static void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     const char *pass = w->s->cfg.requirepass;
@@ -67,7 +57,7 @@ static void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, c
         return;
     }
     int user_ok = argc == 2 || arg_eq(argv[1], argl[1], "default");
-    if (user_ok && secret_eq(argv[argc - 1], argl[argc - 1], pass)) {
+    if (user_ok && srv_secret_eq(argv[argc - 1], argl[argc - 1], pass)) {
         c->authed = 1;
         reply_ok(c);
     } else {
@@ -216,7 +206,7 @@ static void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv,
         for (unsigned i = 0; i < srv_config_count(); i++) {
             const char *name;
             const char *v = srv_config_get(&w->s->cfg, i, &name, buf, sizeof buf);
-            if (strcmp(name, "requirepass") == 0)
+            if (strcmp(name, "requirepass") == 0 || strcmp(name, "management_password") == 0)
                 continue; /* never on the wire */
             for (unsigned a = 2; a < argc; a++)
                 if (pc_glob_match(argv[a], argl[a], name, strlen(name))) {

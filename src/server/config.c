@@ -75,6 +75,11 @@ static const srv_key srv_keys[] = {
     STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
     UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),
     STR(unix_socket, "", "JSON-RPC over HTTP on this unix socket (mode 0600); empty = off"),
+    STR(management_password, "",
+        "password JSON-RPC over TCP requires (HTTP Basic or Bearer); empty = requirepass"),
+    STR(store_root, "",
+        "perf_save/perf_load [store] must be under this directory; empty = db_url's parent"),
+    UINT(store_sql_targets, "0", 0, 1, "1 = perf_save/perf_load [store] may be an SQL target"),
     STR(log_file, "", "log file (reopened on SIGHUP); empty = stderr"),
     UINT(syslog, "0", 0, 1, "1 = log to syslog (daemon facility) instead"),
     STR(log_level, "info", "err, warn, info or debug"),
@@ -280,7 +285,8 @@ void srv_config_print(const srv_config *cfg, FILE *f)
     for (unsigned i = 0; i < SRV_NKEYS; i++) {
         const char *name;
         const char *v = srv_config_get(cfg, i, &name, buf, sizeof buf);
-        if (strcmp(name, "requirepass") == 0 && v[0] != '\0')
+        if ((strcmp(name, "requirepass") == 0 || strcmp(name, "management_password") == 0) &&
+            v[0] != '\0')
             v = "(set, not shown)";
         fprintf(f, "# %s (default: %s)\n%s = %s\n", srv_keys[i].help,
                 srv_keys[i].def[0] ? srv_keys[i].def : "empty", name, v);

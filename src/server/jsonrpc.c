@@ -11,16 +11,24 @@
  * string, the escapes \u0000..\u00ff stand for the single byte of that
  * value (so any binary key the JSON backend escapes comes back as it was);
  * other escapes are UTF-8. One request per connection (Connection: close);
- * batches are refused. The whole exchange has a 2-second deadline: the
- * maintenance process is never held by a slow client for longer.
+ * batches are refused. With a management password (management_password,
+ * else requirepass) a TCP request must carry it (Authorization: Bearer or
+ * Basic); the unix socket is guarded by its mode (0600).
  *
- * The request reader is jsonrpc_parse.c.
+ * The door is event-driven: the maintenance loop polls every connection
+ * with the rest of its work, a connection has RPC_DEADLINE_MS from its
+ * accept to its last reply byte, and at most RPC_CONNS_MAX are open (one
+ * more is told 503 and closed), so idle or slow clients never delay
+ * another one or the maintenance work; only the command itself runs in the
+ * loop (a save takes as long as it takes). The framing is jsonrpc_http.c,
+ * the request reader jsonrpc_parse.c.
  */
 #include "pcached.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,53 +38,59 @@
 #define RPC_HDR_MAX 8192u
 #define RPC_BODY_MAX (1u << 20)
 #define RPC_DEADLINE_MS 2000
+#define RPC_CONNS_MAX 256
+#define RPC_IN_FIRST 4096u /* a connection's first input buffer; grows to what the request needs   \
+                            */
 
 int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
                        pc_mgmt_err *err, const char **text, size_t *len);
 
-/* ---- HTTP ------------------------------------------------------------------------ */
+struct rpc_conn {
+    int fd; /* -1 = a free entry */
+    bool tcp;
+    int64_t deadline;
+    char *in; /* the request so far */
+    size_t in_len, in_cap;
+    char *out; /* the whole reply, sent from out_off */
+    size_t out_len, out_off;
+};
 
-static int wait_fd(int fd, short ev, int64_t deadline)
-{
-    int64_t left = deadline - pc_mono_ms();
-    if (left <= 0)
-        return -1;
-    struct pollfd pf = {fd, ev, 0};
-    return poll(&pf, 1, (int)left) == 1 ? 0 : -1;
-}
+struct srv_door {
+    struct rpc_conn c[RPC_CONNS_MAX];
+    pc_json *jb;
+    char *dec; /* decoded strings of a request body */
+};
 
-static void send_all(int fd, const char *p, size_t n, int64_t deadline)
-{
-    while (n > 0) {
-        if (wait_fd(fd, POLLOUT, deadline) != 0)
-            return;
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
+/* ---- replies --------------------------------------------------------------------- */
 
-static void http_reply(int fd, int status, const char *reason, const char *body, size_t blen,
-                       int64_t deadline)
+/* Sets c's reply: a status line, headers and body (copied). On no memory
+ * the connection is just closed (c->out stays NULL). */
+static void http_reply(struct rpc_conn *c, int status, const char *reason, const char *extra,
+                       const char *body, size_t blen)
 {
-    char hdr[256];
+    char hdr[384];
     int n = snprintf(hdr, sizeof hdr,
                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, reason, blen);
-    send_all(fd, hdr, (size_t)n, deadline);
-    send_all(fd, body, blen, deadline);
+                     "%sConnection: close\r\n\r\n",
+                     status, reason, blen, extra != NULL ? extra : "");
+    free(c->out);
+    c->out = malloc((size_t)n + blen);
+    c->out_off = c->out_len = 0;
+    if (c->out == NULL)
+        return;
+    memcpy(c->out, hdr, (size_t)n);
+    if (blen > 0)
+        memcpy(c->out + n, body, blen);
+    c->out_len = (size_t)n + blen;
 }
 
-/* Builds {"jsonrpc":"2.0","error":{"code":c,"message":m},"id":id} with the
- * JSON backend escaping the message. */
-static void rpc_error(int fd, pc_json *jb, int code, const char *msg, const char *id, size_t idl,
-                      int64_t deadline)
+/* {"jsonrpc":"2.0","error":{"code":c,"message":m},"id":id} with the JSON
+ * backend escaping the message, as c's reply with HTTP status status. */
+static void rpc_error_status(srv_door *d, struct rpc_conn *c, int status, const char *reason,
+                             const char *extra, int code, const char *msg, const char *id,
+                             size_t idl)
 {
+    pc_json *jb = d->jb;
     pc_json_reset(jb);
     const pc_result_ops *o = pc_json_ops();
     o->obj_begin(jb, NULL);
@@ -96,8 +110,14 @@ static void rpc_error(int fd, pc_json *jb, int code, const char *msg, const char
         return;
     int n = snprintf(body, total + 1, "%s%.*s,\"id\":%.*s}", head, (int)elen, err,
                      (int)(idl ? idl : 4), idl ? id : "null");
-    http_reply(fd, 200, "OK", body, (size_t)n, deadline);
+    http_reply(c, status, reason, extra, body, (size_t)n);
     free(body);
+}
+
+static void rpc_error(srv_door *d, struct rpc_conn *c, int code, const char *msg, const char *id,
+                      size_t idl)
+{
+    rpc_error_status(d, c, 200, "OK", NULL, code, msg, id, idl);
 }
 
 static int rpc_code(int rc)
@@ -112,114 +132,268 @@ static int rpc_code(int rc)
     }
 }
 
-void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd)
+static const char *status_reason(int status)
 {
-    int64_t deadline = pc_mono_ms() + RPC_DEADLINE_MS;
-    char *buf = malloc(RPC_HDR_MAX + RPC_BODY_MAX + 1);
-    char *dec = malloc(RPC_BODY_MAX + 1);
-    pc_json *jb = NULL;
-    if (buf == NULL || dec == NULL || pc_json_create(&jb) != 0)
-        goto out;
-    size_t len = 0, hdr_end = 0;
-    while (hdr_end == 0) {
-        if (len >= RPC_HDR_MAX) {
-            http_reply(fd, 431, "Request Header Fields Too Large", "", 0, deadline);
-            goto out;
-        }
-        if (wait_fd(fd, POLLIN, deadline) != 0)
-            goto out;
-        ssize_t r = recv(fd, buf + len, RPC_HDR_MAX - len, MSG_DONTWAIT);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            goto out;
-        len += (size_t)r;
-        buf[len] = '\0';
-        char *e = memmem(buf, len, "\r\n\r\n", 4);
-        if (e != NULL)
-            hdr_end = (size_t)(e - buf) + 4;
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 405:
+        return "Method Not Allowed";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Payload Too Large";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    default:
+        return "Error";
     }
-    if (strncmp(buf, "POST ", 5) != 0) {
-        static const char msg[] = "{\"error\":\"use POST with a JSON-RPC 2.0 body\"}";
-        http_reply(fd, 405, "Method Not Allowed", msg, sizeof msg - 1, deadline);
-        goto out;
-    }
-    long long clen = -1;
-    for (char *h = strstr(buf, "\r\n"); h != NULL && (size_t)(h - buf) < hdr_end - 2;
-         h = strstr(h + 2, "\r\n")) {
-        if (strncasecmp(h + 2, "Content-Length:", 15) == 0) {
-            char *end;
-            clen = strtoll(h + 17, &end, 10);
-            if (end == h + 17 || (*end != '\r' && *end != ' '))
-                clen = -2;
-        }
-    }
-    if (clen < 0 || clen > (long long)RPC_BODY_MAX) {
-        static const char msg[] = "{\"error\":\"a Content-Length up to 1 MiB is required\"}";
-        http_reply(fd, clen == -1 ? 411 : 413, clen == -1 ? "Length Required" : "Payload Too Large",
-                   msg, sizeof msg - 1, deadline);
-        goto out;
-    }
-    size_t want = hdr_end + (size_t)clen;
-    while (len < want) {
-        if (wait_fd(fd, POLLIN, deadline) != 0)
-            goto out;
-        ssize_t r = recv(fd, buf + len, want - len, MSG_DONTWAIT);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            goto out;
-        len += (size_t)r;
+}
+
+/* ---- one request -------------------------------------------------------------------- */
+
+/* The management password a TCP request must carry, or NULL for none. */
+static const char *door_password(const srv *s)
+{
+    const char *pw =
+        s->cfg.management_password[0] ? s->cfg.management_password : s->cfg.requirepass;
+    return pw[0] ? pw : NULL;
+}
+
+/* c holds one whole request (framed as hr): runs it, sets the reply. */
+static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct http_req *hr)
+{
+    const char *pw = door_password(s);
+    if (c->tcp && pw != NULL && !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
+        rpc_error_status(d, c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n",
+                         -32001,
+                         "authentication required: send the management password "
+                         "(Authorization: Bearer <password>, or Basic with any user)",
+                         NULL, 0);
+        return;
     }
     struct rpc_req r;
-    int prc = srv_rpc_parse(buf + hdr_end, (size_t)clen, dec, &r);
+    int prc = srv_rpc_parse(c->in + hr->hdr_end, hr->clen, d->dec, &r);
     if (prc == -2) {
-        rpc_error(fd, jb, -32600, "Invalid Request: batches are not supported", NULL, 0, deadline);
-        goto out;
+        rpc_error(d, c, -32600, "Invalid Request: batches are not supported", NULL, 0);
+        return;
     }
     if (prc != 0) {
-        rpc_error(fd, jb, -32700, "Parse error", NULL, 0, deadline);
-        goto out;
+        rpc_error(d, c, -32700, "Parse error", NULL, 0);
+        return;
+    }
+    if (r.duplicate) {
+        rpc_error(d, c, -32600, "Invalid Request: a member is named twice", NULL, 0);
+        return;
     }
     if (!r.version_ok || !r.has_method) {
-        rpc_error(fd, jb, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r.id,
-                  r.id_len, deadline);
-        goto out;
+        rpc_error(d, c, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r.id,
+                  r.id_len);
+        return;
     }
     if (pc_mgmt_cmd_find(m, r.method) == NULL) {
         char msg[128];
         snprintf(msg, sizeof msg, "Method not found: %s", r.method);
-        rpc_error(fd, jb, -32601, msg, r.id, r.id_len, deadline);
-        goto out;
+        rpc_error(d, c, -32601, msg, r.id, r.id_len);
+        return;
     }
     if (r.bad_params) {
-        rpc_error(fd, jb, -32602,
+        rpc_error(d, c, -32602,
                   "Invalid params: an object or array of at most 32 strings or numbers", r.id,
-                  r.id_len, deadline);
-        goto out;
+                  r.id_len);
+        return;
     }
     pc_mgmt_err err;
     const char *text;
     size_t tlen;
     int rc = srv_maint_run_json(s, m, r.method, r.args, r.nargs, &err, &text, &tlen);
     if (rc != 0) {
-        rpc_error(fd, jb, rpc_code(rc), err.msg, r.id, r.id_len, deadline);
-        goto out;
+        rpc_error(d, c, rpc_code(rc), err.msg, r.id, r.id_len);
+        return;
     }
     if (!r.has_id) { /* a notification: no answer */
-        http_reply(fd, 204, "No Content", "", 0, deadline);
-        goto out;
+        http_reply(c, 204, "No Content", NULL, "", 0);
+        return;
     }
     size_t total = tlen + r.id_len + 64;
     char *body = malloc(total);
     if (body != NULL) {
         int n = snprintf(body, total, "{\"jsonrpc\":\"2.0\",\"result\":%.*s,\"id\":%.*s}",
                          (int)tlen, text, (int)r.id_len, r.id);
-        http_reply(fd, 200, "OK", body, (size_t)n, deadline);
+        http_reply(c, 200, "OK", NULL, body, (size_t)n);
         free(body);
     }
-out:
-    pc_json_destroy(jb);
-    free(dec);
-    free(buf);
+}
+
+/* ---- connections -------------------------------------------------------------------- */
+
+static void conn_close(struct rpc_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    *c = (struct rpc_conn){.fd = -1};
+}
+
+/* Sends what is left of c's reply; closes c once it is all out (or the
+ * peer is gone). */
+static void conn_send(struct rpc_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* POLLOUT brings us back */
+        if (w <= 0)
+            break;
+        c->out_off += (size_t)w;
+    }
+    conn_close(c);
+}
+
+/* Reads what c's peer sent; once the request is whole, runs it. */
+static void conn_recv(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c)
+{
+    for (;;) {
+        if (c->in_len == c->in_cap) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : RPC_IN_FIRST;
+            if (cap > RPC_HDR_MAX + RPC_BODY_MAX + 1)
+                cap = RPC_HDR_MAX + RPC_BODY_MAX + 1;
+            char *p = cap > c->in_cap ? realloc(c->in, cap) : NULL;
+            if (p == NULL) {
+                conn_close(c);
+                return;
+            }
+            c->in = p;
+            c->in_cap = cap;
+        }
+        ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (r <= 0) { /* gone before its request was whole */
+            conn_close(c);
+            return;
+        }
+        c->in_len += (size_t)r;
+        struct http_req hr;
+        const char *why;
+        int f = srv_http_frame(c->in, c->in_len, RPC_HDR_MAX, RPC_BODY_MAX, &hr, &why);
+        if (f == 0)
+            continue;
+        if (f == 1) {
+            door_run(s, d, m, c, &hr);
+        } else {
+            char msg[160];
+            snprintf(msg, sizeof msg, "{\"error\":\"%s\"}", why);
+            http_reply(c, f, status_reason(f), NULL, msg, strlen(msg));
+        }
+        if (c->out == NULL) {
+            conn_close(c);
+            return;
+        }
+        conn_send(c);
+        return;
+    }
+}
+
+srv_door *srv_door_create(void)
+{
+    srv_door *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    for (unsigned i = 0; i < RPC_CONNS_MAX; i++)
+        d->c[i].fd = -1;
+    if ((d->dec = malloc(RPC_BODY_MAX + 1)) == NULL || pc_json_create(&d->jb) != 0) {
+        free(d->dec);
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void srv_door_destroy(srv_door *d)
+{
+    if (d == NULL)
+        return;
+    for (unsigned i = 0; i < RPC_CONNS_MAX; i++)
+        conn_close(&d->c[i]);
+    pc_json_destroy(d->jb);
+    free(d->dec);
+    free(d);
+}
+
+void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp)
+{
+    (void)s;
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    for (unsigned i = 0; i < RPC_CONNS_MAX; i++) {
+        struct rpc_conn *c = &d->c[i];
+        if (c->fd >= 0)
+            continue;
+        *c = (struct rpc_conn){
+            .fd = fd, .tcp = tcp != 0, .deadline = pc_mono_ms() + RPC_DEADLINE_MS};
+        return;
+    }
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                               "Retry-After: 1\r\nConnection: close\r\n\r\n";
+    ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    close(fd);
+}
+
+unsigned srv_door_pollfds(const srv_door *d, struct pollfd *pf, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < RPC_CONNS_MAX && n < max; i++) {
+        const struct rpc_conn *c = &d->c[i];
+        if (c->fd >= 0)
+            pf[n++] = (struct pollfd){c->fd, c->out != NULL ? POLLOUT : POLLIN, 0};
+    }
+    return n;
+}
+
+void srv_door_serve(srv *s, srv_door *d, pc_mgmt *m, const struct pollfd *pf, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++) {
+        if (pf[k].revents == 0)
+            continue;
+        for (unsigned i = 0; i < RPC_CONNS_MAX; i++) {
+            struct rpc_conn *c = &d->c[i];
+            if (c->fd != pf[k].fd)
+                continue;
+            if (c->out != NULL)
+                conn_send(c);
+            else if (pf[k].revents & (POLLIN | POLLHUP | POLLERR))
+                conn_recv(s, d, m, c);
+            break;
+        }
+    }
+    int64_t now = pc_mono_ms();
+    for (unsigned i = 0; i < RPC_CONNS_MAX; i++)
+        if (d->c[i].fd >= 0 && now >= d->c[i].deadline)
+            conn_close(&d->c[i]); /* too slow a client: it never holds the door */
+}
+
+int srv_door_timeout(const srv_door *d, int64_t now)
+{
+    int64_t best = -1;
+    for (unsigned i = 0; i < RPC_CONNS_MAX; i++) {
+        if (d->c[i].fd < 0)
+            continue;
+        int64_t left = d->c[i].deadline - now;
+        if (left < 0)
+            left = 0;
+        if (best < 0 || left < best)
+            best = left;
+    }
+    return (int)best;
 }

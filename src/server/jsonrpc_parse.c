@@ -260,6 +260,10 @@ static int parse_params(struct jp *j, struct rpc_req *r)
         } else if (jscalar(j, &v, &vlen, &is_null) != 0) {
             return -1;
         }
+        if (obj) /* strict JSON: a member named twice is refused, not "last wins" */
+            for (unsigned i = 0; i < r->nargs; i++)
+                if (r->args[i].nlen == nlen && memcmp(r->args[i].name, name, nlen) == 0)
+                    r->duplicate = 1;
         if (!is_null) {
             if (r->nargs >= PC_MGMT_MAX_ARGS)
                 r->bad_params = 1;
@@ -294,12 +298,24 @@ int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r
         ws(j);
         return j->p == j->end ? 0 : -1; /* nothing may follow the object */
     }
+    const char *seen[32];
+    size_t seen_len[32];
+    unsigned nseen = 0;
     for (;;) {
         const char *key;
         size_t klen;
         ws(j);
         if (jstring(j, &key, &klen) != 0)
             return -1;
+        /* strict JSON: a member named twice is refused, not "last wins"
+         * (decoded names stay in scratch: jstring only appends there) */
+        for (unsigned i = 0; i < nseen; i++)
+            if (seen_len[i] == klen && memcmp(seen[i], key, klen) == 0)
+                r->duplicate = 1;
+        if (nseen == 32)
+            return -1; /* a request object has four members */
+        seen[nseen] = key;
+        seen_len[nseen++] = klen;
         ws(j);
         if (j->p >= j->end || *j->p != ':')
             return -1;

@@ -281,18 +281,27 @@ void srv_maint_main(srv *s)
     int64_t next_periodic = s->cfg.snapshot_period_s
                                 ? pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
                                 : INT64_MAX;
+    srv_door *door = srv_door_create();
+    if (door == NULL) {
+        srv_log(PC_LOG_ERR, "maintenance setup failed: out of memory");
+        _exit(1);
+    }
     for (;;) {
-        struct pollfd pf[5] = {{sfd, POLLIN, 0},
-                               {s->maint_efd, POLLIN, 0},
-                               {s->http_fd, POLLIN, 0},
-                               {s->unix_fd, POLLIN, 0},
-                               {s->sync_fd, POLLIN, 0}};
+        struct pollfd pf[5 + 256] = {{sfd, POLLIN, 0},
+                                     {s->maint_efd, POLLIN, 0},
+                                     {s->http_fd, POLLIN, 0},
+                                     {s->unix_fd, POLLIN, 0},
+                                     {s->sync_fd, POLLIN, 0}}; /* + the door's (jsonrpc.c) */
+        unsigned nconn = srv_door_pollfds(door, pf + 5, 256);
         int64_t now = pc_mono_ms();
         int timeout = next_maint > now ? (int)(next_maint - now) : 0;
         int sync_due = s->persist != NULL ? pc_persist_sync_due_ms(s->persist) : -1;
         if (sync_due >= 0 && sync_due < timeout)
             timeout = sync_due;
-        int n = poll(pf, 5, timeout);
+        int door_due = srv_door_timeout(door, now);
+        if (door_due >= 0 && door_due < timeout)
+            timeout = door_due;
+        int n = poll(pf, 5 + nconn, timeout);
         if (n < 0 && errno != EINTR)
             srv_log(PC_LOG_ERR, "poll: %m");
         if (n > 0 && (pf[0].revents & POLLIN)) {
@@ -303,6 +312,7 @@ void srv_maint_main(srv *s)
                     continue;
                 }
                 srv_unix_socket_unlink(s);
+                srv_door_destroy(door);
                 pc_json_destroy(m_json);
                 pc_mgmt_destroy(m);
                 exit(0); /* the master runs the shutdown save once workers are gone */
@@ -321,15 +331,12 @@ void srv_maint_main(srv *s)
             ssize_t r = write(s->done_efd[i], &one, sizeof one);
             (void)r;
         }
-        for (int k = 2; k < 4 && n > 0; k++) {
-            if (pf[k].fd < 0 || !(pf[k].revents & POLLIN))
-                continue;
-            int fd = accept4(pf[k].fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0) {
-                srv_jsonrpc_serve(s, m, fd);
-                close(fd);
-            }
-        }
+        /* the management door: its connections first (the entries are
+         * theirs as polled), then new ones */
+        srv_door_serve(s, door, m, pf + 5, n > 0 ? nconn : 0);
+        for (int k = 2; k < 4 && n > 0; k++)
+            if (pf[k].fd >= 0 && (pf[k].revents & POLLIN))
+                srv_door_accept(s, door, pf[k].fd, k == 2);
         if (n > 0 && s->sync_fd >= 0 && (pf[4].revents & POLLIN))
             srv_sync_receive(s);
         if (s->persist != NULL)

@@ -223,6 +223,8 @@ static int setup(srv *s)
         pc.sync_push_ctx = s;
         pc.sync_poll_ms = s->cfg.sync_poll_ms;
         pc.sync_check_ms = s->cfg.sync_check_ms;
+        pc.store_root = s->cfg.store_root;
+        pc.store_sql_targets = (int)s->cfg.store_sql_targets;
         int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
         if (rc != 0) {
             srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_store_strerror(rc));

@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -63,11 +64,14 @@ typedef struct srv_config {
     unsigned maint_nice;
     unsigned drain_timeout_ms;
     char http_bind[64];
-    unsigned http_port;    /* 0 = off */
-    char unix_socket[512]; /* "" = off */
-    char log_file[1024];   /* "" = stderr */
-    unsigned syslog;       /* 1 = log to syslog instead */
-    char log_level[16];    /* err, warn, info, debug */
+    unsigned http_port;            /* 0 = off */
+    char unix_socket[512];         /* "" = off */
+    char management_password[256]; /* JSON-RPC over TCP; "" = requirepass */
+    char store_root[1024];         /* where a [store] parameter may point; "" = db_url's parent */
+    unsigned store_sql_targets;    /* 1 = a [store] parameter may be an SQL target */
+    char log_file[1024];           /* "" = stderr */
+    unsigned syslog;               /* 1 = log to syslog instead */
+    char log_level[16];            /* err, warn, info, debug */
     char pidfile[1024];
     char node_id[64];      /* sync: this node's name; "" = hostname:port */
     char sync_peers[2048]; /* sync: peers' UDP addresses, "ip:port,ip:port" */
@@ -210,10 +214,48 @@ struct rpc_req {
     pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
     unsigned nargs;
     int bad_params; /* 1: params not an object/array of scalars, or too many */
+    int duplicate;  /* 1: a member of the request or of params is named twice */
 };
 int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
 
-/* jsonrpc.c (maintenance process): one HTTP exchange on an accepted fd. */
-void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd);
+/* jsonrpc_http.c: the HTTP request framing of the management door, strict:
+ * "POST <path> HTTP/1.0|1.1", exactly one Content-Length (digits only, at
+ * most max_body), no Transfer-Encoding, header lines without bare CR or
+ * NUL, and exactly Content-Length bytes of body (nothing after it: one
+ * request per connection). Returns 0 while the request is incomplete, 1
+ * when buf[0, len) is exactly one request (hdr_end, clen and the
+ * Authorization value set), or an HTTP status (400, 405, 411, 413, 431,
+ * 501) with *why a static reason. */
+struct http_req {
+    size_t hdr_end;   /* offset of the body */
+    size_t clen;      /* its length */
+    const char *auth; /* the Authorization header's value (not NUL-terminated), or NULL */
+    size_t auth_len;
+};
+int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body, struct http_req *r,
+                   const char **why);
+/* Whether an Authorization value carries password pw: "Bearer <pw>" or
+ * "Basic base64(<any user>:<pw>)"; compared in constant time. */
+int srv_http_auth_ok(const char *auth, size_t len, const char *pw);
+/* Compares a secret (an, not NUL-terminated) with b in time independent of
+ * where they differ (cmd_server.c). */
+int srv_secret_eq(const char *a, size_t an, const char *b);
+
+/* jsonrpc.c (maintenance process): the management door, event-driven. The
+ * maintenance loop adds its descriptors to its poll set, hands it the
+ * listeners' readiness and the connections' events, and polls no longer
+ * than srv_door_timeout. */
+typedef struct srv_door srv_door;
+srv_door *srv_door_create(void);
+void srv_door_destroy(srv_door *d);
+/* Accepts one connection from listener lfd (tcp: it needs the password). */
+void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp);
+/* Writes the connections' poll entries at pf (at most max); returns how many. */
+unsigned srv_door_pollfds(const srv_door *d, struct pollfd *pf, unsigned max);
+/* Serves the events of the n entries at pf (as filled by srv_door_pollfds)
+ * and closes connections past their deadline. */
+void srv_door_serve(srv *s, srv_door *d, pc_mgmt *m, const struct pollfd *pf, unsigned n);
+/* Milliseconds until the next connection deadline, or -1 when none. */
+int srv_door_timeout(const srv_door *d, int64_t now);
 
 #endif /* PCACHED_H */

@@ -180,11 +180,20 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char hdr[256];
+    /* the management password (pcached's management_password or
+     * requirepass) for the TCP door, from the environment: never argv,
+     * which ps shows */
+    const char *pw = getenv("PCACHECTL_PASSWORD");
+    if (pw != NULL && (strlen(pw) > 255 || strpbrk(pw, "\r\n") != NULL)) {
+        fprintf(stderr, "pcachectl: PCACHECTL_PASSWORD: at most 255 bytes, no line breaks\n");
+        return 2;
+    }
+    char hdr[640];
     int hn = snprintf(hdr, sizeof hdr,
                       "POST /mi HTTP/1.1\r\nHost: pcached\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      len);
+                      "Content-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
+                      len, pw != NULL && pw[0] ? "Authorization: Bearer " : "",
+                      pw != NULL && pw[0] ? pw : "", pw != NULL && pw[0] ? "\r\n" : "");
     if (write(fd, hdr, (size_t)hn) != hn || write(fd, body, len) != (ssize_t)len) {
         fprintf(stderr, "pcachectl: write: %s\n", strerror(errno));
         return 2;

@@ -269,6 +269,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
             p->backend = NULL;
             goto fail;
         }
+        if ((rc = pp_root_init(p, cfg, err, errlen)) != 0)
+            goto fail;
         *out = p;
         return 0;
     }
@@ -316,6 +318,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
                 pc_store_strerror(rc));
         goto fail;
     }
+    if ((rc = pp_root_init(p, cfg, err, errlen)) != 0)
+        goto fail;
     *out = p;
     return 0;
 fail:
@@ -349,6 +353,7 @@ void pc_persist_close(pc_persist *p)
     if (p->lock_fd >= 0)
         close(p->lock_fd); /* the lock goes with the last process that has it open */
     free(p->db_url);
+    free(p->store_root);
     free(p);
 }
 
@@ -708,7 +713,9 @@ static int pp_call_target(pc_persist *p, const pc_mgmt_call *call, int create, p
     const char *u = pp_call_store(p, call, url, sizeof url);
     if (u == NULL)
         return 0;
-    int rc = pp_target_open(u, p->sql_backend, create, &p->log, t, msg, sizeof msg);
+    int rc = pp_confine(p, u, msg, sizeof msg);
+    if (rc == 0)
+        rc = pp_target_open(u, p->sql_backend, create, &p->log, t, msg, sizeof msg);
     if (rc != 0)
         return pc_mgmt_errorf(err, rc, "%s: store: %s", cmd, msg);
     *use = 1;

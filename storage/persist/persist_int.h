@@ -41,6 +41,8 @@ struct pc_persist {
     pc_journal *journal;
     const pc_persist_backend *backend;     /* non-NULL: an SQL db_url, no store, no journal */
     const pc_persist_backend *sql_backend; /* the host's, for a [store] that is SQL */
+    char *store_root;                      /* realpath of the [store] root; NULL = none */
+    int store_sql_targets;                 /* pc_persist_config.store_sql_targets */
     void *bh;                              /* the backend's handle */
     int db_mode;
     /* the boot generation could not be committed at open (a full disk):
@@ -66,6 +68,12 @@ struct pc_persist {
     bool reopen;          /* the backend's connection may be lost: reopen before its next use */
     struct pc_sync_coll_shm *sync; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
 };
+
+/* persist_confine.c: the store root of [store] parameters, set at open
+ * (PC_ECONFIG when a configured root does not resolve), and the check of
+ * one such parameter: 0, or PC_EINVAL with the reason in msg. */
+int pp_root_init(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen);
+int pp_confine(const pc_persist *p, const char *url, char *msg, size_t cap);
 
 /* Writes the message into err (when not NULL) and returns rc (persist.c). */
 int pp_fail(char *err, size_t errlen, int rc, const char *fmt, ...)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -355,6 +356,85 @@ static void save_and_load_in_a_forked_child(void **state)
     pc_cache_destroy(c);
 }
 
+/* The [store] parameter is confined (it comes from the network): only
+ * under the store root - by default the directory holding db_url's store -
+ * after following symlinks; nothing is created for a refused call; SQL
+ * targets only when allowed. */
+static void store_parameter_is_confined(void **state)
+{
+    (void)state;
+    pc_cache *c = mk_cache();
+    char url[400], root[300], outside[300], link[400], line[900];
+    snprintf(root, sizeof root, "%s/data", dir);
+    snprintf(outside, sizeof outside, "%s/outside", dir);
+    assert_int_equal(mkdir(root, 0750), 0);
+    assert_int_equal(mkdir(outside, 0750), 0);
+    snprintf(link, sizeof link, "%s/link", root);
+    assert_int_equal(symlink(outside, link), 0);
+    snprintf(url, sizeof url, "lmdb://%s/store", root);
+    pc_persist_config pc;
+    pc_persist_config_init(&pc);
+    pc.db_url = url;
+    pc.persist_collections = "a,b";
+    pc_persist *p = NULL;
+    char e[256];
+    assert_int_equal(pc_persist_open(c, &pc, &p, e, sizeof e), 0);
+    assert_int_equal(pc_persist_startup(p), 0);
+    pc_mgmt *m = NULL;
+    assert_int_equal(pc_mgmt_create(c, "a", &m), 0);
+    assert_int_equal(pc_persist_register(p, m), 0);
+    pc_json *j = NULL;
+    assert_int_equal(pc_json_create(&j), 0);
+    assert_int_equal(pc_set(pc_fx_coll(c, "a"), "k", 1, "v", 1, 0, 0), 0);
+    pc_mgmt_err err;
+    /* under the root: accepted (a backup directory beside the store) */
+    int n = snprintf(line, sizeof line, "perf_save a lmdb://%s/backup-1", root);
+    assert_int_equal(pc_mgmt_run_line(m, line, (size_t)n, pc_json_ops(), j, &err), 0);
+    struct stat st;
+    char made[600];
+    snprintf(made, sizeof made, "%s/backup-1/data.mdb", root);
+    assert_int_equal(stat(made, &st), 0);
+    /* refused: outside, through .., through a symlink, relative, the root
+     * itself, SQL while store_sql_targets is off */
+    const char *bad[8];
+    char b0[600], b1[600], b2[600], b3[600];
+    snprintf(b0, sizeof b0, "perf_save a %s/x", outside);
+    snprintf(b1, sizeof b1, "perf_save a %s/../outside/y", root);
+    snprintf(b2, sizeof b2, "perf_save a %s/z", link);
+    snprintf(b3, sizeof b3, "perf_save a lmdb://%s", root);
+    bad[0] = b0;
+    bad[1] = b1;
+    bad[2] = b2;
+    bad[3] = b3;
+    bad[4] = "perf_save a relative/dir";
+    bad[5] = "perf_save a /etc/pcache-confine-test";
+    bad[6] = "perf_load a odbc:DRIVER=SQLite3;Database=/tmp/x.db";
+    bad[7] = "perf_save a /";
+    for (size_t i = 0; i < 8; i++) {
+        pc_json_reset(j);
+        memset(&err, 0, sizeof err);
+        assert_int_equal(pc_mgmt_run_line(m, bad[i], strlen(bad[i]), pc_json_ops(), j, &err),
+                         PC_EINVAL);
+        assert_non_null(strstr(err.msg, "store"));
+    }
+    char x[600];
+    snprintf(x, sizeof x, "%s/x", outside);
+    assert_int_not_equal(stat(x, &st), 0);
+    snprintf(x, sizeof x, "%s/z", outside);
+    assert_int_not_equal(stat(x, &st), 0);
+    snprintf(x, sizeof x, "%s/y", outside);
+    assert_int_not_equal(stat(x, &st), 0);
+    assert_int_not_equal(stat("/etc/pcache-confine-test", &st), 0);
+    pc_json_destroy(j);
+    pc_mgmt_destroy(m);
+    pc_persist_close(p);
+    /* an explicit root that does not exist is a configuration error */
+    pc.store_root = "/nonexistent/pcache-root";
+    assert_int_equal(pc_persist_open(c, &pc, &p, e, sizeof e), PC_ECONFIG);
+    assert_non_null(strstr(e, "store_root"));
+    pc_cache_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +442,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(journal_always_survives_restart_without_save, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(perf_save_and_perf_load_commands, setup, teardown),
+        cmocka_unit_test_setup_teardown(store_parameter_is_confined, setup, teardown),
         cmocka_unit_test_setup_teardown(perf_save_and_load_to_another_store, setup, teardown),
         cmocka_unit_test(bad_policies_are_refused),
         cmocka_unit_test_setup_teardown(save_and_load_in_a_forked_child, setup, teardown),

@@ -137,6 +137,15 @@ typedef struct pc_persist_config {
     unsigned sync_poll_ms;  /* backstop poll of the generations; 0 = off */
     unsigned sync_check_ms; /* at most one notice-driven database read per collection
                              * per this interval; 0 = 1000 */
+    /* Confinement of the [store] parameter of perf_save / perf_load, which
+     * comes from the management doors (the network): an LMDB store there
+     * must resolve (symlinks followed) strictly under store_root; NULL or
+     * "" = the directory that holds db_url's store (for an SQL db_url: no
+     * LMDB [store] is accepted). An SQL target there is refused unless
+     * store_sql_targets is 1 (an ODBC driver may create files at any
+     * path, SQLite's for one). */
+    const char *store_root;
+    int store_sql_targets;
 } pc_persist_config;
 void pc_persist_config_init(pc_persist_config *cfg);
 /* Checks the policy against the cache's collections, opens (creates) the

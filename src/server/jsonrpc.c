@@ -39,8 +39,9 @@
 #define RPC_BODY_MAX (1u << 20)
 #define RPC_DEADLINE_MS 2000
 #define RPC_CONNS_MAX 256
-#define RPC_IN_FIRST 4096u /* a connection's first input buffer; grows to what the request needs   \
-                            */
+#define RPC_IN_FIRST                                                                               \
+    4096u /* a connection's first input buffer; grows to what the request needs                    \
+           */
 
 int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *args, unsigned nargs,
                        pc_mgmt_err *err, const char **text, size_t *len);
@@ -329,12 +330,9 @@ void srv_door_destroy(srv_door *d)
     free(d);
 }
 
-void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp)
+/* Takes one accepted connection: a free entry, or 503 and close. */
+static void door_take(srv_door *d, int fd, int tcp)
 {
-    (void)s;
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0)
-        return;
     for (unsigned i = 0; i < RPC_CONNS_MAX; i++) {
         struct rpc_conn *c = &d->c[i];
         if (c->fd >= 0)
@@ -348,6 +346,20 @@ void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp)
     ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     close(fd);
+}
+
+void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp)
+{
+    (void)s;
+    /* every connection waiting (up to a bound): one per loop turn would
+     * let a burst age in the accept queue past its own deadline. The
+     * listener is non-blocking in this process (maint.c). */
+    for (unsigned k = 0; k < 2 * RPC_CONNS_MAX; k++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        door_take(d, fd, tcp);
+    }
 }
 
 unsigned srv_door_pollfds(const srv_door *d, struct pollfd *pf, unsigned max)

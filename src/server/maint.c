@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -170,7 +171,7 @@ static int listen_tcp(const char *addr, unsigned port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 511) != 0) {
         srv_log(PC_LOG_ERR, "JSON-RPC listener %s:%u: %m", addr, port);
         if (fd >= 0)
             close(fd);
@@ -199,7 +200,7 @@ static int listen_unix(const char *path)
     mode_t old = umask(0177); /* born 0600: never a window where others may connect */
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 64) != 0) {
+    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 511) != 0) {
         srv_log(PC_LOG_ERR, "JSON-RPC unix socket %s: %m", path);
         close(fd);
         return -1;
@@ -281,6 +282,11 @@ void srv_maint_main(srv *s)
     int64_t next_periodic = s->cfg.snapshot_period_s
                                 ? pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
                                 : INT64_MAX;
+    /* the door accepts every waiting connection in a turn (jsonrpc.c) */
+    if (s->http_fd >= 0)
+        (void)fcntl(s->http_fd, F_SETFL, fcntl(s->http_fd, F_GETFL) | O_NONBLOCK);
+    if (s->unix_fd >= 0)
+        (void)fcntl(s->unix_fd, F_SETFL, fcntl(s->unix_fd, F_GETFL) | O_NONBLOCK);
     srv_door *door = srv_door_create();
     if (door == NULL) {
         srv_log(PC_LOG_ERR, "maintenance setup failed: out of memory");

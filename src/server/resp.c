@@ -11,6 +11,9 @@
  *    with an error reply naming the limit, and its remaining bytes are
  *    skipped as they arrive (never buffered), so the connection stays
  *    usable and later pipelined commands are served;
+ *  - before AUTH (resp_limits.preauth): more than 10 arguments or a bulk
+ *    over 16 KiB is Redis's "unauthenticated multibulk/bulk length"
+ *    protocol error, and the connection is closed;
  *  - a malformed header (not a number, negative bulk length, a header line
  *    over 32 bytes, a bulk not followed by CRLF, N above 2^20), an inline
  *    line above max_inline: "-ERR Protocol error: ..." and the connection
@@ -179,6 +182,8 @@ int resp_parse(conn *c, const resp_limits *lim)
         }
         if (h < 0 || n > (int64_t)RESP_MULTIBULK_HARD)
             return proto_error(c, "invalid multibulk length");
+        if (lim->preauth && n > RESP_PREAUTH_ARGS)
+            return proto_error(c, "unauthenticated multibulk length");
         if (n <= 0) { /* "*0" / "*-1": nothing to run */
             c->in.off += (size_t)h;
             return RESP_REFUSED;
@@ -217,6 +222,8 @@ int resp_parse(conn *c, const resp_limits *lim)
             }
             if (h < 0 || len < 0)
                 return proto_error(c, "invalid bulk length");
+            if (lim->preauth && len > RESP_PREAUTH_BULK)
+                return proto_error(c, "unauthenticated bulk length");
             if ((uint64_t)len > lim->max_bulk || c->ppos + (uint64_t)len > lim->max_request) {
                 /* refuse: drop what was parsed, skip this bulk and the rest */
                 c->in.off += c->ppos + (size_t)h;

@@ -59,7 +59,14 @@ enum {
 typedef struct resp_limits {
     unsigned max_args, max_bulk, max_inline;
     uint64_t max_request; /* bytes one multibulk command may occupy */
+    /* before AUTH: what AUTH needs (RESP_PREAUTH_ARGS arguments of at
+     * most RESP_PREAUTH_BULK bytes), past it Redis's protocol error and
+     * the connection closed: an unauthenticated client cannot make a
+     * worker buffer more */
+    int preauth;
 } resp_limits;
+#define RESP_PREAUTH_ARGS 10
+#define RESP_PREAUTH_BULK 16384
 
 int resp_parse(conn *c, const resp_limits *lim);
 /* Parses a header line "<c>digits\r\n" at p (avail bytes; any type byte c,
@@ -108,6 +115,7 @@ typedef struct srv_worker {
     size_t *argl;
     unsigned argcap;
     resp_limits lim;
+    resp_limits lim_preauth; /* lim with preauth set: connections before AUTH */
     struct srv_wstats_shm *st;
 } srv_worker;
 

@@ -17,6 +17,8 @@
 #include "resp.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -30,6 +32,8 @@
 
 #define W_READ_CHUNK 16384u
 #define W_BUF_KEEP (1u << 20) /* an idle buffer larger than this is released */
+#define W_TRIM_AT (8u << 20)  /* releasing one this large also trims the heap */
+#define W_ARGS_KEEP 1024u     /* argument slots kept between commands */
 
 static void conn_events(srv_worker *w, conn *c)
 {
@@ -192,7 +196,8 @@ void conn_process(srv_worker *w, conn *c)
             ahead = prefetch_ahead(c);
         if (ahead > 0)
             ahead--; /* the commands still covered after this one */
-        int r = resp_parse(c, &w->lim);
+        int r = resp_parse(c, w->s->cfg.requirepass[0] != '\0' && !c->authed ? &w->lim_preauth
+                                                                             : &w->lim);
         if (r == RESP_NEED)
             break;
         if (r == RESP_PROTO) {
@@ -232,6 +237,30 @@ void conn_process(srv_worker *w, conn *c)
     if (w->stopping && !c->blocked)
         c->closing = 1;
     (void)conn_flush(w, c);
+}
+
+/* After a large command: the input buffer and the argument table go back
+ * to nothing once nothing is buffered, and the heap is trimmed, so one big
+ * request does not keep the worker large while the connection idles
+ * (Redis's query-buffer resize is the anchor). The output buffer is
+ * released the same way by conn_flush. */
+static void conn_shrink(conn *c)
+{
+    bool trim = false;
+    sbuf *b = &c->in;
+    if (b->off == b->len && b->cap > W_BUF_KEEP) {
+        trim = b->cap >= W_TRIM_AT;
+        free(b->p);
+        b->p = NULL;
+        b->cap = b->off = b->len = 0;
+    }
+    if (c->need_args < 0 && c->args_cap > W_ARGS_KEEP) {
+        free(c->args);
+        c->args = NULL;
+        c->args_cap = 0;
+    }
+    if (trim)
+        (void)malloc_trim(0);
 }
 
 static void conn_read(srv_worker *w, conn *c)
@@ -278,6 +307,8 @@ static void conn_read(srv_worker *w, conn *c)
         if ((size_t)n < room)
             break;
     }
+    if (c->fd >= 0)
+        conn_shrink(c);
     if (c->fd >= 0)
         (void)conn_flush(w, c);
 }
@@ -374,6 +405,8 @@ void srv_worker_main(srv *s, unsigned slot)
     w->lim.max_bulk = s->cfg.max_bulk;
     w->lim.max_inline = s->cfg.max_inline;
     w->lim.max_request = (uint64_t)s->cfg.max_request_mb << 20;
+    w->lim_preauth = w->lim;
+    w->lim_preauth.preauth = 1;
     w->scratch_cap = PC_VALUE_MAX + 64;
     w->scratch = malloc(w->scratch_cap);
     int rc = 0;

@@ -64,7 +64,7 @@ static void record_cmd(struct outcome *o, conn *c)
     }
 }
 
-static const resp_limits lim = {8, 64, 128, 1024};
+static const resp_limits lim = {8, 64, 128, 1024, 0};
 
 /* Places the unconsumed bytes of the stream against the guard page and
  * runs the parser until it needs more. Returns 1 when it stopped (a

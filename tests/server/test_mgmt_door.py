@@ -25,6 +25,20 @@ METHODS = ["perf_stats", "perf_stats_reset", "perf_keys", "perf_scan", "perf_dum
            "perf_set", "perf_ttl", "perf_del", "perf_save", "perf_load", "perf_sync"]
 
 
+def read_all(s):
+    """What the server sends until it closes the connection (or a timeout)."""
+    buf = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except socket.timeout:
+        pass
+    return buf
+
+
 class Door(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -56,15 +70,7 @@ class Door(unittest.TestCase):
     def raw(self, data, timeout=5):
         s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         s.sendall(data)
-        buf = b""
-        try:
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-        except socket.timeout:
-            pass
+        buf = read_all(s)
         s.close()
         return buf
 
@@ -95,12 +101,7 @@ class Door(unittest.TestCase):
         u.connect(self.s.opts["unix_socket"])
         data = json.dumps({"jsonrpc": "2.0", "method": "perf_stats", "id": 1}).encode()
         u.sendall(b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
-        reply = b""
-        while True:
-            chunk = u.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
+        reply = read_all(u)
         u.close()
         self.assertIn(b"200 OK", reply.split(b"\r\n", 1)[0])
         self.assertEqual(oct(os.stat(self.s.opts["unix_socket"]).st_mode & 0o777), "0o600")
@@ -184,15 +185,10 @@ class Door(unittest.TestCase):
         busy = 0
         for c in conns:
             c.settimeout(4)
-            got = b""
             try:
-                while True:
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
+                got = read_all(c)
             except OSError:
-                pass
+                got = b""
             if got.startswith(b"HTTP/1.1 503"):
                 busy += 1
             else:
@@ -238,12 +234,7 @@ class Door(unittest.TestCase):
         s.sendall(body[:10])
         time.sleep(0.1)
         s.sendall(body[10:])
-        got = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
+        got = read_all(s)
         s.close()
         self.assertTrue(got.startswith(b"HTTP/1.1 200"), got[:100])
         # duplicate JSON members: in the request and in params

@@ -207,9 +207,14 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
             pc_chain_lock(coll, loc->ch);
         }
         pc_wbegin(b); /* sets the flag and stamps the write */
+        /* the overflow flag before the link (I4): a writer killed between
+         * the two leaves a flag with nothing behind it (readers search the
+         * chain and miss, which is sound), never a key in the chain that
+         * readers of the bucket do not look for */
+        atomic_store_explicit(&b->used, (uint8_t)(n | PC_USED_OVF), memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
         pc_chain_push(coll, loc->ch, *node, rec_off, h, expires);
         *node = 0;
-        atomic_store_explicit(&b->used, (uint8_t)(n | PC_USED_OVF), memory_order_relaxed);
         pc_wend(b);
     }
     PC_STAT_ADD(coll, inserted, 1);

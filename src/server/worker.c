@@ -10,7 +10,7 @@
  * connection is unlinked at once and freed at the end of the loop turn, so
  * a list walk that closes connections stays valid.
  *
- * Group commit (journal mode always; docs/journal-format.md §6.3): the
+ * Group commit (journal mode always; docs/journal-format.md §6.6): the
  * journal hook writes each record to this worker's segment but leaves the
  * fdatasync to a batch. While records are staged or a batch is in flight,
  * the replies appended to a connection's output are held: they stay in its

@@ -463,7 +463,7 @@ int pc_journal_flush(pc_journal *j, int sync)
     return pc_jown_flush(j, sync != 0);
 }
 
-/* ---- group commit (docs/journal-format.md §6.3) ---------------------------
+/* ---- group commit (docs/journal-format.md §6.6) ---------------------------
  * The host batches: every always record is written to its segment inside
  * the hook (so a failed write is still refused before it is acknowledged
  * and the engine undoes it), the fdatasync is one per pc_journal_commit

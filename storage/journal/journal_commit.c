@@ -1,6 +1,6 @@
 /*
  * journal_commit.c - group commit of the always mode
- * (docs/journal-format.md §6.3). With pc_journal_defer_sync on, the hook
+ * (docs/journal-format.md §6.6). With pc_journal_defer_sync on, the hook
  * writes each always record to this process's segment (journal_ring.c,
  * pc_jown_commit with stage) and notes the segment in j->pend; a batch
  * makes every noted segment durable with one fdatasync each.

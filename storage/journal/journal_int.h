@@ -243,7 +243,7 @@ struct pc_journal {
     uint32_t ring_coll;        /* collection and epoch of the last control item */
     uint64_t ring_epoch;
     struct pc_jfd own[PC_MAX_COLLECTIONS]; /* its segments, as written by itself */
-    /* group commit (pc_journal_defer_sync; docs/journal-format.md §6.3),
+    /* group commit (pc_journal_defer_sync; docs/journal-format.md §6.6),
      * process-local: while defer_sync is on, an always record is written to
      * its segment by the hook but fdatasynced by the next pc_journal_commit.
      * staged counts such records since the last commit; pend[c] names the

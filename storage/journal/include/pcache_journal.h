@@ -110,7 +110,8 @@ void pc_journal_close(pc_journal *j);
 /* The engine's mutation hook (a pc_mutation_fn, ctx = the pc_journal;
  * r->word is the collection's mode). Hot path: see journal.c. Returns 0,
  * or PC_EIO when the record could not be journaled (always: written and
- * fdatasynced; everysec: in the ring). */
+ * fdatasynced, or only written with pc_journal_defer_sync; everysec: in
+ * the ring). */
 int pc_journal_hook(void *ctx, const pc_mutation *r);
 /* pc_mutation_hook(cache, pc_journal_hook, j) / pc_mutation_hook(cache,
  * NULL, NULL). Children forked after the call inherit it. */
@@ -137,7 +138,7 @@ int pc_journal_sync_all(pc_journal *j);
  * (and the directory when a segment was created). */
 int pc_journal_flush(pc_journal *j, int sync);
 
-/* ---- group commit (docs/journal-format.md §6.3) ------------------------------
+/* ---- group commit (docs/journal-format.md §6.6) ------------------------------
  * For a host with an event loop that can hold its replies: with the switch
  * on (this process only; off in a new child), the hook of an always
  * collection still writes the record to this process's segment before it

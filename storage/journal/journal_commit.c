@@ -20,6 +20,7 @@
  *          after start went to the same segment, and after a failed
  *          fdatasync the kernel may have dropped their pages while a later
  *          fdatasync reports success.
+ *          A batch finished without its sync is synced by finish itself.
  * Records staged after start belong to the next batch: the batch covers
  * the offsets it read at start, and appends after them only make it cover
  * more, never less.
@@ -39,6 +40,7 @@ struct pc_journal_batch {
     int err;        /* errno of the first failure (start or sync), 0 = none */
     char what[160]; /* what failed, for the log line of finish */
     bool prev_err;  /* a segment of an earlier batch could not be made durable */
+    bool synced;    /* pc_journal_batch_sync ran since start */
     uint64_t staged;
     struct pc_jbseg {
         int fd;       /* -1 = nothing to sync (a retired segment) */
@@ -101,6 +103,7 @@ int pc_jbatch_start(pc_journal *j, pc_journal_batch *b)
     pc_jbatch_close(b);
     b->n = 0;
     b->err = 0;
+    b->synced = false;
     b->what[0] = '\0';
     b->prev_err = j->commit_err;
     b->staged = j->staged;
@@ -153,7 +156,10 @@ int pc_jbatch_start(pc_journal *j, pc_journal_batch *b)
 
 void pc_journal_batch_sync(pc_journal_batch *b)
 {
-    if (b == NULL || b->err != 0)
+    if (b == NULL)
+        return;
+    b->synced = true;
+    if (b->err != 0)
         return;
     for (unsigned i = 0; i < b->n && b->err == 0; i++)
         if (b->seg[i].fd >= 0 && fdatasync(b->seg[i].fd) != 0)
@@ -165,7 +171,9 @@ void pc_journal_batch_sync(pc_journal_batch *b)
 
 int pc_jbatch_finish(pc_journal *j, pc_journal_batch *b)
 {
-    pc_jbatch_close(b); /* a batch finished without its sync failed (below) */
+    if (!b->synced)
+        pc_journal_batch_sync(b); /* finished without its sync: synced here */
+    pc_jbatch_close(b);
     struct pc_jslot_shm *s = j->slot;
     if (s != NULL && b->n > 0 && pc_jslot_lock(s) == 0) {
         for (unsigned i = 0; i < b->n; i++) {

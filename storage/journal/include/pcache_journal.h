@@ -174,7 +174,8 @@ int pc_journal_commit(pc_journal *j);
  * (the handle's thread) records the result and returns what
  * pc_journal_commit would have: 0, or PC_EIO (the records of b may not be
  * durable; the journal is failing, and the next batch fails too). A batch
- * finished without its sync fails. One batch in flight per process. b is
+ * finished without its sync is synced by finish, in the calling thread.
+ * One batch in flight per process. b is
  * caller-owned (batch_new / batch_free) and reused batch after batch. */
 typedef struct pc_journal_batch pc_journal_batch;
 int pc_journal_batch_new(pc_journal_batch **out); /* PC_EINVAL, PC_EHEAP */

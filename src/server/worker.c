@@ -20,11 +20,14 @@
  * so far, and every held connection's output up to its end now (c->mark);
  * the worker's sync thread fdatasyncs it while the loop goes on serving -
  * the writes that arrive meanwhile are staged for the next batch. When the
- * thread is done (its eventfd), the covered replies go out and the next
- * batch starts at once if records were staged. So one fdatasync serves all
- * the writes of a turn or more, the disk's wait overlaps the loop's work,
- * and a read that ran after a write is not answered before that write is
- * durable. When a batch fails, its writes are in memory but perhaps not on
+ * thread is done (its eventfd), the covered replies go out. The next batch
+ * starts once every connection that wrote in that batch or during it has
+ * staged a write again (the writers just answered usually come back within
+ * a round trip), or after a short wait (gc_delay_us, half the last batch's
+ * duration at most): without it the clients split in two groups, each
+ * waiting for the other's fdatasync, and a batch serves half the writers.
+ * So one fdatasync serves all the writes of a turn or more, and a read
+ * that ran after a write is not answered before that write is durable. When a batch fails, its writes are in memory but perhaps not on
  * disk: the connections that carried one are closed without their replies
  * (the journal is failing by then, so the next writes are refused with the
  * cause), the others get theirs.
@@ -42,9 +45,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -184,11 +189,40 @@ static void *gc_thread(void *arg)
     return NULL;
 }
 
+static int64_t gc_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The longest wait for the writers of the last batch to come back: half
+ * of what the last batch took (they cannot be worth more than the batch
+ * they wait for), between 50 us and 1 ms. */
+static int64_t gc_delay_us(const srv_worker *w)
+{
+    int64_t d = w->gc_sync_us / 2;
+    return d < 50 ? 50 : d > 1000 ? 1000 : d;
+}
+
+static void gc_arm(srv_worker *w, int64_t us)
+{
+    struct itimerspec its = {.it_value = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000}};
+    if (timerfd_settime(w->gc_tfd, 0, &its, NULL) == 0)
+        w->gc_armed = us != 0;
+}
+
 /* Starts a batch: every record staged so far, and the held replies up to
  * their end now. No batch is in flight. */
 static void gc_start(srv_worker *w)
 {
     (void)pc_persist_commit_start(w->gc, w->batch); /* a failure shows at finish */
+    if (w->gc_armed)
+        gc_arm(w, 0);
+    w->gc_due = 0;
+    w->gc_expect = w->gc_writers;
+    w->gc_writers = 0;
+    w->gc_start_us = gc_now_us();
     for (conn *c = w->held; c != NULL; c = c->hnext) {
         c->held = 0;
         c->mark = c->out.len;
@@ -206,14 +240,18 @@ static void gc_start(srv_worker *w)
     pthread_mutex_unlock(&w->gc_mu);
 }
 
-/* Starts the next batch when none is in flight and records are staged;
- * with neither, sends what was held. A flush can resume a paused
- * connection, which runs commands and may stage again: hence the loop. */
+/* Starts the next batch when none is in flight, records are staged and
+ * the writers expected are back (or the wait is over); with nothing
+ * staged, sends what was held. A flush can resume a paused connection,
+ * which runs commands and may stage again: hence the loop. */
 static void gc_kick(srv_worker *w)
 {
     while (w->gc != NULL && !w->inflight) {
         if (pc_persist_commit_pending(w->gc) != 0) {
-            gc_start(w);
+            if (w->gc_writers >= w->gc_expect || w->gc_due || w->stopping)
+                gc_start(w);
+            else if (!w->gc_armed)
+                gc_arm(w, gc_delay_us(w));
             return;
         }
         if (w->held == NULL)
@@ -245,9 +283,13 @@ static void gc_finish(srv_worker *w)
     uint64_t records = pc_journal_batch_records(w->batch);
     int rc = pc_persist_commit_finish(w->gc, w->batch);
     w->inflight = 0;
+    w->gc_sync_us = gc_now_us() - w->gc_start_us;
     conn *list = w->infl;
     w->infl = NULL;
     unsigned dropped = 0;
+    /* the writers to wait for: every connection that wrote in this batch or
+     * since (once each), so that both groups meet in the next batch */
+    unsigned writers = w->gc_writers;
     while (list != NULL) {
         conn *c = list;
         list = c->inext;
@@ -256,6 +298,8 @@ static void gc_finish(srv_worker *w)
         c->wrote_infl = 0;
         if (c->fd < 0)
             continue;
+        if (wrote && !c->wrote)
+            writers++;
         if (rc != 0 && wrote) {
             conn_close(w, c);
             dropped++;
@@ -270,6 +314,7 @@ static void gc_finish(srv_worker *w)
                 "journal commit failed: %llu write(s) may not be durable; %u connection(s) "
                 "that carried them closed unanswered",
                 (unsigned long long)records, dropped);
+    w->gc_expect = rc != 0 ? 0 : writers;
     gc_kick(w);
 }
 
@@ -286,7 +331,8 @@ static int gc_setup(srv_worker *w, srv *s)
         return -1;
     }
     w->gc_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->gc_efd < 0 || pthread_mutex_init(&w->gc_mu, NULL) != 0 ||
+    w->gc_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w->gc_efd < 0 || w->gc_tfd < 0 || pthread_mutex_init(&w->gc_mu, NULL) != 0 ||
         pthread_cond_init(&w->gc_cv, NULL) != 0 ||
         pthread_create(&w->gc_thr, NULL, gc_thread, w) != 0) {
         srv_log(PC_LOG_ERR, "group commit: cannot start the sync thread: %m");
@@ -322,6 +368,7 @@ static void gc_teardown(srv_worker *w)
     pthread_join(w->gc_thr, NULL);
     pc_journal_batch_free(w->batch);
     close(w->gc_efd);
+    close(w->gc_tfd);
     w->gc = NULL;
 }
 
@@ -432,8 +479,10 @@ void conn_process(srv_worker *w, conn *c)
         }
         uint64_t staged = w->gc != NULL ? pc_persist_commit_pending(w->gc) : 0;
         cmd_dispatch(w, c, c->nargs, w->argv, w->argl);
-        if (w->gc != NULL && pc_persist_commit_pending(w->gc) != staged)
+        if (w->gc != NULL && !c->wrote && pc_persist_commit_pending(w->gc) != staged) {
             c->wrote = 1;
+            w->gc_writers++;
+        }
         atomic_fetch_add_explicit(&w->st->commands, 1, memory_order_relaxed);
         if (c->blocked == 2)
             break; /* the same command runs again when the slot frees */
@@ -551,7 +600,7 @@ static void accept_all(srv_worker *w, int lfd)
 }
 
 /* Tags for the non-connection fds in epoll (connections carry their conn *). */
-static char tag_listen, tag_signal, tag_slot, tag_commit;
+static char tag_listen, tag_signal, tag_slot, tag_commit, tag_gctimer;
 
 static void begin_stop(srv_worker *w, int lfd)
 {
@@ -603,7 +652,7 @@ void srv_worker_main(srv *s, unsigned slot)
         srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_store_strerror(rc));
         _exit(1);
     }
-    w->gc_efd = -1;
+    w->gc_efd = w->gc_tfd = -1;
     if (gc_setup(w, s) != 0)
         _exit(1);
     atomic_store(&w->st->pid, (int64_t)getpid());
@@ -634,6 +683,8 @@ void srv_worker_main(srv *s, unsigned slot)
     if (w->gc != NULL) {
         e.data.ptr = &tag_commit;
         epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_efd, &e);
+        e.data.ptr = &tag_gctimer;
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_tfd, &e);
     }
     if (getppid() == 1)
         _exit(0); /* the master died before PDEATHSIG was set */
@@ -656,6 +707,12 @@ void srv_worker_main(srv *s, unsigned slot)
                         begin_stop(w, lfd);
                         stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
                     }
+                }
+            } else if (p == &tag_gctimer) {
+                uint64_t v;
+                if (read(w->gc_tfd, &v, sizeof v) == (ssize_t)sizeof v) {
+                    w->gc_armed = 0;
+                    w->gc_due = 1; /* gc_kick at the end of the turn starts the batch */
                 }
             } else if (p == &tag_commit) {
                 uint64_t v;

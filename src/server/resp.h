@@ -117,18 +117,18 @@ typedef struct srv_worker {
     conn *graveyard;
     /* group commit (worker.c); the sync thread reads batch and writes
      * gc_done (under gc_mu) only while inflight */
-    pc_persist *gc;          /* group commit on (the persistence), or NULL */
-    conn *held;              /* replies appended while held, in no batch yet */
-    conn *infl;              /* replies covered (up to mark) by the batch in flight */
-    pc_journal_batch *batch; /* the batch in flight */
-    int inflight;            /* the sync thread has batch */
-    int gc_efd;              /* eventfd: the sync thread finished a batch */
-    int gc_tfd;              /* timerfd: the longest wait for writers to come back */
-    int gc_armed, gc_due;    /* gc_tfd is armed / has fired since the last start */
-    unsigned gc_writers;     /* connections with records staged for the next batch */
-    unsigned gc_expect;      /* ... and for the last batch started */
-    int64_t gc_start_us;     /* when the batch in flight started (monotonic) */
-    int64_t gc_sync_us;      /* how long the last batch took, start to finish */
+    pc_persist *gc;              /* group commit on (the persistence), or NULL */
+    conn *held;                  /* replies appended while held, in no batch yet */
+    conn *infl;                  /* replies covered (up to mark) by the batch in flight */
+    pc_journal_batch *batch;     /* the batch in flight */
+    int inflight;                /* the sync thread has batch */
+    int gc_efd;                  /* eventfd: the sync thread finished a batch */
+    int gc_tfd;                  /* timerfd: the longest wait for writers to come back */
+    int gc_armed, gc_due;        /* gc_tfd is armed / has fired since the last start */
+    unsigned gc_writers;         /* connections with records staged for the next batch */
+    unsigned gc_expect;          /* writers the next batch waits for (gc_kick) */
+    int64_t gc_start_us;         /* when the batch in flight started (monotonic) */
+    int64_t gc_sync_us;          /* how long the last batch took, start to finish */
     int gc_go, gc_quit, gc_done; /* under gc_mu */
     pthread_mutex_t gc_mu;
     pthread_cond_t gc_cv;

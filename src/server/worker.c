@@ -27,8 +27,9 @@
  * duration at most): without it the clients split in two groups, each
  * waiting for the other's fdatasync, and a batch serves half the writers.
  * So one fdatasync serves all the writes of a turn or more, and a read
- * that ran after a write is not answered before that write is durable. When a batch fails, its writes are in memory but perhaps not on
- * disk: the connections that carried one are closed without their replies
+ * that ran after a write is not answered before that write is durable.
+ * When a batch fails, its writes are in memory but perhaps not on disk:
+ * the connections that carried one are closed without their replies
  * (the journal is failing by then, so the next writes are refused with the
  * cause), the others get theirs.
  *
@@ -156,7 +157,9 @@ static int conn_flush_now(srv_worker *w, conn *c)
 static int conn_flush(srv_worker *w, conn *c)
 {
     if (!gc_holding(w)) {
-        c->safe = c->out.len; /* nothing held: the lists are empty (gc_kick) */
+        /* nothing staged, no batch in flight: whatever c's replies depend
+         * on is durable (or its batch failed and c wrote nothing in it) */
+        c->safe = c->out.len;
     } else if (!c->held) {
         c->held = 1;
         c->hnext = w->held;
@@ -207,7 +210,8 @@ static int64_t gc_delay_us(const srv_worker *w)
 
 static void gc_arm(srv_worker *w, int64_t us)
 {
-    struct itimerspec its = {.it_value = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000}};
+    struct itimerspec its = {
+        .it_value = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000}};
     if (timerfd_settime(w->gc_tfd, 0, &its, NULL) == 0)
         w->gc_armed = us != 0;
 }

@@ -58,7 +58,7 @@ extern "C" {
     1u /* acknowledged in the process's shared-memory ring; written by the drainer, fsynced        \
         * about once per second */
 #define PC_JOURNAL_ALWAYS                                                                          \
-    2u /* written + fdatasynced before the hook returns, or (pc_journal_defer_sync)              \
+    2u /* written + fdatasynced before the hook returns, or (pc_journal_defer_sync)                \
         * written before the hook returns and fdatasynced by pc_journal_commit */
 
 /* "off", "everysec", "always" (exact, case-sensitive) -> *mode. PC_EINVAL

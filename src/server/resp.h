@@ -15,6 +15,8 @@
 
 #include "pcached.h"
 
+#include <pthread.h>
+
 typedef struct sbuf {
     char *p;
     size_t off, len, cap; /* [off, len) holds data */
@@ -46,6 +48,15 @@ typedef struct conn {
     uint32_t events; /* epoll events registered */
     struct conn *prev, *next;
     struct conn *gnext; /* closed, freed at the end of the loop turn */
+    /* group commit (worker.c): replies wait for the journal's fdatasync */
+    size_t safe;        /* out[off, safe) may be sent while replies are held */
+    size_t mark;        /* out[.., mark) is covered by the batch in flight */
+    int held;           /* on the worker's held list */
+    int infl;           /* on the worker's in-flight list */
+    int wrote;          /* a command staged a record not yet in a batch */
+    int wrote_infl;     /* ... a record of the batch in flight */
+    struct conn *hnext; /* next on the held list */
+    struct conn *inext; /* next on the in-flight list */
 } conn;
 
 /* Parser results. */
@@ -111,6 +122,24 @@ typedef struct srv_worker {
     int stopping;
     int64_t accept_resume_ms; /* accepts paused (EMFILE) until then; 0 = not paused */
     conn *graveyard;
+    /* group commit (worker.c); the sync thread reads batch and writes
+     * gc_done (under gc_mu) only while inflight */
+    pc_persist *gc;              /* group commit on (the persistence), or NULL */
+    conn *held;                  /* replies appended while held, in no batch yet */
+    conn *infl;                  /* replies covered (up to mark) by the batch in flight */
+    pc_journal_batch *batch;     /* the batch in flight */
+    int inflight;                /* the sync thread has batch */
+    int gc_efd;                  /* eventfd: the sync thread finished a batch */
+    int gc_tfd;                  /* timerfd: the longest wait for writers to come back */
+    int gc_armed, gc_due;        /* gc_tfd is armed / has fired since the last start */
+    unsigned gc_writers;         /* connections with records staged for the next batch */
+    unsigned gc_expect;          /* writers the next batch waits for (gc_kick) */
+    int64_t gc_start_us;         /* when the batch in flight started (monotonic) */
+    int64_t gc_sync_us;          /* how long the last batch took, start to finish */
+    int gc_go, gc_quit, gc_done; /* under gc_mu */
+    pthread_mutex_t gc_mu;
+    pthread_cond_t gc_cv;
+    pthread_t gc_thr;
     const char **argv; /* per-command argument views, grown to the largest command */
     size_t *argl;
     unsigned argcap;

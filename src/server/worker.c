@@ -10,6 +10,29 @@
  * connection is unlinked at once and freed at the end of the loop turn, so
  * a list walk that closes connections stays valid.
  *
+ * Group commit (journal mode always; docs/journal-format.md §6.6): the
+ * journal hook writes each record to this worker's segment but leaves the
+ * fdatasync to a batch. While records are staged or a batch is in flight,
+ * the replies appended to a connection's output are held: they stay in its
+ * buffer, in order, past c->safe (the end of what may be sent), and the
+ * connection goes on the held list. At the end of each loop turn, if no
+ * batch is in flight, the worker starts one: it covers every record staged
+ * so far, and every held connection's output up to its end now (c->mark);
+ * the worker's sync thread fdatasyncs it while the loop goes on serving -
+ * the writes that arrive meanwhile are staged for the next batch. When the
+ * thread is done (its eventfd), the covered replies go out. The next batch
+ * starts once every connection that wrote in that batch or during it has
+ * staged a write again (the writers just answered usually come back within
+ * a round trip), or after a short wait (gc_delay_us, half the last batch's
+ * duration at most): without it the clients split in two groups, each
+ * waiting for the other's fdatasync, and a batch serves half the writers.
+ * So one fdatasync serves all the writes of a turn or more, and a read
+ * that ran after a write is not answered before that write is durable.
+ * When a batch fails, its writes are in memory but perhaps not on disk:
+ * the connections that carried one are closed without their replies
+ * (the journal is failing by then, so the next writes are refused with the
+ * cause), the others get theirs.
+ *
  * SIGTERM: stop accepting (the listener is closed), run what is already
  * buffered, flush the replies, close; exit once every connection is gone or
  * drain_timeout_ms has passed. exit() runs the journal's exit flush.
@@ -18,13 +41,18 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -40,13 +68,19 @@ static void conn_events(srv_worker *w, conn *c)
     uint32_t ev = 0;
     if (!c->closing && !c->paused && !c->blocked)
         ev |= EPOLLIN;
-    if (c->out.len > c->out.off)
+    if (c->safe > c->out.off) /* held bytes wait for their batch, not for the socket */
         ev |= EPOLLOUT;
     if (ev == c->events)
         return;
     struct epoll_event e = {.events = ev, .data.ptr = c};
     if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &e) == 0)
         c->events = ev;
+}
+
+/* Replies are held while records are staged or a batch is in flight. */
+static int gc_holding(const srv_worker *w)
+{
+    return w->gc != NULL && (w->inflight || pc_persist_commit_pending(w->gc) != 0);
 }
 
 static void conn_close(srv_worker *w, conn *c)
@@ -82,11 +116,11 @@ static void conn_free(conn *c)
 }
 
 /* Writes what is pending. Returns -1 when the connection was closed. */
-static int conn_flush(srv_worker *w, conn *c)
+static int conn_flush_now(srv_worker *w, conn *c)
 {
     sbuf *b = &c->out;
-    while (b->len > b->off) {
-        ssize_t n = write(c->fd, b->p + b->off, b->len - b->off);
+    while (c->safe > b->off) {
+        ssize_t n = write(c->fd, b->p + b->off, c->safe - b->off);
         if (n > 0) {
             b->off += (size_t)n;
             continue;
@@ -100,6 +134,7 @@ static int conn_flush(srv_worker *w, conn *c)
     }
     if (b->len == b->off) {
         b->off = b->len = 0;
+        c->safe = c->mark = 0; /* both were <= len */
         if (b->cap > W_BUF_KEEP) {
             free(b->p);
             b->p = NULL;
@@ -118,6 +153,231 @@ static int conn_flush(srv_worker *w, conn *c)
     }
     conn_events(w, c);
     return 0;
+}
+
+/* Writes what is pending, or - while replies are held - what is safe to
+ * send, putting c on the held list. Returns -1 when the connection was
+ * closed. */
+static int conn_flush(srv_worker *w, conn *c)
+{
+    if (!gc_holding(w)) {
+        /* nothing staged, no batch in flight: whatever c's replies depend
+         * on is durable (or its batch failed and c wrote nothing in it) */
+        c->safe = c->out.len;
+    } else if (!c->held) {
+        c->held = 1;
+        c->hnext = w->held;
+        w->held = c;
+    }
+    return conn_flush_now(w, c);
+}
+
+/* ---- group commit: the sync thread and the batches -------------------------- */
+
+static void *gc_thread(void *arg)
+{
+    srv_worker *w = arg;
+    pthread_mutex_lock(&w->gc_mu);
+    for (;;) {
+        while (!w->gc_go && !w->gc_quit)
+            pthread_cond_wait(&w->gc_cv, &w->gc_mu);
+        if (!w->gc_go)
+            break;
+        w->gc_go = 0;
+        pthread_mutex_unlock(&w->gc_mu);
+        pc_journal_batch_sync(w->batch); /* touches the batch only */
+        pthread_mutex_lock(&w->gc_mu);
+        w->gc_done = 1;
+        uint64_t one = 1;
+        ssize_t r = write(w->gc_efd, &one, sizeof one);
+        (void)r; /* an eventfd write fails only at 2^64-1: the tick catches up */
+    }
+    pthread_mutex_unlock(&w->gc_mu);
+    return NULL;
+}
+
+static int64_t gc_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The longest wait for the writers of the last batch to come back: half
+ * of what the last batch took (they cannot be worth more than the batch
+ * they wait for), between 50 us and 1 ms. */
+static int64_t gc_delay_us(const srv_worker *w)
+{
+    int64_t d = w->gc_sync_us / 2;
+    return d < 50 ? 50 : d > 1000 ? 1000 : d;
+}
+
+static void gc_arm(srv_worker *w, int64_t us)
+{
+    struct itimerspec its = {
+        .it_value = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000}};
+    if (timerfd_settime(w->gc_tfd, 0, &its, NULL) == 0)
+        w->gc_armed = us != 0;
+}
+
+/* Starts a batch: every record staged so far, and the held replies up to
+ * their end now. No batch is in flight. */
+static void gc_start(srv_worker *w)
+{
+    (void)pc_persist_commit_start(w->gc, w->batch); /* a failure shows at finish */
+    if (w->gc_armed)
+        gc_arm(w, 0);
+    w->gc_due = 0;
+    w->gc_expect = w->gc_writers;
+    w->gc_writers = 0;
+    w->gc_start_us = gc_now_us();
+    for (conn *c = w->held; c != NULL; c = c->hnext) {
+        c->held = 0;
+        c->mark = c->out.len;
+        c->wrote_infl = c->wrote;
+        c->wrote = 0;
+        c->infl = 1;
+        c->inext = w->infl;
+        w->infl = c;
+    }
+    w->held = NULL;
+    w->inflight = 1;
+    pthread_mutex_lock(&w->gc_mu);
+    w->gc_go = 1;
+    pthread_cond_signal(&w->gc_cv);
+    pthread_mutex_unlock(&w->gc_mu);
+}
+
+/* Starts the next batch when none is in flight, records are staged and
+ * the writers expected are back (or the wait is over); with nothing
+ * staged, sends what was held. A flush can resume a paused connection,
+ * which runs commands and may stage again: hence the loop. */
+static void gc_kick(srv_worker *w)
+{
+    while (w->gc != NULL && !w->inflight) {
+        if (pc_persist_commit_pending(w->gc) != 0) {
+            if (w->gc_writers >= w->gc_expect || w->gc_due || w->stopping)
+                gc_start(w);
+            else if (!w->gc_armed)
+                gc_arm(w, gc_delay_us(w));
+            return;
+        }
+        if (w->held == NULL)
+            return;
+        conn *list = w->held;
+        w->held = NULL;
+        while (list != NULL) {
+            conn *c = list;
+            list = c->hnext;
+            c->held = 0;
+            if (c->fd >= 0)
+                (void)conn_flush(w, c);
+        }
+    }
+}
+
+/* When the sync thread is done with the batch in flight: its replies go
+ * out, or its writers are closed when it failed. */
+static void gc_finish(srv_worker *w)
+{
+    if (!w->inflight)
+        return;
+    pthread_mutex_lock(&w->gc_mu);
+    int done = w->gc_done;
+    w->gc_done = 0;
+    pthread_mutex_unlock(&w->gc_mu);
+    if (!done)
+        return;
+    uint64_t records = pc_journal_batch_records(w->batch);
+    int rc = pc_persist_commit_finish(w->gc, w->batch);
+    w->inflight = 0;
+    w->gc_sync_us = gc_now_us() - w->gc_start_us;
+    conn *list = w->infl;
+    w->infl = NULL;
+    unsigned dropped = 0;
+    /* the writers to wait for: every connection that wrote in this batch or
+     * since (once each), so that both groups meet in the next batch */
+    unsigned writers = w->gc_writers;
+    while (list != NULL) {
+        conn *c = list;
+        list = c->inext;
+        int wrote = c->wrote_infl;
+        c->infl = 0;
+        c->wrote_infl = 0;
+        if (c->fd < 0)
+            continue;
+        if (wrote && !c->wrote)
+            writers++;
+        if (rc != 0 && wrote) {
+            conn_close(w, c);
+            dropped++;
+            continue;
+        }
+        if (c->safe < c->mark)
+            c->safe = c->mark;
+        (void)conn_flush(w, c);
+    }
+    if (rc != 0)
+        srv_log(PC_LOG_ERR,
+                "journal commit failed: %llu write(s) may not be durable; %u connection(s) "
+                "that carried them closed unanswered",
+                (unsigned long long)records, dropped);
+    w->gc_expect = rc != 0 ? 0 : writers;
+    gc_kick(w);
+}
+
+/* Setup in the worker: the batch, the eventfd, the thread, then the
+ * journal's switch (the maintenance process keeps the synchronous
+ * fdatasync). 0, or -1 (logged). */
+static int gc_setup(srv_worker *w, srv *s)
+{
+    if (s->persist == NULL)
+        return 0;
+    int rc = pc_journal_batch_new(&w->batch);
+    if (rc != 0) {
+        srv_log(PC_LOG_ERR, "group commit: %s", pc_store_strerror(rc));
+        return -1;
+    }
+    w->gc_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->gc_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w->gc_efd < 0 || w->gc_tfd < 0 || pthread_mutex_init(&w->gc_mu, NULL) != 0 ||
+        pthread_cond_init(&w->gc_cv, NULL) != 0 ||
+        pthread_create(&w->gc_thr, NULL, gc_thread, w) != 0) {
+        srv_log(PC_LOG_ERR, "group commit: cannot start the sync thread: %m");
+        return -1;
+    }
+    if ((rc = pc_persist_defer_sync(s->persist, 1)) != 0) {
+        srv_log(PC_LOG_ERR, "group commit: %s", pc_store_strerror(rc));
+        return -1;
+    }
+    w->gc = s->persist;
+    return 0;
+}
+
+/* At exit: the batch in flight finished, the rest committed here, the
+ * thread stopped. */
+static void gc_teardown(srv_worker *w)
+{
+    if (w->gc == NULL)
+        return;
+    while (w->inflight) {
+        uint64_t v;
+        struct pollfd pf = {.fd = w->gc_efd, .events = POLLIN};
+        (void)poll(&pf, 1, 100);
+        ssize_t r = read(w->gc_efd, &v, sizeof v);
+        (void)r; /* gc_done, not the count, says whether the thread is done */
+        gc_finish(w);
+    }
+    (void)pc_persist_defer_sync(w->gc, 0); /* commits what is still staged */
+    pthread_mutex_lock(&w->gc_mu);
+    w->gc_quit = 1;
+    pthread_cond_signal(&w->gc_cv);
+    pthread_mutex_unlock(&w->gc_mu);
+    pthread_join(w->gc_thr, NULL);
+    pc_journal_batch_free(w->batch);
+    close(w->gc_efd);
+    close(w->gc_tfd);
+    w->gc = NULL;
 }
 
 /* A header of type `type` at p (n bytes) with a value in [0, max]: its
@@ -226,7 +486,12 @@ void conn_process(srv_worker *w, conn *c)
             w->argv[i] = base + c->args[i].off;
             w->argl[i] = c->args[i].len;
         }
+        uint64_t staged = w->gc != NULL ? pc_persist_commit_pending(w->gc) : 0;
         cmd_dispatch(w, c, c->nargs, w->argv, w->argl);
+        if (w->gc != NULL && !c->wrote && pc_persist_commit_pending(w->gc) != staged) {
+            c->wrote = 1;
+            w->gc_writers++;
+        }
         atomic_fetch_add_explicit(&w->st->commands, 1, memory_order_relaxed);
         if (c->blocked == 2)
             break; /* the same command runs again when the slot frees */
@@ -370,7 +635,7 @@ static void accept_all(srv_worker *w, int lfd)
 }
 
 /* Tags for the non-connection fds in epoll (connections carry their conn *). */
-static char tag_listen, tag_signal, tag_slot;
+static char tag_listen, tag_signal, tag_slot, tag_commit, tag_gctimer;
 
 static void begin_stop(srv_worker *w, int lfd)
 {
@@ -424,6 +689,9 @@ void srv_worker_main(srv *s, unsigned slot)
         srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_store_strerror(rc));
         _exit(1);
     }
+    w->gc_efd = w->gc_tfd = -1;
+    if (gc_setup(w, s) != 0)
+        _exit(1);
     atomic_store(&w->st->pid, (int64_t)getpid());
     struct srv_slot_shm *sl = &s->shm->slots[slot];
     uint32_t st = atomic_load(&sl->state);
@@ -449,6 +717,12 @@ void srv_worker_main(srv *s, unsigned slot)
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, sfd, &e);
     e.data.ptr = &tag_slot;
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[slot], &e);
+    if (w->gc != NULL) {
+        e.data.ptr = &tag_commit;
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_efd, &e);
+        e.data.ptr = &tag_gctimer;
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_tfd, &e);
+    }
     if (getppid() == 1)
         _exit(0); /* the master died before PDEATHSIG was set */
 
@@ -471,6 +745,16 @@ void srv_worker_main(srv *s, unsigned slot)
                         stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
                     }
                 }
+            } else if (p == &tag_gctimer) {
+                uint64_t v;
+                if (read(w->gc_tfd, &v, sizeof v) == (ssize_t)sizeof v) {
+                    w->gc_armed = 0;
+                    w->gc_due = 1; /* gc_kick at the end of the turn starts the batch */
+                }
+            } else if (p == &tag_commit) {
+                uint64_t v;
+                if (read(w->gc_efd, &v, sizeof v) == (ssize_t)sizeof v)
+                    gc_finish(w);
             } else if (p == &tag_slot) {
                 uint64_t v;
                 if (read(s->done_efd[slot], &v, sizeof v) == (ssize_t)sizeof v)
@@ -490,11 +774,6 @@ void srv_worker_main(srv *s, unsigned slot)
                     conn_read(w, c);
             }
         }
-        while (w->graveyard != NULL) {
-            conn *g = w->graveyard;
-            w->graveyard = g->gnext;
-            conn_free(g);
-        }
         int64_t now = pc_mono_ms();
         if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
             struct epoll_event le = {.events = EPOLLIN, .data.ptr = &tag_listen};
@@ -512,10 +791,23 @@ void srv_worker_main(srv *s, unsigned slot)
             /* a lost eventfd write costs at most a second */
             if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
                 cmd_slot_answered(w);
+            gc_finish(w);
+        }
+        gc_kick(w);
+        /* a closed connection still on a group commit list is freed once off it */
+        for (conn **pg = &w->graveyard; *pg != NULL;) {
+            conn *g = *pg;
+            if (g->held || g->infl) {
+                pg = &g->gnext;
+                continue;
+            }
+            *pg = g->gnext;
+            conn_free(g);
         }
         if (w->stopping && (w->conns == NULL || now >= stop_deadline)) {
             if (w->nconns > 0)
                 srv_log(PC_LOG_WARN, "drain deadline: closing %u connection(s)", w->nconns);
+            gc_teardown(w);
             srv_log(PC_LOG_INFO, "stopped");
             while (w->conns != NULL)
                 conn_close(w, w->conns);

@@ -244,6 +244,12 @@ static void pc_jafter_fork(pc_journal *j, unsigned long gen)
     for (unsigned i = 0; i < j->ncoll; i++)
         j->pcs[i].seen_epoch = 0;
     pc_jring_after_fork(j);
+    /* group commit is a per-process choice; the parent's staged records
+     * are the parent's to commit */
+    j->defer_sync = false;
+    j->commit_err = false;
+    j->staged = 0;
+    memset(j->pend, 0, sizeof j->pend);
     j->pid = getpid();
     j->fork_gen = gen;
 }
@@ -263,7 +269,9 @@ static inline void pc_jcheck_fork(pc_journal *j)
  * checksum: the consumer computes it) and one release store of the ring's
  * head - no allocation, no lock, no system call, no shared read-modify-write.
  * A record with an expiry also reads the coarse clock (vDSO) to convert it.
- * always adds the drain of the ring (one pwrite) and an fdatasync. */
+ * always adds the drain of the ring (one pwrite) and an fdatasync, or with
+ * pc_journal_defer_sync the pwrite only: the host's pc_journal_commit
+ * fdatasyncs once for every record staged since the last one. */
 int pc_journal_hook(void *ctx, const pc_mutation *r)
 {
     pc_journal *j = ctx;
@@ -312,7 +320,7 @@ int pc_journal_hook(void *ctx, const pc_mutation *r)
     /* a failure (PC_EIO) makes the engine undo the write; the journal is
      * failing from now on, so the writes after it are refused (PC_EREFUSED) */
     if (mode == PC_JOURNAL_ALWAYS)
-        return pc_jown_commit(j, ci);
+        return pc_jown_commit(j, ci, j->defer_sync);
     if (j->private_ring) { /* no shared ring: nobody else could write it out */
         if ((rc = pc_jown_flush(j, false)) != 0)
             pc_jown_takeback(j); /* undone: the record must not reach a segment later */
@@ -453,6 +461,71 @@ int pc_journal_flush(pc_journal *j, int sync)
         return PC_EINVAL;
     pc_jcheck_fork(j);
     return pc_jown_flush(j, sync != 0);
+}
+
+/* ---- group commit (docs/journal-format.md §6.6) ---------------------------
+ * The host batches: every always record is written to its segment inside
+ * the hook (so a failed write is still refused before it is acknowledged
+ * and the engine undoes it), the fdatasync is one per pc_journal_commit
+ * for all of them. Only the host knows when its replies go out, so only it
+ * can tell the journal when a batch ends. */
+
+int pc_journal_defer_sync(pc_journal *j, int on)
+{
+    if (j == NULL)
+        return PC_EINVAL;
+    pc_jcheck_fork(j);
+    int rc = 0;
+    if (!on && j->defer_sync)
+        rc = pc_journal_commit(j); /* nothing staged stays unsynced */
+    j->defer_sync = on != 0;
+    return rc;
+}
+
+uint64_t pc_journal_commit_pending(const pc_journal *j)
+{
+    /* a handle inherited across fork() and not used since: nothing of
+     * this process's is staged (the count is the parent's) */
+    if (j == NULL || j->fork_gen != atomic_load_explicit(&pc_jfork_gen, memory_order_relaxed))
+        return 0;
+    return j->staged;
+}
+
+int pc_journal_commit_start(pc_journal *j, pc_journal_batch *b)
+{
+    if (j == NULL || b == NULL)
+        return PC_EINVAL;
+    pc_jcheck_fork(j);
+    return pc_jbatch_start(j, b);
+}
+
+int pc_journal_commit_finish(pc_journal *j, pc_journal_batch *b)
+{
+    if (j == NULL || b == NULL)
+        return PC_EINVAL;
+    pc_jcheck_fork(j);
+    return pc_jbatch_finish(j, b);
+}
+
+int pc_journal_commit(pc_journal *j)
+{
+    if (j == NULL)
+        return PC_EINVAL;
+    pc_jcheck_fork(j);
+    if (j->staged == 0 && !j->commit_err)
+        return 0;
+    pc_journal_batch *b = NULL;
+    int rc = pc_journal_batch_new(&b);
+    if (rc != 0) {
+        /* no memory for the batch: the records stay staged for the next
+         * commit; this one cannot say they are durable */
+        return PC_EIO;
+    }
+    (void)pc_jbatch_start(j, b);
+    pc_journal_batch_sync(b);
+    rc = pc_jbatch_finish(j, b);
+    pc_journal_batch_free(b);
+    return rc;
 }
 
 int pc_journal_sync_all(pc_journal *j)

@@ -243,6 +243,21 @@ struct pc_journal {
     uint32_t ring_coll;        /* collection and epoch of the last control item */
     uint64_t ring_epoch;
     struct pc_jfd own[PC_MAX_COLLECTIONS]; /* its segments, as written by itself */
+    /* group commit (pc_journal_defer_sync; docs/journal-format.md §6.6),
+     * process-local: while defer_sync is on, an always record is written to
+     * its segment by the hook but fdatasynced by the next pc_journal_commit.
+     * staged counts such records since the last commit; pend[c] names the
+     * segment of collection c that holds some of them (the one to sync);
+     * commit_err says a segment holding staged records could not be made
+     * durable when the hook had to leave it (the next commit fails). */
+    bool defer_sync;
+    bool commit_err;
+    uint64_t staged;
+    struct pc_jpend {
+        bool on;
+        int32_t n;
+        uint64_t epoch;
+    } pend[PC_MAX_COLLECTIONS];
     /* this process as the drainer (journal_drain.c); dmu guards the rest */
     pthread_mutex_t dmu;
     bool drainer;       /* the drainer thread runs in this process */
@@ -283,8 +298,16 @@ int pc_jring_put(pc_journal *j, unsigned coll, uint64_t epoch, const pc_jrec *re
 /* Drains this process's own ring into its segments; with sync also
  * fdatasyncs them (and the directory for new ones). Logs failures. */
 int pc_jown_flush(pc_journal *j, bool sync);
-/* The always mode: drain the own ring, then fdatasync coll's segment. */
-int pc_jown_commit(pc_journal *j, unsigned coll);
+/* The always mode: drain the own ring, then fdatasync coll's segment;
+ * with stage (group commit) the fdatasync is left to pc_jown_sync_staged
+ * and the segment is noted in j->pend[coll]. */
+int pc_jown_commit(pc_journal *j, unsigned coll, bool stage);
+/* journal_commit.c: group commit. start takes this process's staged
+ * records (j->pend, j->staged) into b; finish records the result of b's
+ * pc_journal_batch_sync (or of its absence: then it fails) and returns 0 or
+ * PC_EIO. Both in the handle's thread. */
+int pc_jbatch_start(pc_journal *j, pc_journal_batch *b);
+int pc_jbatch_finish(pc_journal *j, pc_journal_batch *b);
 /* Takes the record the hook just put back out of the ring, unless a
  * consumer already wrote it (the caller refuses the write). */
 void pc_jown_takeback(pc_journal *j);

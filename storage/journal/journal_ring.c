@@ -652,30 +652,89 @@ int pc_jown_flush(pc_journal *j, bool sync)
     return 0;
 }
 
+/* fdatasync of this process's segment (epoch, n) of collection c found by
+ * its name, and of the directory: for a segment that holds staged records
+ * (group commit) but is no longer slot s's current one - a save started a
+ * new epoch, or a failed write abandoned it. Under s's lock. A segment
+ * gone (ENOENT) was retired: a committed snapshot covers its records. */
+static int pc_jseg_sync_named(pc_journal *j, unsigned c, uint64_t epoch, int32_t n,
+                              struct pc_jioerr *e)
+{
+    char name[160];
+    pc_jseg_name(name, sizeof name, pc_coll_name(j->pcs[c].coll), epoch, (uint32_t)j->pid, n);
+    int fd = openat(j->dirfd, name, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        pc_jioerr_set(e, errno, "opening segment %s", name);
+        return PC_EIO;
+    }
+    int rc = 0;
+    if (fdatasync(fd) != 0) {
+        pc_jioerr_set(e, errno, "fdatasync");
+        rc = PC_EIO;
+    } else if (fsync(j->dirfd) != 0) {
+        pc_jioerr_set(e, errno, "fsync of the directory");
+        rc = PC_EIO;
+    }
+    close(fd);
+    return rc;
+}
+
+/* Group commit, after the hook's drain of collection c (ok: the record is
+ * in the segment): notes the segment that now holds a staged record. When
+ * the segment noted before is not slot s's current one any more, its
+ * staged records are made durable now, by name - the commit only knows
+ * the current segments (struct pc_jseg_shm). Under s's lock. */
+static void pc_jstage_note_locked(pc_journal *j, struct pc_jslot_shm *s, unsigned c, bool ok,
+                                  struct pc_jioerr *e)
+{
+    const struct pc_jseg_shm *g = &s->seg[c];
+    struct pc_jpend *p = &j->pend[c];
+    if (p->on && (g->n != p->n || g->epoch != p->epoch)) {
+        if (pc_jseg_sync_named(j, c, p->epoch, p->n, e) != 0)
+            j->commit_err = true;
+        p->on = false;
+    }
+    /* g->n < 0 after a successful drain: the record was of a retired epoch
+     * and dropped (covered by a committed snapshot), nothing to sync */
+    if (ok && g->n >= 0) {
+        *p = (struct pc_jpend){.on = true, .n = g->n, .epoch = g->epoch};
+        j->staged++;
+    }
+}
+
 /* The always mode, after the hook appended its record: the ring is drained
  * (the record is the last item) and the collection's segment - the one the
- * record went to - fdatasynced before the write is acknowledged. When the
+ * record went to - fdatasynced before the write is acknowledged; with stage
+ * (group commit) the fdatasync waits for pc_jown_sync_staged. When the
  * drain fails the record is taken back out of the ring: the caller gets
  * PC_EIO and the write was not journaled. */
-int pc_jown_commit(pc_journal *j, unsigned coll)
+int pc_jown_commit(pc_journal *j, unsigned coll, bool stage)
 {
     struct pc_jioerr e = {0};
     struct pc_jslot_shm *s = j->slot;
     if (pc_jslot_lock(s) != 0)
         return PC_ESYS;
     int rc = pc_jdrain_locked(j, s, j->own, &e);
-    if (rc == 0) {
+    if (rc == 0 && !stage) {
         rc = pc_jseg_sync_locked(j, s, coll, j->own, &e);
-    } else if (atomic_load_explicit(&s->tail, memory_order_relaxed) <= j->put_at) {
+    } else if (rc != 0 && atomic_load_explicit(&s->tail, memory_order_relaxed) <= j->put_at) {
         /* the record did not reach the segment: it leaves the ring (items
          * before it stay for the next attempt; a control item before it
          * still describes what follows) */
         atomic_store_explicit(&s->head, j->put_at, memory_order_relaxed);
         j->head = j->put_at;
     }
+    if (stage)
+        pc_jstage_note_locked(j, s, coll, rc == 0, &e);
     pc_jslot_unlock(s);
-    if (rc != 0)
-        return pc_jown_fail(j, &e);
+    /* e.err without rc: the record is in its segment, an earlier staged
+     * one could not be synced (j->commit_err fails the next commit) */
+    if (rc != 0 || e.err != 0) {
+        (void)pc_jown_fail(j, &e);
+        return rc != 0 ? PC_EIO : 0;
+    }
     pc_jown_ok(j);
     return 0;
 }

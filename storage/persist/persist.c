@@ -643,6 +643,39 @@ int pc_persist_worker_tick(pc_persist *p)
     return p->journal != NULL ? pc_journal_tick(p->journal, 0) : 0;
 }
 
+int pc_persist_defer_sync(pc_persist *p, int on)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    return p->journal != NULL ? pc_journal_defer_sync(p->journal, on) : 0;
+}
+
+uint64_t pc_persist_commit_pending(const pc_persist *p)
+{
+    return p != NULL && p->journal != NULL ? pc_journal_commit_pending(p->journal) : 0;
+}
+
+int pc_persist_commit(pc_persist *p)
+{
+    if (p == NULL)
+        return PC_EINVAL;
+    return p->journal != NULL ? pc_journal_commit(p->journal) : 0;
+}
+
+int pc_persist_commit_start(pc_persist *p, pc_journal_batch *b)
+{
+    if (p == NULL || b == NULL)
+        return PC_EINVAL;
+    return p->journal != NULL ? pc_journal_commit_start(p->journal, b) : 0;
+}
+
+int pc_persist_commit_finish(pc_persist *p, pc_journal_batch *b)
+{
+    if (p == NULL || b == NULL)
+        return PC_EINVAL;
+    return p->journal != NULL ? pc_journal_commit_finish(p->journal, b) : 0;
+}
+
 int pc_persist_shutdown(pc_persist *p)
 {
     if (p == NULL)

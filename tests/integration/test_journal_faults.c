@@ -9,6 +9,8 @@
  *    corrupt record in the middle is named (offset, key) and skipped; a bad
  *    segment header is skipped; an I/O error (RLIMIT_FSIZE) is PC_EIO and
  *    leaves the segment cut at a whole record;
+ *  - group commit: deferred fdatasync, batches, a save between staged
+ *    records, a failed write among staged ones;
  *  - a child drops its parent's buffered records after fork; retire
  *    removes exactly the older epochs of one collection;
  *  - the rings (journal_ring.c, journal_drain.c): many laps of the smallest ring with the
@@ -398,6 +400,165 @@ static void test_write_error(void **state)
     assert_int_equal(st.torn_tails + st.bad_records, 0);
     assert_int_equal(st.records, ok);
     pc_cache_destroy(b);
+}
+
+/* ---- group commit (journal_commit.c, docs/journal-format.md §6.6) ------------- */
+
+static void put_kv(pc_coll *c, unsigned i)
+{
+    char k[16], v[32];
+    int kl = snprintf(k, sizeof k, "k%u", i), vl = snprintf(v, sizeof v, "value-%u", i);
+    assert_int_equal(pc_set(c, k, (size_t)kl, v, (size_t)vl, 0, 0), 0);
+}
+
+/* With deferred sync an always record is in its segment when the hook
+ * returns but not fdatasynced; a commit (one call, or start / sync /
+ * finish with records staged in between) makes durable exactly what it
+ * took; a save's new epoch between staged records leaves no record of the
+ * old segment unsynced; a failed write is still refused and undone and
+ * does not fail the batch of the writes before it; a forked child has
+ * nothing staged. */
+static void test_group_commit(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
+    assert_int_equal(pc_journal_commit_pending(ja), 0);
+    assert_int_equal(pc_journal_commit(ja), 0); /* nothing staged: nothing to do */
+    assert_int_equal(pc_journal_defer_sync(ja, 1), 0);
+    for (unsigned i = 0; i < 10; i++)
+        put_kv(ca, i);
+    assert_int_equal(pc_journal_commit_pending(ja), 10);
+    struct pc_jseg_shm *g = &ja->slot->seg[0];
+    char names[4][256], path[640];
+    assert_int_equal(list_segments("default", names, 4), 1);
+    seg_path(names[0], path, sizeof path);
+    assert_int_equal(file_size(path), (off_t)g->bytes); /* written by the hook */
+    assert_true(g->synced < g->bytes);                  /* not synced */
+    assert_int_equal(g->dir_synced, 0);
+    assert_int_equal(pc_journal_commit(ja), 0);
+    assert_int_equal(pc_journal_commit_pending(ja), 0);
+    assert_int_equal(g->synced, g->bytes);
+    assert_int_equal(g->dir_synced, 1);
+
+    /* three steps: a batch covers what was staged at its start only */
+    for (unsigned i = 10; i < 15; i++)
+        put_kv(ca, i);
+    pc_journal_batch *b = NULL;
+    assert_int_equal(pc_journal_batch_new(&b), 0);
+    assert_int_equal(pc_journal_commit_start(ja, b), 0);
+    assert_int_equal(pc_journal_batch_records(b), 5);
+    assert_int_equal(pc_journal_commit_pending(ja), 0);
+    uint64_t at_start = g->bytes;
+    for (unsigned i = 15; i < 18; i++)
+        put_kv(ca, i);
+    assert_int_equal(pc_journal_commit_pending(ja), 3);
+    pc_journal_batch_sync(b);
+    assert_int_equal(pc_journal_commit_finish(ja, b), 0);
+    assert_int_equal(g->synced, at_start);
+    assert_true(g->bytes > at_start);
+    /* a batch finished without its sync is synced by finish */
+    assert_int_equal(pc_journal_commit_start(ja, b), 0);
+    assert_int_equal(pc_journal_batch_records(b), 3);
+    assert_int_equal(pc_journal_commit_finish(ja, b), 0);
+    assert_int_equal(g->synced, g->bytes);
+    assert_int_equal(pc_journal_commit(ja), 0); /* nothing staged any more */
+    pc_journal_batch_free(b);
+    put_kv(ca, 18);
+    assert_int_equal(pc_journal_commit(ja), 0);
+    assert_int_equal(g->synced, g->bytes);
+
+    /* a save between staged records: the old segment is synced when the
+     * hook leaves it, the new one by the commit */
+    put_kv(ca, 19);
+    uint64_t old_epoch = g->epoch, e1 = 0;
+    assert_int_equal(pc_journal_begin_save(ja, ca, &e1), 0);
+    put_kv(ca, 20);
+    assert_int_equal(g->epoch, e1);
+    assert_true(e1 > old_epoch);
+    assert_int_equal(pc_journal_commit_pending(ja), 2);
+    assert_int_equal(pc_journal_commit(ja), 0);
+    assert_int_equal(g->synced, g->bytes);
+    assert_int_equal(list_segments("default", names, 4), 2);
+
+    /* a forked child has nothing staged, and its own switch is off */
+    put_kv(ca, 21);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        _exit(pc_journal_commit_pending(ja) == 0 && pc_journal_commit(ja) == 0 ? 0 : 3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(pc_journal_commit_pending(ja), 1);
+    /* switching off commits */
+    assert_int_equal(pc_journal_defer_sync(ja, 0), 0);
+    assert_int_equal(pc_journal_commit_pending(ja), 0);
+    assert_int_equal(g->synced, g->bytes);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *rb;
+    pc_journal_replay_stats st = replay_fresh(0, &rb);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    assert_keys(rb, 0, 22, 1);
+    pc_cache_destroy(rb);
+}
+
+/* A write that fails (RLIMIT_FSIZE: EFBIG) while records are staged: that
+ * write is refused and undone as without group commit, the staged ones
+ * before it are in their segment and the commit makes them durable. */
+static void test_group_commit_write_error(void **state)
+{
+    (void)state;
+    pc_cache *a = new_cache("default", 16);
+    pc_journal *ja = new_journal(a, 1);
+    pc_coll *ca = journal_on(a, ja, "default", PC_JOURNAL_ALWAYS);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        child_init();
+        signal(SIGXFSZ, SIG_IGN);
+        if (pc_journal_defer_sync(ja, 1) != 0)
+            _exit(2);
+        struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        unsigned ok = 0;
+        int rc = 0;
+        while (ok < 1000) {
+            char k[16], v[32];
+            int kl = snprintf(k, sizeof k, "k%u", ok), vl = snprintf(v, sizeof v, "value-%u", ok);
+            if ((rc = pc_set(ca, k, (size_t)kl, v, (size_t)vl, 0, 0)) != 0)
+                break;
+            ok++;
+        }
+        if (rc != PC_EIO || ok < 10 || pc_journal_commit_pending(ja) != ok)
+            _exit(3);
+        char k[16];
+        int kl = snprintf(k, sizeof k, "k%u", ok);
+        if (pc_probe(ca, k, (size_t)kl, NULL) != PC_ENOTFOUND) /* undone */
+            _exit(4);
+        if (pc_journal_commit(ja) != 0 || pc_journal_commit_pending(ja) != 0)
+            _exit(5);
+        if (pc_set(ca, "new", 3, "v", 1, 0, 0) != PC_EREFUSED) /* the journal is failing */
+            _exit(6);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    pc_cache *rb;
+    pc_journal_replay_stats st = replay_fresh(0, &rb);
+    assert_int_equal(st.torn_tails + st.bad_records, 0);
+    assert_true(st.records >= 10);
+    assert_keys(rb, 0, (unsigned)st.records, 1);
+    pc_cache_destroy(rb);
 }
 
 /* ---- fork and retire ------------------------------------------------------------ */
@@ -858,6 +1019,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_middle, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bad_header, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_write_error, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_group_commit, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_group_commit_write_error, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_fork_drops_parent_buffer, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_retire, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_quarantine, setup_dir, teardown_dir),

@@ -57,7 +57,9 @@ extern "C" {
 #define PC_JOURNAL_EVERYSEC                                                                        \
     1u /* acknowledged in the process's shared-memory ring; written by the drainer, fsynced        \
         * about once per second */
-#define PC_JOURNAL_ALWAYS 2u /* written + fdatasynced before the hook returns */
+#define PC_JOURNAL_ALWAYS                                                                          \
+    2u /* written + fdatasynced before the hook returns, or (pc_journal_defer_sync)                \
+        * written before the hook returns and fdatasynced by pc_journal_commit */
 
 /* "off", "everysec", "always" (exact, case-sensitive) -> *mode. PC_EINVAL
  * for anything else. s is borrowed. */
@@ -108,7 +110,8 @@ void pc_journal_close(pc_journal *j);
 /* The engine's mutation hook (a pc_mutation_fn, ctx = the pc_journal;
  * r->word is the collection's mode). Hot path: see journal.c. Returns 0,
  * or PC_EIO when the record could not be journaled (always: written and
- * fdatasynced; everysec: in the ring). */
+ * fdatasynced, or only written with pc_journal_defer_sync; everysec: in
+ * the ring). */
 int pc_journal_hook(void *ctx, const pc_mutation *r);
 /* pc_mutation_hook(cache, pc_journal_hook, j) / pc_mutation_hook(cache,
  * NULL, NULL). Children forked after the call inherit it. */
@@ -134,6 +137,54 @@ int pc_journal_sync_all(pc_journal *j);
 /* Writes this process's ring out; with sync also fdatasyncs its segments
  * (and the directory when a segment was created). */
 int pc_journal_flush(pc_journal *j, int sync);
+
+/* ---- group commit (docs/journal-format.md §6.6) ------------------------------
+ * For a host with an event loop that can hold its replies: with the switch
+ * on (this process only; off in a new child), the hook of an always
+ * collection still writes the record to this process's segment before it
+ * returns - so a failed write (ENOSPC, EIO) is refused and undone as
+ * without it - but leaves the fdatasync to the next pc_journal_commit,
+ * which makes every record staged since the last commit durable with one
+ * fdatasync per segment. The host must not acknowledge a write while
+ * pc_journal_commit_pending says records are staged, nor any reply that
+ * may depend on one (the simplest rule: no reply at all), and calls
+ * pc_journal_commit before it sends them. everysec collections are not
+ * affected. */
+
+/* Switches deferred fdatasync on (on != 0) or off for this process.
+ * Switching it off commits first (its result is returned). 0, PC_EINVAL,
+ * or pc_journal_commit's error. */
+int pc_journal_defer_sync(pc_journal *j, int on);
+/* The number of always records staged by this process since its last
+ * commit (0 = nothing to commit). Process-local: no lock, no system call. */
+uint64_t pc_journal_commit_pending(const pc_journal *j);
+/* fdatasyncs this process's segments that hold staged records (and the
+ * journal directory for a segment created since), then forgets them.
+ * Returns 0 when every staged record is durable (also when none was
+ * staged), or PC_EIO: some may not be - the journal is marked failing
+ * (writes refused, see health below) and the host must not acknowledge
+ * the writes of the batch. Either way the batch is over. */
+int pc_journal_commit(pc_journal *j);
+
+/* pc_journal_commit in three steps, for a host that fdatasyncs in another
+ * thread while its loop stages the next batch: commit_start (the handle's
+ * thread) takes every record staged so far into b and starts a new batch
+ * for the records staged after it; pc_journal_batch_sync (any thread: it
+ * touches b only, never the handle) makes them durable; commit_finish
+ * (the handle's thread) records the result and returns what
+ * pc_journal_commit would have: 0, or PC_EIO (the records of b may not be
+ * durable; the journal is failing, and the next batch fails too). A batch
+ * finished without its sync is synced by finish, in the calling thread.
+ * One batch in flight per process. b is
+ * caller-owned (batch_new / batch_free) and reused batch after batch. */
+typedef struct pc_journal_batch pc_journal_batch;
+int pc_journal_batch_new(pc_journal_batch **out); /* PC_EINVAL, PC_EHEAP */
+void pc_journal_batch_free(pc_journal_batch *b);  /* accepts NULL */
+int pc_journal_commit_start(pc_journal *j, pc_journal_batch *b);
+void pc_journal_batch_sync(pc_journal_batch *b);
+int pc_journal_commit_finish(pc_journal *j, pc_journal_batch *b);
+/* The records b covers (as counted by pc_journal_commit_pending). */
+uint64_t pc_journal_batch_records(const pc_journal_batch *b);
 
 /* ---- health (docs/journal-format.md §8) ------------------------------------
  * Shared by every process of the journal. Whichever process or thread sees

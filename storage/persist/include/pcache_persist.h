@@ -170,6 +170,19 @@ int pc_persist_tick(pc_persist *p);
 /* In every worker, about once a second: writes its buffered journal
  * records (the fdatasync stays in pc_persist_tick). */
 int pc_persist_worker_tick(pc_persist *p);
+/* Group commit of the journal's always collections (pcache_journal.h,
+ * pc_journal_defer_sync): for a host process with an event loop that holds
+ * its replies while pc_persist_commit_pending is non-zero and calls
+ * pc_persist_commit once per loop turn before sending them. Without a
+ * journal: defer 0 (nothing to do), pending 0, commit 0. */
+int pc_persist_defer_sync(pc_persist *p, int on);
+uint64_t pc_persist_commit_pending(const pc_persist *p);
+int pc_persist_commit(pc_persist *p);
+/* pc_journal_commit_start / _finish on the persistence's journal, for a
+ * host that runs pc_journal_batch_sync(b) in another thread. Without a
+ * journal: start leaves b empty, finish returns 0. */
+int pc_persist_commit_start(pc_persist *p, pc_journal_batch *b);
+int pc_persist_commit_finish(pc_persist *p, pc_journal_batch *b);
 /* Flushes the journal; db_mode 2: saves every persist collection. */
 int pc_persist_shutdown(pc_persist *p);
 /* In a process forked after pc_persist_open (the host's maintenance

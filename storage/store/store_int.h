@@ -193,6 +193,7 @@ typedef struct pc_lw {
     void (*on_record)(void *ctx, const char *db, const uint8_t *key, size_t klen,
                       const uint8_t *val, size_t vlen);
     void *ctx;
+    int clamp; /* a salvage: walk a truncated file's meta over the pages that are left */
     /* results of pc_lw_run */
     pc_lw_meta meta; /* the meta walked */
     int meta_index;
@@ -200,6 +201,11 @@ typedef struct pc_lw {
     uint64_t npages; /* last page + 1 */
     uint8_t *pstate; /* npages bytes: 0 (reached by nothing), PC_LW_TREE, PC_LW_FREE */
     uint64_t problems, overflow_pages, free_pages, unreached_pages;
+    int free_ok;  /* the free list was walked without a problem: the pages it does not
+                   * name and no tree reaches are no older snapshot's */
+    int fallback; /* one meta page was unusable: the other was walked (it may be the
+                   * transaction before the last) */
+    int clamped;  /* the meta walked was cut to a truncated file (clamp) */
     pc_lw_tree dbs[PC_LW_MAX_DBS];
     unsigned ndbs;
     struct pc_lw_idl *free_lists;

@@ -405,6 +405,7 @@ struct pc_sv_args {
 struct pc_sv_wire { /* the child's answer, then ncolls pc_store_salvage_coll */
     int rc;
     uint64_t problems, pages_scanned, ncolls;
+    int older_meta, free_unknown;
     char err[512];
 };
 
@@ -417,21 +418,18 @@ static int pc_sv_child(void *ctx, int fd)
     v.w.on_record = pc_sv_on_record;
     v.w.on_problem = pc_sv_on_problem;
     v.w.ctx = &v;
+    v.w.clamp = 1;
     struct pc_sv_wire wire;
     memset(&wire, 0, sizeof wire);
     v.dc = ZSTD_createDCtx();
     int rc = v.dc == NULL ? PC_EHEAP : pc_lw_map(&v.w, a->src);
     if (rc == 0)
         rc = pc_lw_run(&v.w, 0, 0);
-    if (rc == 0 && v.w.pstate == NULL && v.w.fsize >= 4096) {
-        /* no meta to trust: every page is a candidate, at the default size */
-        v.w.psize = 4096;
-        v.w.npages = v.w.fsize / 4096;
-        v.w.pstate = calloc((size_t)v.w.npages, 1);
-        if (v.w.pstate == NULL)
-            rc = PC_EHEAP;
-    }
-    if (rc == 0 && v.w.pstate != NULL)
+    /* pages outside the trees hold blocks of older snapshots too, unless the
+     * free list says which those are: without a sound free list, no page
+     * outside the trees is trusted (an older snapshot's blocks would pass
+     * every check and be served as current) */
+    if (rc == 0 && v.w.pstate != NULL && v.w.free_ok)
         for (uint64_t pg = 2; pg < v.w.npages; pg++)
             if (v.w.pstate[pg] == 0)
                 pc_sv_scan_page(&v, pg);
@@ -456,6 +454,8 @@ static int pc_sv_child(void *ctx, int fd)
     wire.rc = rc;
     wire.problems = v.w.problems;
     wire.pages_scanned = v.pages_scanned;
+    wire.older_meta = v.w.fallback;
+    wire.free_unknown = v.w.pstate != NULL && !v.w.free_ok;
     wire.ncolls = rc == 0 ? v.ncolls : 0;
     size_t n = sizeof wire;
     const uint8_t *p = (const uint8_t *)&wire;
@@ -558,6 +558,8 @@ int pc_store_salvage(const char *src, const char *dst, pc_store_salvage_result *
     }
     result->problems = wire.problems;
     result->pages_scanned = wire.pages_scanned;
+    result->older_meta = wire.older_meta;
+    result->free_unknown = wire.free_unknown;
     result->ncolls = (size_t)wire.ncolls;
     if (wire.ncolls > 0) {
         result->colls = malloc(result->ncolls * sizeof *result->colls);

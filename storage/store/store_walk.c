@@ -566,7 +566,12 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want)
                        "data.mdb is %llu bytes but meta page %d's last page ends at %llu: the "
                        "file is truncated",
                        (unsigned long long)w->fsize, i, (unsigned long long)end);
-            m[i].ok = 0;
+            if (w->clamp && w->fsize / m[i].psize > 2) {
+                m[i].last_pg = w->fsize / m[i].psize - 1; /* what is left, for a salvage */
+                w->clamped = 1;
+            }
+            else
+                m[i].ok = 0;
         }
     }
     int use = -1;
@@ -598,8 +603,11 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want)
     w->dbs[1].kind = PC_LW_MAIN;
     w->ndbs = 2;
     lw_tree(w, &w->dbs[1], &w->meta.db[1]);
+    uint64_t before = w->problems;
     lw_tree(w, &w->dbs[0], &w->meta.db[0]);
     lw_free_pages(w);
+    w->free_ok = w->problems == before && w->dbs[0].walked && !w->clamped;
+    w->fallback = !use_want && (!m[0].ok || !m[1].ok);
     for (uint64_t pg = 2; pg < w->npages; pg++)
         if (w->pstate[pg] == 0)
             w->unreached_pages++;

@@ -33,13 +33,23 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
         snap_jstr(f, src, strlen(src));
         fprintf(f, ",\"salvaged_to\":");
         snap_jstr(f, dst, strlen(dst));
-        fprintf(f, ",\"structural_problems\":%llu,\"pages_scanned\":%llu,\"collections\":[",
-                (unsigned long long)res.problems, (unsigned long long)res.pages_scanned);
+        fprintf(f,
+                ",\"structural_problems\":%llu,\"pages_scanned\":%llu,\"older_meta\":%s,"
+                "\"free_list_unknown\":%s,\"collections\":[",
+                (unsigned long long)res.problems, (unsigned long long)res.pages_scanned,
+                res.older_meta ? "true" : "false", res.free_unknown ? "true" : "false");
     } else {
         fprintf(f, "salvage %s -> %s: %llu structural problems met, %llu pages outside the trees "
                    "read\n",
                 src, dst, (unsigned long long)res.problems, (unsigned long long)res.pages_scanned);
     }
+    if (!cx->json && res.older_meta)
+        fprintf(f, "  warning: one LMDB meta page is damaged; the other was read, and it may "
+                   "hold the snapshot before the last save (older data)\n");
+    if (!cx->json && res.free_unknown)
+        fprintf(f, "  warning: the free list is damaged: pages outside the trees were not read "
+                   "(they may hold older snapshots); blocks below damaged pages are lost\n");
+    lost |= res.older_meta;
     for (size_t i = 0; i < res.ncolls; i++) {
         const pc_store_salvage_coll *k = &res.colls[i];
         int64_t lost_rec = k->meta_found ? (int64_t)k->count_meta - (int64_t)k->count : -1;
@@ -76,6 +86,11 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
         if (k->blocks_bad)
             fprintf(f, "; %llu blocks failed their checks", (unsigned long long)k->blocks_bad);
         fputc('\n', f);
+    }
+    if (res.ncolls == 0 && res.problems > 0) {
+        lost = 1; /* damage and nothing found: the loss cannot even be counted */
+        if (!cx->json)
+            fprintf(f, "  no collection could be found in %s\n", src);
     }
     if (cx->json)
         fprintf(f, "],\"complete\":%s}\n", lost ? "false" : "true");

@@ -398,9 +398,10 @@ int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, si
  * decompression, raw checksum, every record) into a new store dst, with a
  * collection meta re-derived from what was copied, and reports what was
  * lost. It reads src without LMDB, in a forked child: the trees as far as
- * they can be trusted, then the pages that neither a tree nor the free list
- * reaches (the leaves below a damaged branch page), taking from those only
- * blocks that do not overlap what the trees hold. src is never written. dst
+ * they can be trusted, then (when the free list is sound) the pages that
+ * neither a tree nor the free list reaches (the leaves below a damaged
+ * branch page), taking from those only blocks that do not overlap what the
+ * trees hold. src is never written. dst
  * must not exist or be an empty directory; the journal of src is not
  * copied. The operator then points db_url at dst (docs/pcache-snapshot.md,
  * "salvage"). */
@@ -417,6 +418,11 @@ typedef struct pc_store_salvage_coll {
 typedef struct pc_store_salvage_result {
     uint64_t problems;       /* structural problems the walk met */
     uint64_t pages_scanned;  /* pages outside every tree that were read for blocks */
+    int older_meta;          /* one LMDB meta page was unusable and the other was read:
+                              * the copy may be the snapshot before the last save */
+    int free_unknown;        /* the free list is damaged: pages outside the trees were
+                              * not read (they may hold older snapshots), so blocks
+                              * below damaged branch pages are lost */
     size_t ncolls;
     pc_store_salvage_coll *colls; /* caller-owned: pc_store_salvage_free */
 } pc_store_salvage_result;

@@ -57,3 +57,14 @@ endforeach()
 if(TARGET test_persist AND TARGET pcache_persist)
   target_link_libraries(test_persist PRIVATE pcache_persist)
 endif()
+
+# Damaged LMDB pages of a real store, made by a real pcached
+# (tests/integration/store_damage.py, issue 18): verify, every verb of
+# pcache-snapshot and pcached itself on each damaged copy, salvage.
+if(TARGET pcached AND TARGET pcache-snapshot)
+  add_test(NAME test_store_damage
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/store_damage.py)
+  set_tests_properties(test_store_damage PROPERTIES TIMEOUT 900 LABELS "integration;store"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHE_SNAPSHOT=$<TARGET_FILE:pcache-snapshot>;PYTHONDONTWRITEBYTECODE=1")
+endif()

@@ -208,6 +208,49 @@ static int pp_disk_errno(const char *dir)
     return EIO;
 }
 
+/* Before the first write (the boot generation, then loads that prune and
+ * saves that replace): the whole store is checked, LMDB's pages and every
+ * block's checksums (pc_store_check, in a forked child). A damaged store
+ * is refused, with what is damaged and what to do: a start that loaded
+ * part of it would serve the rest as if it were all, and the next save
+ * would write the loss over what is left. On success sc gains
+ * PC_STORE_NOCHECK (the open need not walk it again). */
+static int pp_check_store(const char *url, pc_store_config *sc, char *err, size_t errlen)
+{
+    pc_store_problem *pr = NULL;
+    size_t n = 0;
+    char why[600];
+    int rc = pc_store_check(url, PC_STORE_CHECK_DEEP, &pr, &n, why, sizeof why);
+    if (rc == PC_ESTORE)
+        return 0; /* no data.mdb: a new store, pc_store_open decides */
+    if (rc != 0)
+        return pp_fail(err, errlen, rc, "db_url '%.200s': %s", url, why);
+    if (n == 0) {
+        sc->flags |= PC_STORE_NOCHECK;
+        return 0;
+    }
+    const char *dir = strncmp(url, "lmdb:///", 8) == 0 ? url + 7 : url;
+    int newer = 0;
+    for (size_t i = 0; i < n; i++)
+        newer |= pr[i].kind == PC_SP_NEWER;
+    if (newer)
+        rc = pp_fail(err, errlen, PC_EFORMAT,
+                     "db_url '%.200s': the store was written by a newer format version "
+                     "(%s%s%.160s): upgrade pcache to use it; nothing was read or written",
+                     url, pr[0].collection[0] ? pr[0].collection : "",
+                     pr[0].collection[0] ? ": " : "", pr[0].message);
+    else
+        rc = pp_fail(err, errlen, PC_ECORRUPT,
+                     "db_url '%.200s': the store is damaged (%zu problem%s; first: %s%s%.160s); "
+                     "nothing was read or written. See 'pcache-snapshot verify %.200s'; "
+                     "'pcache-snapshot salvage %.200s NEWDIR' copies every block that still "
+                     "verifies, then set db_url to lmdb://NEWDIR",
+                     url, n, n == 1 ? "" : "s", pr[0].collection[0] ? pr[0].collection : "",
+                     pr[0].collection[0] ? ": " : "", pr[0].message, dir, dir);
+    pc_store_problems_free(pr, n);
+    return rc;
+}
+
 int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
                     size_t errlen)
 {
@@ -283,6 +326,7 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         goto fail;
     }
     if ((rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||
+        (rc = pp_check_store(cfg->db_url, &sc, err, errlen)) != 0 ||
         (rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
         goto fail;
     p->store_pid = getpid();

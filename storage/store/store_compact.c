@@ -275,7 +275,15 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
                         c.dir, holder);
         goto out;
     }
-    /* 2. the store, read without LMDB's locks */
+    /* 2. the structure (nobody can write: byte 0 is ours, so LMDB's reader
+     * table is not used by the check either), then the store, read without
+     * LMDB's locks */
+    char why[600];
+    if ((rc = pc_store_check_refuse(c.dir, PC_STORE_CHECK_NOLOCK, why,
+                                    sizeof why)) != 0) {
+        rc = pc_cp_fail(&c, rc, "%s", why);
+        goto out;
+    }
     int mrc = pc_cp_env(c.dir, 0, &env);
     if (mrc != 0) {
         rc = pc_cp_fail(&c, mrc == MDB_INVALID || mrc == MDB_VERSION_MISMATCH ? PC_ESTORE : PC_EIO,

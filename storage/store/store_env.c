@@ -245,8 +245,9 @@ static int pc_dir_blank(const char *dir)
 }
 
 /* Reads LMDB's first meta page directly: 1 when data.mdb is an LMDB file
- * (magic 0xBEEFC0DE, data version 1), 0 when it is not, <0 on an I/O error.
- * *empty is set for a zero-length file (LMDB initialises one). */
+ * (magic 0xBEEFC0DE, data version 1), 2 when it is what is left of one
+ * (shorter than a meta page, or only meta page 1 has the magic), 0 when it
+ * is not, <0 on an I/O error. *empty is set for a zero-length file. */
 static int pc_probe_lmdb(struct pc_open_ctx *o, uint64_t *fsize, int *empty)
 {
     int fd = open(o->s->dpath, O_RDONLY | O_CLOEXEC);
@@ -274,6 +275,16 @@ static int pc_probe_lmdb(struct pc_open_ctx *o, uint64_t *fsize, int *empty)
     /* page header (16 bytes), then MDB_meta: magic u32, version u32 */
     rc = got == (ssize_t)sizeof pg && pc_get_le32(pg + 16) == 0xBEEFC0DEu &&
          pc_get_le32(pg + 20) == 1u;
+    if (rc == 0 && got >= 0 && got < (ssize_t)sizeof pg) {
+        rc = 2; /* a few bytes: what is left of a file, not a file of someone else's */
+        goto out;
+    }
+    /* meta page 0 damaged but meta page 1 (at one of the page sizes) there:
+     * an LMDB file, damaged; the structural check says how */
+    for (unsigned ps = 512; rc == 0 && ps <= 65536; ps *= 2)
+        if (pread(fd, pg, sizeof pg, ps) == (ssize_t)sizeof pg &&
+            pc_get_le32(pg + 16) == 0xBEEFC0DEu)
+            rc = 2;
 out:
     close(fd);
     return rc;
@@ -474,7 +485,7 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         goto out;
     if (s->block_bytes < 1024 || s->block_bytes > PC_SF_BLOCK_RAW_MAX / 4 ||
         s->zlevel < ZSTD_minCLevel() || s->zlevel > ZSTD_maxCLevel() ||
-        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE)) != 0 || (rdonly && create)) {
+        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 || (rdonly && create)) {
         rc = pc_open_fail(&o, PC_EINVAL, "store %s: bad configuration (flags, level, block size)",
                           s->path);
         goto out;
@@ -510,8 +521,25 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
             rc = pc_open_fail(&o, PC_ESTORE, "store %s: data.mdb is not an LMDB file", s->path);
             goto out;
         }
+        if (rc == 2 && (s->flags & PC_STORE_NOCHECK) != 0) {
+            rc = pc_open_fail(&o, PC_ECORRUPT, "store %s is damaged: data.mdb has no sound "
+                              "first meta page", s->path);
+            goto out;
+        }
     }
-    if (!have_data || empty) {
+    if (have_data && empty) {
+        /* LMDB writes its two meta pages when it creates data.mdb: an empty
+         * file is a store whose contents were lost (a truncation, a failed
+         * copy), and initialising it would make the loss look like a new
+         * store that a shutdown save then commits */
+        rc = pc_open_fail(&o, PC_ECORRUPT,
+                          "store %s is damaged: data.mdb is empty (0 bytes): its data is gone; "
+                          "restore it from a copy, or remove data.mdb to start a new empty "
+                          "store there",
+                          s->path);
+        goto out;
+    }
+    if (!have_data) {
         if (!pc_dir_blank(s->path)) {
             rc =
                 pc_open_fail(&o, PC_ESTORE,
@@ -530,6 +558,16 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
     s->map_size = (want + PC_STORE_MAP_ALIGN - 1) & ~(size_t)(PC_STORE_MAP_ALIGN - 1);
     pc_sf_hdr hdr;
     int is_store = 0;
+    if (have_data && !empty && (s->flags & PC_STORE_NOCHECK) == 0) {
+        /* LMDB trusts every page it reads: walk them all first, in a child
+         * (store_check.c), and touch nothing that is damaged */
+        char why[700];
+        if ((rc = pc_store_check_refuse(s->path, rdonly ? 0 : PC_CK_WRITER, why, sizeof why)) !=
+            0) {
+            rc = pc_open_fail(&o, rc, "%s", why);
+            goto out;
+        }
+    }
     if (have_data && !empty) {
         /* look before writing anything: read-only first */
         if ((rc = pc_env_create(&o, MDB_RDONLY)) != 0)

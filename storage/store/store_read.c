@@ -280,6 +280,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
     uint8_t *buf = NULL;
     size_t cap = 0;
     int bad = 0, mrc;
+    uint64_t seen = 0, nblocks = 0; /* records decoded, blocks met */
     pc_store_coll_meta m;
     if (dc == NULL) {
         rc = PC_EHEAP;
@@ -304,6 +305,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
         const uint8_t *raw;
         unsigned state;
         const char *why = "";
+        nblocks++;
         if (pc_sb_unpack(dc, v.mv_data, v.mv_size, &hdr, &buf, &cap, &raw, &state, &why) != 0) {
             pc_store_report_block(s, name, &hdr, (state & PC_SB_HDR) != 0, why,
                                   (state & PC_SB_RAW) ? raw : NULL);
@@ -328,6 +330,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
                 continue;
             }
             off += used;
+            seen++;
             if (r.expires_ms != 0 && (int64_t)r.expires_ms <= now &&
                 (flags & PC_STORE_INCLUDE_EXPIRED) == 0)
                 continue;
@@ -346,6 +349,17 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
         rc = pc_store_mdb_err(s, mrc, "iterate");
     if (rc == 0 && bad)
         rc = PC_ECORRUPT;
+    /* every block read and none stopped the walk: the snapshot must be all
+     * there. A damaged index can hide blocks from the cursor without any
+     * block failing; the meta's counts catch it. */
+    if (rc == 0 && (seen != m.count || nblocks != m.blocks)) {
+        PC_SLOG(s, PC_LOG_ERR,
+                "store %s: collection %s: read %llu records in %llu blocks, the meta says %llu in "
+                "%llu: the snapshot is incomplete (run verify)",
+                s->path, name, (unsigned long long)seen, (unsigned long long)nblocks,
+                (unsigned long long)m.count, (unsigned long long)m.blocks);
+        rc = PC_ECORRUPT;
+    }
 out:
     if (cur != NULL)
         mdb_cursor_close(cur);

@@ -255,9 +255,14 @@ static void test_crash_during_create(void **state)
     char p[400];
     snprintf(p, sizeof p, "%s/data.mdb", dir);
     fclose(fopen(p, "w"));
-    check_rc(try_open(dir, 0, err, sizeof err), PC_ESTORE);
-    s = open_store(dir, PC_STORE_CREATE);
-    pc_store_close(s);
+    /* LMDB never leaves data.mdb empty: this is a store whose data is gone,
+     * not a new one (issue 18), and nothing is written to it */
+    check_rc(try_open(dir, 0, err, sizeof err), PC_ECORRUPT);
+    check_rc(try_open(dir, PC_STORE_CREATE, err, sizeof err), PC_ECORRUPT);
+    assert_non_null(strstr(err, "data.mdb is empty"));
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0);
 }
 
 int main(int argc, char **argv)

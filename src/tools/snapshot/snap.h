@@ -10,6 +10,7 @@
  *   snap_info.c   info, ls, keys, get
  *   snap_dump.c   dump (JSON lines, CSV)
  *   snap_check.c  verify, diff, compact
+ *   snap_salvage.c salvage
  *   snap_move.c   export, import (to and from SQL through odbc/)
  *
  * Adding a verb: write
@@ -47,6 +48,7 @@ typedef struct snap_ctx {
     int json;              /* --json */
     int wait_ms;           /* --wait: how long an exclusive lock may delay opening */
     int quiet;             /* -q: no store log lines on stderr */
+    int nocheck;           /* snap_open: the verb ran pc_store_check itself */
     FILE *out;             /* stdout */
     unsigned nlogs;        /* store log lines of level ERR seen */
     char last_error[1200]; /* the last message snap_fail printed */
@@ -117,6 +119,7 @@ int snap_cmd_keys(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_get(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_dump(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_verify(snap_ctx *cx, int argc, char **argv);
+int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_diff(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_compact(snap_ctx *cx, int argc, char **argv);
 int snap_cmd_export(snap_ctx *cx, int argc, char **argv);

@@ -18,9 +18,7 @@
 
 static const char *snap_kind(int kind)
 {
-    static const char *const names[] = {"?",     "meta",  "block",    "record",
-                                        "order", "count", "checksum", "orphan"};
-    return kind >= 1 && kind <= PC_SP_ORPHAN ? names[kind] : "?";
+    return pc_store_problem_kind_name(kind);
 }
 
 /* ---- verify ---------------------------------------------------------------- */
@@ -64,9 +62,47 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
     if (argc - optind < 1 || argc - optind > 2)
         return snap_verb_help(cx, SNAP_USAGE);
     const char *path = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
-    pc_store *s;
+    pc_store *s = NULL;
     cx->quiet = 1; /* the problems are the report; the store's log lines would repeat them */
+    /* 1. LMDB's own structure, walked without LMDB (in a child) */
+    pc_store_problem *sp = NULL;
+    size_t nsp = 0, nkeep = 0;
+    char err[700];
+    int crc = pc_store_check(path, 0, &sp, &nsp, err, sizeof err);
+    int structural = 0;
+    for (size_t i = 0; crc == 0 && i < nsp; i++) {
+        /* what pc_store_verify finds again (blocks, metas) is left to it */
+        if (sp[i].kind == PC_SP_PAGE || sp[i].kind == PC_SP_FILE ||
+            (sp[i].kind == PC_SP_NEWER && sp[i].collection[0] == 0)) {
+            structural |= sp[i].kind != PC_SP_NEWER;
+            sp[nkeep++] = sp[i];
+        }
+    }
+    if (crc == 0 && structural) {
+        /* LMDB must not read this store: report the structure and stop */
+        if (cx->json) {
+            fprintf(cx->out, "{\"store\":");
+            snap_jstr(cx->out, path, strlen(path));
+            fprintf(cx->out, ",\"clean\":false,\"structure\":\"damaged\",\"problems\":[");
+        }
+        for (size_t i = 0; i < nkeep; i++)
+            snap_problem(cx, &sp[i], i == 0);
+        if (cx->json)
+            fprintf(cx->out, "],\"problems_listed\":%zu,\"blocks_checked\":false}\n", nkeep);
+        else
+            fprintf(cx->out,
+                    "store %s: %zu problem%s in LMDB's structure: the blocks were not checked "
+                    "(LMDB cannot read this store safely); 'pcache-snapshot salvage %s NEWDIR' "
+                    "copies every block that still verifies\n",
+                    path, nkeep, nkeep == 1 ? "" : "s", path);
+        pc_store_problems_free(sp, nsp);
+        return snap_finish(cx, SNAP_FOUND);
+    }
+    /* 2. the blocks, through LMDB (the structure was just checked) */
+    cx->nocheck = crc == 0;
     if ((r = snap_open(cx, path, &s)) != 0) {
+        cx->nocheck = 0;
+        pc_store_problems_free(sp, nsp);
         if (r != SNAP_CORRUPT)
             return r;
         /* a store that cannot even be opened (truncated data.mdb, a header
@@ -80,6 +116,7 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
         }
         return snap_finish(cx, SNAP_FOUND);
     }
+    cx->nocheck = 0;
     pc_store_coll_meta *list = NULL, m;
     size_t nc = 0, np = 0;
     uint64_t records = 0;
@@ -105,14 +142,18 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
                       pc_store_strerror(rc));
         goto out;
     }
+    size_t nall = np + nkeep;
     if (cx->json) {
         fprintf(cx->out, "{\"store\":");
         snap_jstr(cx->out, pc_store_path(s), strlen(pc_store_path(s)));
         fprintf(cx->out, ",\"clean\":%s,\"collections\":%zu,\"records\":%llu,\"problems\":[",
-                np == 0 ? "true" : "false", nc, (unsigned long long)records);
+                nall == 0 ? "true" : "false", nc, (unsigned long long)records);
     }
+    for (size_t i = 0; i < nkeep; i++)
+        snap_problem(cx, &sp[i], i == 0);
     for (size_t i = 0; i < np; i++)
-        snap_problem(cx, &pr[i], i == 0);
+        snap_problem(cx, &pr[i], i + nkeep == 0);
+    np = nall;
     if (cx->json)
         fprintf(cx->out, "],\"problems_listed\":%zu,\"list_truncated\":%s}\n", np,
                 np >= 1000 ? "true" : "false");
@@ -122,8 +163,10 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
     else
         fprintf(cx->out, "store %s: %zu problem%s%s\n", pc_store_path(s), np, np == 1 ? "" : "s",
                 np >= 1000 ? " (the list stops at 1000)" : "");
-    r = snap_finish(cx, np == 0 ? SNAP_OK : SNAP_FOUND);
+    np -= nkeep;
+    r = snap_finish(cx, nall == 0 ? SNAP_OK : SNAP_FOUND);
 out:
+    pc_store_problems_free(sp, nsp);
     pc_store_problems_free(pr, np);
     pc_store_list_free(list);
     pc_store_close(s);

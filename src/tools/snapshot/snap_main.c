@@ -15,7 +15,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,9 +52,15 @@ static const struct snap_verb snap_verbs[] = {
      "Writes every record (of every collection, or the ones named) as JSON lines (default)\n"
      "or CSV, binary keys and values escaped reversibly (docs/pcache-snapshot.md)."},
     {"verify", snap_cmd_verify, "verify STORE [COLLECTION]",
-     "Checks every block and record checksum, that every record decodes and is in order,\n"
+     "Walks every LMDB page of the store (meta, branch, leaf, overflow, free list), then\n"
+     "checks every block and record checksum, that every record decodes and is in order,\n"
      "and re-derives each collection's count and content checksum. Exit 0 when clean,\n"
      "1 with the list of what is wrong."},
+    {"salvage", snap_cmd_salvage, "salvage STORE NEWDIR",
+     "Copies every block of a damaged STORE that still verifies into a new store NEWDIR\n"
+     "(which must not exist or be empty), re-deriving each collection's meta, and reports\n"
+     "per collection what was copied and what was lost. STORE is read without LMDB and\n"
+     "never written. Exit 0 when nothing was lost, 1 when something was."},
     {"diff", snap_cmd_diff,
      "diff STORE1 STORE2 [-c COLLECTION] | diff STORE -a COLL1 -b COLL2 | diff STORE1 STORE2 "
      "-a COLL1 -b COLL2",
@@ -263,7 +271,7 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
         return snap_fail(cx, SNAP_LOCKED, "store %s: cannot read its lock file lock.mdb", dir);
     pc_store_config sc;
     pc_store_config_init(&sc);
-    sc.flags = PC_STORE_RDONLY;
+    sc.flags = PC_STORE_RDONLY | (cx->nocheck ? PC_STORE_NOCHECK : 0);
     sc.log.fn = snap_log;
     sc.log.ctx = cx;
     sc.log.level = PC_LOG_WARN;
@@ -328,6 +336,39 @@ int snap_coll_meta(snap_ctx *cx, pc_store *s, const char *name, pc_store_coll_me
     return SNAP_OK;
 }
 
+/* Runs the verb in a forked child. The store is checked before LMDB reads
+ * it (pc_store_open), but a store can change under a reader and LMDB trusts
+ * every page: if the reader dies of a signal, this process is still here to
+ * say so, instead of the shell reporting a segmentation fault after output
+ * that looked whole. */
+static int snap_run_isolated(snap_ctx *cx, const struct snap_verb *v, int argc, char **argv)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) /* no isolation to be had: run it here */
+        return v->run(cx, argc - 1, argv + 1);
+    if (pid == 0) {
+        /* the verb sees argv[0] = its name, then its own arguments */
+        int code = v->run(cx, argc - 1, argv + 1);
+        fflush(NULL);
+        exit(code);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return snap_fail(cx, SNAP_IO, "waiting for the reader process: %s", strerror(errno));
+    }
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    return snap_fail(cx, SNAP_CORRUPT,
+                     "the store is damaged: the process reading it died of signal %d (%s); "
+                     "any output above is incomplete. Run 'pcache-snapshot verify STORE' to "
+                     "name the damage and 'pcache-snapshot salvage STORE NEWDIR' to copy what "
+                     "still verifies",
+                     sig, strsignal(sig));
+}
+
 int main(int argc, char **argv)
 {
     snap_ctx cx = {.prog = "pcache-snapshot", .verb = "", .out = stdout, .wait_ms = 2000};
@@ -351,6 +392,5 @@ int main(int argc, char **argv)
         return SNAP_USAGE;
     }
     cx.verb = v->name;
-    /* the verb sees argv[0] = its name, then its own arguments */
-    return v->run(&cx, argc - 1, argv + 1);
+    return snap_run_isolated(&cx, v, argc, argv);
 }

@@ -75,6 +75,9 @@ typedef struct pc_store pc_store; /* process-local handle; opaque */
 /* ---- opening ------------------------------------------------------------ */
 #define PC_STORE_RDONLY 0x1u /* no writes (LMDB readers never block writers) */
 #define PC_STORE_CREATE 0x2u /* create the directory / store when missing */
+#define PC_STORE_NOCHECK 0x4u /* skip the structural check of an existing store
+                               * (pc_store_check): only for a caller that ran it
+                               * itself, or that runs in a process it can lose */
 
 /* The defaults of pc_store_config, chosen by measurement
  * (docs/snapshot-format.md §8): 128 KiB blocks at zstd level 1. */
@@ -329,7 +332,12 @@ enum pc_store_problem_kind {
     PC_SP_ORDER = 4,    /* records or blocks out of order / key vs header */
     PC_SP_COUNT = 5,    /* the meta count disagrees with the blocks */
     PC_SP_CHECKSUM = 6, /* the meta content checksum disagrees */
-    PC_SP_ORPHAN = 7    /* blocks of a collection that has no meta */
+    PC_SP_ORPHAN = 7,   /* blocks of a collection that has no meta */
+    PC_SP_PAGE = 8,     /* LMDB's own structure: a meta, branch, leaf, overflow or
+                         * free-list page (pc_store_check) */
+    PC_SP_FILE = 9,     /* data.mdb itself: empty, shorter than its pages */
+    PC_SP_NEWER = 10    /* a newer format version (LMDB meta, store header, collection
+                         * meta, block): refused, never read as empty */
 };
 typedef struct pc_store_problem {
     int kind;                              /* enum pc_store_problem_kind */
@@ -350,6 +358,80 @@ typedef struct pc_store_problem {
  * a snapshot. */
 int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_t *n);
 void pc_store_problems_free(pc_store_problem *list, size_t n); /* accepts NULL */
+
+/* A short name of a problem kind ("lmdb-page", "block"...; "unknown"). */
+const char *pc_store_problem_kind_name(int kind);
+
+/* ---- the structural check (store_check.c, docs/snapshot-format.md §12) ------
+ * LMDB checksums none of its pages and follows every page number it reads:
+ * a damaged branch, leaf, overflow, free-list or meta page makes it fault
+ * (SIGSEGV, SIGBUS) or hand live pages to the next write as free. So before
+ * a store is read or written through LMDB, a walk that trusts no byte
+ * checks every page LMDB would use: both meta pages, every branch, leaf
+ * and overflow page of the main database and of every named one, and the
+ * free list (page numbers in range, no page both free and in use, none
+ * named twice), then the pcache layer's headers over what it reached (store
+ * header, every collection meta, every block header, each meta's count and
+ * content checksum re-derived from its block headers). It runs in a forked
+ * child: a fault there is a reported problem, never a crash of the caller.
+ * It never writes data.mdb.
+ *
+ * pc_store_open runs it (without DEEP) before it opens an existing
+ * environment, read-only or not, and refuses a store with LMDB-level damage
+ * (PC_SP_PAGE, PC_SP_FILE) with PC_ECORRUPT, or with a newer version
+ * anywhere (PC_SP_NEWER) with PC_EFORMAT. */
+#define PC_STORE_CHECK_DEEP 0x1u   /* also every block's payload checksum */
+#define PC_STORE_CHECK_NOLOCK 0x2u /* walk without opening LMDB: for a caller that holds
+                                    * the store's lock.mdb exclusively (no writer can run) */
+
+/* Checks the store at where (a path or lmdb:/// URL, borrowed). Returns 0
+ * with *out (caller-owned: pc_store_problems_free; NULL when *n is 0) the
+ * problems found, at most 1000, key always NULL; *n == 0: sound. Errors:
+ * PC_ESTORE (no directory or no data.mdb: a zero-length data.mdb is not an
+ * error but a PC_SP_FILE problem), PC_EURL, PC_EIO / PC_EHEAP (the check
+ * could not run), each with a message in errbuf (may be NULL). */
+int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, size_t *n,
+                   char *errbuf, size_t errlen);
+
+/* ---- salvage (store_salvage.c) ------------------------------------------------
+ * Copies every block of src that still verifies (header, payload,
+ * decompression, raw checksum, every record) into a new store dst, with a
+ * collection meta re-derived from what was copied, and reports what was
+ * lost. It reads src without LMDB, in a forked child: the trees as far as
+ * they can be trusted, then (when the free list is sound) the pages that
+ * neither a tree nor the free list reaches (the leaves below a damaged
+ * branch page), taking from those only blocks that do not overlap what the
+ * trees hold. src is never written. dst
+ * must not exist or be an empty directory; the journal of src is not
+ * copied. The operator then points db_url at dst (docs/pcache-snapshot.md,
+ * "salvage"). */
+typedef struct pc_store_salvage_coll {
+    char name[PC_COLL_NAME_MAX + 1];
+    int meta_found;         /* the source meta decoded: the *_meta fields are its */
+    uint64_t count_meta;    /* records the source meta said */
+    uint64_t blocks_meta;   /* blocks the source meta said */
+    uint64_t count;         /* records copied */
+    uint64_t blocks;        /* blocks copied */
+    uint64_t blocks_bad;    /* blocks found that failed a check (not copied) */
+    uint64_t blocks_orphan; /* of the copied, found outside the trees */
+} pc_store_salvage_coll;
+typedef struct pc_store_salvage_result {
+    uint64_t problems;       /* structural problems the walk met */
+    uint64_t pages_scanned;  /* pages outside every tree that were read for blocks */
+    int older_meta;          /* one LMDB meta page was unusable and the other was read:
+                              * the copy may be the snapshot before the last save */
+    int free_unknown;        /* the free list is damaged: pages outside the trees were
+                              * not read (they may hold older snapshots), so blocks
+                              * below damaged branch pages are lost */
+    size_t ncolls;
+    pc_store_salvage_coll *colls; /* caller-owned: pc_store_salvage_free */
+} pc_store_salvage_result;
+/* 0 when the new store was written (even if nothing could be copied);
+ * PC_EEXIST when dst holds something; PC_ESTORE when src holds no data.mdb;
+ * PC_EIO / PC_EHEAP; a message in errbuf (may be NULL). */
+int pc_store_salvage(const char *src, const char *dst, pc_store_salvage_result *result,
+                     char *errbuf, size_t errlen);
+void pc_store_salvage_free(pc_store_salvage_result *r); /* frees colls; accepts NULL */
 
 /* Sizes of the environment. */
 typedef struct pc_store_info {

@@ -1,0 +1,103 @@
+/*
+ * snap_salvage.c - salvage: a new store made of every block of a damaged
+ * one that still verifies (pc_store_salvage), and the report of what was
+ * lost, per collection (docs/pcache-snapshot.md, "salvage").
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snap.h"
+
+int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
+{
+    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
+    int c, r;
+    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
+        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
+            return r;
+    if (argc - optind != 2)
+        return snap_verb_help(cx, SNAP_USAGE);
+    const char *src = argv[optind], *dst = argv[optind + 1];
+    pc_store_salvage_result res;
+    char err[700];
+    int rc = pc_store_salvage(src, dst, &res, err, sizeof err);
+    if (rc == PC_EEXIST)
+        return snap_fail(cx, SNAP_USAGE, "%s", err);
+    if (rc != 0)
+        return snap_fail(cx, snap_exit_of(rc), "%s", err[0] ? err : pc_store_strerror(rc));
+    int lost = 0;
+    FILE *f = cx->out;
+    if (cx->json) {
+        fprintf(f, "{\"store\":");
+        snap_jstr(f, src, strlen(src));
+        fprintf(f, ",\"salvaged_to\":");
+        snap_jstr(f, dst, strlen(dst));
+        fprintf(f,
+                ",\"structural_problems\":%llu,\"pages_scanned\":%llu,\"older_meta\":%s,"
+                "\"free_list_unknown\":%s,\"collections\":[",
+                (unsigned long long)res.problems, (unsigned long long)res.pages_scanned,
+                res.older_meta ? "true" : "false", res.free_unknown ? "true" : "false");
+    } else {
+        fprintf(f, "salvage %s -> %s: %llu structural problems met, %llu pages outside the trees "
+                   "read\n",
+                src, dst, (unsigned long long)res.problems, (unsigned long long)res.pages_scanned);
+    }
+    if (!cx->json && res.older_meta)
+        fprintf(f, "  warning: one LMDB meta page is damaged; the other was read, and it may "
+                   "hold the snapshot before the last save (older data)\n");
+    if (!cx->json && res.free_unknown)
+        fprintf(f, "  warning: the free list is damaged: pages outside the trees were not read "
+                   "(they may hold older snapshots); blocks below damaged pages are lost\n");
+    lost |= res.older_meta;
+    for (size_t i = 0; i < res.ncolls; i++) {
+        const pc_store_salvage_coll *k = &res.colls[i];
+        int64_t lost_rec = k->meta_found ? (int64_t)k->count_meta - (int64_t)k->count : -1;
+        int64_t lost_blk = k->meta_found ? (int64_t)k->blocks_meta - (int64_t)k->blocks : -1;
+        int complete = k->meta_found && lost_rec == 0 && lost_blk == 0 && k->blocks_bad == 0;
+        lost |= !complete;
+        if (cx->json) {
+            fprintf(f, "%s{\"name\":", i ? "," : "");
+            snap_jstr(f, k->name, strlen(k->name));
+            fprintf(f,
+                    ",\"meta_found\":%s,\"records\":%llu,\"blocks\":%llu,\"blocks_failed\":%llu,"
+                    "\"blocks_outside_trees\":%llu",
+                    k->meta_found ? "true" : "false", (unsigned long long)k->count,
+                    (unsigned long long)k->blocks, (unsigned long long)k->blocks_bad,
+                    (unsigned long long)k->blocks_orphan);
+            if (k->meta_found)
+                fprintf(f, ",\"records_meta\":%llu,\"blocks_meta\":%llu,\"records_lost\":%lld",
+                        (unsigned long long)k->count_meta, (unsigned long long)k->blocks_meta,
+                        (long long)lost_rec);
+            fprintf(f, ",\"complete\":%s}", complete ? "true" : "false");
+            continue;
+        }
+        fprintf(f, "  collection %s: %llu records in %llu blocks copied", k->name,
+                (unsigned long long)k->count, (unsigned long long)k->blocks);
+        if (k->blocks_orphan)
+            fprintf(f, " (%llu of the blocks found below damaged pages)",
+                    (unsigned long long)k->blocks_orphan);
+        if (k->meta_found)
+            fprintf(f, "; the snapshot had %llu in %llu: %s", (unsigned long long)k->count_meta,
+                    (unsigned long long)k->blocks_meta,
+                    complete ? "nothing lost" : "some LOST");
+        else
+            fprintf(f, "; its meta is lost: how much is missing is not known");
+        if (k->blocks_bad)
+            fprintf(f, "; %llu blocks failed their checks", (unsigned long long)k->blocks_bad);
+        fputc('\n', f);
+    }
+    if (res.ncolls == 0 && res.problems > 0) {
+        lost = 1; /* damage and nothing found: the loss cannot even be counted */
+        if (!cx->json)
+            fprintf(f, "  no collection could be found in %s\n", src);
+    }
+    if (cx->json)
+        fprintf(f, "],\"complete\":%s}\n", lost ? "false" : "true");
+    else
+        fprintf(f, "%s. Start pcached on it with db_url = lmdb://%s (the journal of the damaged "
+                   "store is not carried over)\n",
+                lost ? "Some records were lost" : "Every record was recovered", dst);
+    pc_store_salvage_free(&res);
+    return snap_finish(cx, lost ? SNAP_FOUND : SNAP_OK);
+}

@@ -14,7 +14,7 @@
  * batches are refused. The whole exchange has a 2-second deadline: the
  * maintenance process is never held by a slow client for longer.
  *
- * The request reader is jsonrpc_parse.c.
+ * The request readers (the HTTP head and the JSON body) are jsonrpc_parse.c.
  */
 #include "pcached.h"
 
@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #define RPC_HDR_MAX 8192u
@@ -121,11 +120,9 @@ void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd)
     if (buf == NULL || dec == NULL || pc_json_create(&jb) != 0)
         goto out;
     size_t len = 0, hdr_end = 0;
-    while (hdr_end == 0) {
-        if (len >= RPC_HDR_MAX) {
-            http_reply(fd, 431, "Request Header Fields Too Large", "", 0, deadline);
-            goto out;
-        }
+    long long clen = -1;
+    int hv = SRV_HTTP_NEED;
+    while (hv == SRV_HTTP_NEED) {
         if (wait_fd(fd, POLLIN, deadline) != 0)
             goto out;
         ssize_t r = recv(fd, buf + len, RPC_HDR_MAX - len, MSG_DONTWAIT);
@@ -135,29 +132,22 @@ void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd)
             goto out;
         len += (size_t)r;
         buf[len] = '\0';
-        char *e = memmem(buf, len, "\r\n\r\n", 4);
-        if (e != NULL)
-            hdr_end = (size_t)(e - buf) + 4;
+        hv = srv_http_head(buf, len, RPC_HDR_MAX, RPC_BODY_MAX, &hdr_end, &clen);
     }
-    if (strncmp(buf, "POST ", 5) != 0) {
+    if (hv == SRV_HTTP_HEAD_BIG) {
+        http_reply(fd, 431, "Request Header Fields Too Large", "", 0, deadline);
+        goto out;
+    }
+    if (hv == SRV_HTTP_NOT_POST) {
         static const char msg[] = "{\"error\":\"use POST with a JSON-RPC 2.0 body\"}";
         http_reply(fd, 405, "Method Not Allowed", msg, sizeof msg - 1, deadline);
         goto out;
     }
-    long long clen = -1;
-    for (char *h = strstr(buf, "\r\n"); h != NULL && (size_t)(h - buf) < hdr_end - 2;
-         h = strstr(h + 2, "\r\n")) {
-        if (strncasecmp(h + 2, "Content-Length:", 15) == 0) {
-            char *end;
-            clen = strtoll(h + 17, &end, 10);
-            if (end == h + 17 || (*end != '\r' && *end != ' '))
-                clen = -2;
-        }
-    }
-    if (clen < 0 || clen > (long long)RPC_BODY_MAX) {
+    if (hv != SRV_HTTP_OK) {
         static const char msg[] = "{\"error\":\"a Content-Length up to 1 MiB is required\"}";
-        http_reply(fd, clen == -1 ? 411 : 413, clen == -1 ? "Length Required" : "Payload Too Large",
-                   msg, sizeof msg - 1, deadline);
+        int missing = hv == SRV_HTTP_NO_LENGTH;
+        http_reply(fd, missing ? 411 : 413, missing ? "Length Required" : "Payload Too Large", msg,
+                   sizeof msg - 1, deadline);
         goto out;
     }
     size_t want = hdr_end + (size_t)clen;

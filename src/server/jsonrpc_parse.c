@@ -6,10 +6,45 @@
  * at most PC_MGMT_MAX_ARGS arguments are taken. Decoded strings go to a
  * scratch buffer at least as long as the body (a decoded string is never
  * longer than its JSON form). The wire rules are docs/pcached.md, §4.
+ * Before it, srv_http_head frames the HTTP request that carries the body.
  */
 #include "pcached.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+/* ---- the HTTP head ------------------------------------------------------------ */
+
+int srv_http_head(const char *buf, size_t len, size_t head_max, size_t body_max, size_t *head_len,
+                  long long *clen)
+{
+    const char *e = memmem(buf, len, "\r\n\r\n", 4);
+    if (e == NULL)
+        return len >= head_max ? SRV_HTTP_HEAD_BIG : SRV_HTTP_NEED;
+    size_t hdr_end = (size_t)(e - buf) + 4;
+    if (strncmp(buf, "POST ", 5) != 0)
+        return SRV_HTTP_NOT_POST;
+    /* Header lines are read with the string functions: buf[len] is 0, so
+     * none reads past the bytes received; a NUL inside the head ends it. */
+    long long n = -1;
+    for (const char *h = strstr(buf, "\r\n"); h != NULL && (size_t)(h - buf) < hdr_end - 2;
+         h = strstr(h + 2, "\r\n")) {
+        if (strncasecmp(h + 2, "Content-Length:", 15) == 0) {
+            char *end;
+            n = strtoll(h + 17, &end, 10);
+            if (end == h + 17 || (*end != '\r' && *end != ' '))
+                n = -2;
+        }
+    }
+    if (n == -1)
+        return SRV_HTTP_NO_LENGTH;
+    if (n < 0 || (unsigned long long)n > body_max)
+        return SRV_HTTP_BAD_LENGTH;
+    *head_len = hdr_end;
+    *clen = n;
+    return SRV_HTTP_OK;
+}
 
 /* ---- a small JSON reader ------------------------------------------------------ */
 
@@ -148,7 +183,10 @@ static int jscalar(struct jp *j, const char **s, size_t *n, int *is_null)
         *n = 1;
         return 0;
     } else {
-        while (j->p < j->end && strchr("-+.eE0123456789", *j->p) != NULL)
+        /* A number's text is only these bytes; the NUL test matters:
+         * strchr finds a NUL byte as the set's terminator, which let NUL
+         * bytes of the body into an id or an argument. */
+        while (j->p < j->end && *j->p != '\0' && strchr("-+.eE0123456789", *j->p) != NULL)
             j->p++;
         if (j->p == b)
             return -1;

@@ -81,6 +81,12 @@ void srv_config_defaults(srv_config *cfg);
 /* Loads an INI file over cfg. Errors are written to err naming the file,
  * line and key. Returns 0 or -1. */
 int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen);
+/* The same from an open stream (path names it in messages; f borrowed). */
+int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_t errlen);
+/* One command-line override: a is "--KEY=VALUE", or "--KEY" with the
+ * value in next (the following argument; NULL when there is none).
+ * Returns the arguments used (1 or 2), or -1 with err set. */
+int srv_config_arg(srv_config *cfg, const char *a, const char *next, char *err, size_t errlen);
 /* Applies one "key=value" override (where names the source, e.g. "--port").
  * Returns 0 or -1 with err set. */
 int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
@@ -212,6 +218,19 @@ struct rpc_req {
     int bad_params; /* 1: params not an object/array of scalars, or too many */
 };
 int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
+
+/* jsonrpc_parse.c: the head of an HTTP request in buf[0, len), which the
+ * caller keeps NUL-terminated (buf[len] == 0) as it reads. Verdicts: */
+enum {
+    SRV_HTTP_OK = 1,         /* *head_len (with its blank line) and *clen are set */
+    SRV_HTTP_NEED = 0,       /* no blank line yet and len < head_max: read more */
+    SRV_HTTP_HEAD_BIG = -1,  /* head_max bytes and no blank line: 431 */
+    SRV_HTTP_NOT_POST = -2,  /* 405 */
+    SRV_HTTP_NO_LENGTH = -3, /* no Content-Length: 411 */
+    SRV_HTTP_BAD_LENGTH = -4 /* a Content-Length malformed or over body_max: 413 */
+};
+int srv_http_head(const char *buf, size_t len, size_t head_max, size_t body_max, size_t *head_len,
+                  long long *clen);
 
 /* jsonrpc.c (maintenance process): one HTTP exchange on an accepted fd. */
 void srv_jsonrpc_serve(srv *s, pc_mgmt *m, int fd);

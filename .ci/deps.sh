@@ -11,6 +11,11 @@ PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"
 # pcached's tests: redis-cli and python3-redis as real clients; redis-server as
 # the anchor of the comparison benchmarks and tests (started on a private port).
 PKGS="$PKGS redis-tools redis-server python3-redis"
+# A CI run with fuzzing (.ci/run, PCACHE_CI_FUZZ_SECONDS): clang and its
+# runtime libraries (libFuzzer, the sanitizers).
+if [ "${PCACHE_CI_FUZZ_SECONDS:-0}" != 0 ]; then
+    PKGS="$PKGS clang libclang-rt-14-dev"
+fi
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

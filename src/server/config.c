@@ -12,6 +12,7 @@
  */
 #include "pcached.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -191,19 +192,33 @@ int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen)
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return cfg_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    char line[4096 + 2];
+    int rc = srv_config_read(cfg, f, path, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_t errlen)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
     unsigned lineno = 0;
     unsigned char seen[SRV_NKEYS];
     memset(seen, 0, sizeof seen);
     int rc = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
+    /* getline counts every byte it read, NULs included: a line is judged
+     * by its real length, so a NUL byte (where the string functions below
+     * would stop and drop the rest of the line) and a line past 4096
+     * bytes (which a fixed buffer would split, reading its tail as a line
+     * of its own) are errors, never read in part. */
+    while ((got = getline(&line, &cap, f)) > 0) {
         lineno++;
-        size_t n = strlen(line);
-        if (n == sizeof line - 1 && line[n - 1] != '\n') {
+        size_t n = (size_t)got;
+        if (n - (line[n - 1] == '\n') > 4096) {
             rc = cfg_err(err, errlen, "%s:%u: line longer than 4096 bytes", path, lineno);
             break;
         }
-        if (memchr(line, '\0', n) != NULL && strlen(line) != n) {
+        if (memchr(line, '\0', n) != NULL) {
             rc = cfg_err(err, errlen, "%s:%u: NUL byte in line", path, lineno);
             break;
         }
@@ -238,8 +253,91 @@ int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen)
     }
     if (rc == 0 && ferror(f))
         rc = cfg_err(err, errlen, "%s: read error", path);
-    fclose(f);
+    free(line);
     return rc;
+}
+
+int srv_config_arg(srv_config *cfg, const char *a, const char *next, char *err, size_t errlen)
+{
+    char key[128];
+    const char *eq = strchr(a + 2, '='), *val;
+    size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    int used = 1;
+    if (strncmp(a, "--", 2) != 0)
+        return cfg_err(err, errlen, "unexpected argument '%.100s'", a);
+    if (kl >= sizeof key)
+        return cfg_err(err, errlen, "%s: option name too long", a);
+    memcpy(key, a + 2, kl);
+    key[kl] = '\0';
+    if (eq != NULL) {
+        val = eq + 1;
+    } else if (next != NULL) {
+        val = next;
+        used = 2;
+    } else {
+        return cfg_err(err, errlen, "%s: needs a value", a);
+    }
+    char where[160];
+    snprintf(where, sizeof where, "command line --%s", key);
+    if (srv_config_set(cfg, key, val, where, err, errlen) != 0)
+        return -1;
+    return used;
+}
+
+int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max, unsigned *n,
+                         char *err, size_t errlen)
+{
+    unsigned k = 0;
+    const char *p = list;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        const char *a = p, *e = p + len;
+        while (a < e && (*a == ' ' || *a == '\t'))
+            a++;
+        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (a < e) {
+            char item[64];
+            const char *colon = memchr(a, ':', (size_t)(e - a));
+            if ((size_t)(e - a) >= sizeof item || colon == NULL) {
+                snprintf(err, errlen, "sync_peers: '%.*s': expected IPv4:port", (int)(e - a), a);
+                return -1;
+            }
+            memcpy(item, a, (size_t)(colon - a));
+            item[colon - a] = '\0';
+            char port[16];
+            size_t pl = (size_t)(e - colon - 1);
+            char *end;
+            unsigned long pv = 0;
+            if (pl > 0 && pl < sizeof port) {
+                memcpy(port, colon + 1, pl);
+                port[pl] = '\0';
+                errno = 0;
+                pv = strtoul(port, &end, 10);
+                if (errno != 0 || *end != '\0' || port[0] < '0' || port[0] > '9')
+                    pv = 0;
+            }
+            struct sockaddr_in sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sin_family = AF_INET;
+            if (inet_pton(AF_INET, item, &sa.sin_addr) != 1 || pv == 0 || pv > 65535) {
+                snprintf(err, errlen, "sync_peers: '%.*s': expected IPv4:port (port 1..65535)",
+                         (int)(e - a), a);
+                return -1;
+            }
+            if (k == max) {
+                snprintf(err, errlen, "sync_peers: more than %u peers", max);
+                return -1;
+            }
+            sa.sin_port = htons((uint16_t)pv);
+            if (out != NULL)
+                out[k] = sa;
+            k++;
+        }
+        p = p[len] == '\0' ? p + len : p + len + 1;
+    }
+    *n = k;
+    return 0;
 }
 
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen)

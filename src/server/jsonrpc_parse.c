@@ -6,10 +6,13 @@
  * at most PC_MGMT_MAX_ARGS arguments are taken. Decoded strings go to a
  * scratch buffer at least as long as the body (a decoded string is never
  * longer than its JSON form). The wire rules are docs/pcached.md, §4.
+ * Before it, srv_http_frame (jsonrpc_http.c) frames the HTTP request.
  */
 #include "pcached.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- a small JSON reader ------------------------------------------------------ */
 
@@ -148,7 +151,10 @@ static int jscalar(struct jp *j, const char **s, size_t *n, int *is_null)
         *n = 1;
         return 0;
     } else {
-        while (j->p < j->end && strchr("-+.eE0123456789", *j->p) != NULL)
+        /* A number's text is only these bytes; the NUL test matters:
+         * strchr finds a NUL byte as the set's terminator, which let NUL
+         * bytes of the body into an id or an argument. */
+        while (j->p < j->end && *j->p != '\0' && strchr("-+.eE0123456789", *j->p) != NULL)
             j->p++;
         if (j->p == b)
             return -1;

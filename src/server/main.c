@@ -67,29 +67,13 @@ int main(int argc, char **argv)
             printf("pcached %s\n", SRV_VERSION);
             return 0;
         } else if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
-            char key[128];
-            const char *eq = strchr(a + 2, '='), *val;
-            size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            if (kl >= sizeof key) {
-                fprintf(stderr, "pcached: %s: option name too long\n", a);
-                return 2;
-            }
-            memcpy(key, a + 2, kl);
-            key[kl] = '\0';
-            if (eq != NULL) {
-                val = eq + 1;
-            } else if (i + 1 < argc) {
-                val = argv[++i];
-            } else {
-                fprintf(stderr, "pcached: %s: needs a value\n", a);
-                return 2;
-            }
-            char where[160];
-            snprintf(where, sizeof where, "command line --%s", key);
-            if (srv_config_set(&s.cfg, key, val, where, err, sizeof err) != 0) {
+            int used =
+                srv_config_arg(&s.cfg, a, i + 1 < argc ? argv[i + 1] : NULL, err, sizeof err);
+            if (used < 0) {
                 fprintf(stderr, "pcached: %s\n", err);
                 return 2;
             }
+            i += used - 1;
         } else {
             fprintf(stderr, "pcached: unexpected argument '%s'\n", a);
             usage(stderr);

@@ -85,6 +85,12 @@ void srv_config_defaults(srv_config *cfg);
 /* Loads an INI file over cfg. Errors are written to err naming the file,
  * line and key. Returns 0 or -1. */
 int srv_config_load(srv_config *cfg, const char *path, char *err, size_t errlen);
+/* The same from an open stream (path names it in messages; f borrowed). */
+int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_t errlen);
+/* One command-line override: a is "--KEY=VALUE", or "--KEY" with the
+ * value in next (the following argument; NULL when there is none).
+ * Returns the arguments used (1 or 2), or -1 with err set. */
+int srv_config_arg(srv_config *cfg, const char *a, const char *next, char *err, size_t errlen);
 /* Applies one "key=value" override (where names the source, e.g. "--port").
  * Returns 0 or -1 with err set. */
 int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,

@@ -24,62 +24,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max, unsigned *n,
-                         char *err, size_t errlen)
-{
-    unsigned k = 0;
-    const char *p = list;
-    while (*p != '\0') {
-        size_t len = strcspn(p, ",");
-        const char *a = p, *e = p + len;
-        while (a < e && (*a == ' ' || *a == '\t'))
-            a++;
-        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        if (a < e) {
-            char item[64];
-            const char *colon = memchr(a, ':', (size_t)(e - a));
-            if ((size_t)(e - a) >= sizeof item || colon == NULL) {
-                snprintf(err, errlen, "sync_peers: '%.*s': expected IPv4:port", (int)(e - a), a);
-                return -1;
-            }
-            memcpy(item, a, (size_t)(colon - a));
-            item[colon - a] = '\0';
-            char port[16];
-            size_t pl = (size_t)(e - colon - 1);
-            char *end;
-            unsigned long pv = 0;
-            if (pl > 0 && pl < sizeof port) {
-                memcpy(port, colon + 1, pl);
-                port[pl] = '\0';
-                errno = 0;
-                pv = strtoul(port, &end, 10);
-                if (errno != 0 || *end != '\0' || port[0] < '0' || port[0] > '9')
-                    pv = 0;
-            }
-            struct sockaddr_in sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sin_family = AF_INET;
-            if (inet_pton(AF_INET, item, &sa.sin_addr) != 1 || pv == 0 || pv > 65535) {
-                snprintf(err, errlen, "sync_peers: '%.*s': expected IPv4:port (port 1..65535)",
-                         (int)(e - a), a);
-                return -1;
-            }
-            if (k == max) {
-                snprintf(err, errlen, "sync_peers: more than %u peers", max);
-                return -1;
-            }
-            sa.sin_port = htons((uint16_t)pv);
-            if (out != NULL)
-                out[k] = sa;
-            k++;
-        }
-        p = p[len] == '\0' ? p + len : p + len + 1;
-    }
-    *n = k;
-    return 0;
-}
-
 int srv_sync_setup(srv *s, char *err, size_t errlen)
 {
     s->sync_fd = -1;

@@ -71,16 +71,8 @@ typedef struct pc_sb_scratch { /* a compression buffer reused across blocks */
 int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name, size_t nlen,
                pc_sb_scratch *scratch, pc_sb_out *out);
 
-/* Bits of pc_sb_unpack's *state. */
-#define PC_SB_RAW 0x1u /* *raw holds raw_len bytes (maybe not trustworthy) */
-#define PC_SB_HDR 0x2u /* *hdr decoded (its checksum passed) */
-/* Decodes a block value and yields its raw records: 0 when the header, the
- * payload checksum, the decompression and the raw checksum all pass; else
- * PC_ECORRUPT / PC_EFORMAT with *why, and PC_SB_RAW set in *state when raw
- * bytes of the right length were still produced (to name keys in a report;
- * never to load). *buf / *cap is a reusable decompression buffer. */
-int pc_sb_unpack(void *zstd_dctx, const void *val, size_t len, pc_sf_block *hdr, uint8_t **buf,
-                 size_t *cap, const uint8_t **raw, unsigned *state, const char **why);
+/* pc_sb_unpack, the decoder of a whole block value, is declared with the
+ * format codec (testing/pc_store_format.h) so the fuzz target reaches it. */
 
 /* ---- the handle (store_env.c) --------------------------------------------- */
 struct pc_store {

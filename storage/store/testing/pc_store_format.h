@@ -99,6 +99,21 @@ void pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR]);
  * not the payload. */
 int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why);
 
+/* store_block.c: a whole block value as a reader takes it (LMDB and the
+ * store's handle aside), header, payload checksum, zstd and raw checksum.
+ * Bits of *state: */
+#define PC_SB_RAW 0x1u /* *raw holds raw_len bytes (maybe not trustworthy) */
+#define PC_SB_HDR 0x2u /* *hdr decoded (its checksum passed) */
+/* Decodes a block value and yields its raw records: 0 when the header, the
+ * payload checksum, the decompression and the raw checksum all pass; else
+ * PC_ECORRUPT / PC_EFORMAT with *why, and PC_SB_RAW set in *state when raw
+ * bytes of the right length were still produced (to name keys in a report;
+ * never to load). *buf / *cap is a reusable decompression buffer (caller-
+ * owned, freed with free()); *raw borrows val or *buf. zstd_dctx is a
+ * ZSTD_DCtx. */
+int pc_sb_unpack(void *zstd_dctx, const void *val, size_t len, pc_sf_block *hdr, uint8_t **buf,
+                 size_t *cap, const uint8_t **raw, unsigned *state, const char **why);
+
 /* The block key of collection name (nlen bytes) and an order key; returns
  * its length. */
 size_t pc_sf_bkey(uint8_t out[PC_SF_BKEY_MAX], const char *name, size_t nlen, uint64_t order);

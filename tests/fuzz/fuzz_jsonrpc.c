@@ -1,0 +1,126 @@
+/*
+ * fuzz_jsonrpc.c - pcached's JSON-RPC request readers
+ * (src/server/jsonrpc_parse.c): the HTTP framing (srv_http_frame, jsonrpc_http.c) and
+ * the JSON-RPC body (srv_rpc_parse). The input is what a client sends on
+ * the management port: head and body. It is framed as the maintenance
+ * process frames it (the head from a NUL-terminated buffer, checked after
+ * every "read" of a growing prefix), and its body, when the framing
+ * accepts one, is parsed from a heap block of exactly Content-Length
+ * bytes. The whole input is also parsed as a bare body.
+ *
+ * Invariants: verdicts in range; a head is accepted only once it is
+ * complete and then ends with its blank line, and an earlier prefix never
+ * had a verdict other than NEED; a Content-Length is 0..body_max. A body
+ * that parses: the method is 1..PC_MGMT_NAME_MAX bytes without NUL, the id
+ * is raw JSON text inside the body (a number, string, true, false or
+ * null), at most PC_MGMT_MAX_ARGS arguments, each name and value inside
+ * the body or the decoded bytes of the scratch buffer (never more than the
+ * body's length), and a scalar argument's text is a JSON scalar.
+ */
+#include "fuzz_target.h"
+#include "resp.h"
+
+#include <string.h>
+
+#define HEAD_MAX 8192u /* jsonrpc.c's RPC_HDR_MAX and RPC_BODY_MAX */
+#define BODY_MAX (1u << 20)
+
+static int inside(const void *p, size_t n, const char *base, size_t len)
+{
+    const char *c = p;
+    return n == 0 || (c >= base && c <= base + len && n <= (size_t)(base + len - c));
+}
+
+/* The raw text of an id as JSON scalar text. */
+static int json_scalar(const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (s[0] == '"')
+        return n >= 2 && s[n - 1] == '"';
+    if ((n == 4 && (memcmp(s, "null", 4) == 0 || memcmp(s, "true", 4) == 0)) ||
+        (n == 5 && memcmp(s, "false", 5) == 0))
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0' || strchr("-+.eE0123456789", s[i]) == NULL)
+            return 0;
+    return 1;
+}
+
+static void body(const uint8_t *data, size_t len)
+{
+    char *b = malloc(len > 0 ? len : 1), *scratch = malloc(len > 0 ? len : 1);
+    if (b == NULL || scratch == NULL)
+        goto out;
+    memcpy(b, data, len);
+    struct rpc_req r;
+    int rc = srv_rpc_parse(b, len, scratch, &r);
+    FUZZ_CHECK(rc == 0 || rc == -1 || rc == -2);
+    if (rc != 0)
+        goto out;
+    FUZZ_CHECK(memchr(r.method, '\0', sizeof r.method) != NULL);
+    if (r.has_method) {
+        size_t n = strlen(r.method);
+        FUZZ_CHECK(n >= 1 && n <= PC_MGMT_NAME_MAX);
+    } else {
+        FUZZ_CHECK(r.method[0] == '\0');
+    }
+    if (r.has_id) {
+        FUZZ_CHECK(r.id != NULL && inside(r.id, r.id_len, b, len) && r.id_len > 0);
+        if (r.version_ok) /* an id the server echoes into its answer */
+            FUZZ_CHECK(json_scalar(r.id, r.id_len));
+    }
+    FUZZ_CHECK(r.nargs <= PC_MGMT_MAX_ARGS);
+    for (unsigned i = 0; i < r.nargs; i++) {
+        const pc_mgmt_arg *a = &r.args[i];
+        FUZZ_CHECK(a->name == NULL || inside(a->name, a->nlen, b, len) ||
+                   inside(a->name, a->nlen, scratch, len));
+        FUZZ_CHECK(inside(a->val, a->len, b, len) || inside(a->val, a->len, scratch, len) ||
+                   (a->len == 1 && (memcmp(a->val, "1", 1) == 0 || memcmp(a->val, "0", 1) == 0)));
+        if (a->len > 0 && inside(a->val, a->len, b, len)) /* raw text: strings are decoded */
+            FUZZ_CHECK(json_scalar(a->val, a->len));
+    }
+out:
+    free(b);
+    free(scratch);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    body(data, size);
+
+    /* the framing, as jsonrpc.c reads it: a growing prefix, in steps */
+    size_t cap = size < HEAD_MAX + BODY_MAX ? size : HEAD_MAX + BODY_MAX;
+    char *buf = malloc(cap + 1);
+    if (buf == NULL)
+        return 0;
+    memcpy(buf, data, cap);
+    struct http_req hr;
+    const char *why = NULL;
+    int v = 0;
+    size_t step = size > 0 ? 1 + data[size - 1] % 64 : 1;
+    size_t len = 0;
+    while (v == 0 && len < cap) {
+        len = cap - len < step ? cap : len + step;
+        v = srv_http_frame(buf, len, HEAD_MAX, BODY_MAX, &hr, &why);
+        FUZZ_CHECK(v == 0 || v == 1 || v == 400 || v == 405 || v == 411 || v == 413 || v == 431 ||
+                   v == 501);
+        FUZZ_CHECK((v == 0 || v == 1) == (why == NULL));
+        if (v == 431)
+            FUZZ_CHECK(len >= HEAD_MAX);
+    }
+    if (v == 1) {
+        /* exactly one request: the head, its first blank line, the body */
+        FUZZ_CHECK(hr.hdr_end >= 9 && hr.hdr_end + hr.clen == len);
+        FUZZ_CHECK(memcmp(buf + hr.hdr_end - 4, "\r\n\r\n", 4) == 0);
+        FUZZ_CHECK(memmem(buf, hr.hdr_end, "\r\n\r\n", 4) == buf + hr.hdr_end - 4);
+        FUZZ_CHECK(memcmp(buf, "POST ", 5) == 0 && hr.clen <= BODY_MAX);
+        if (hr.auth != NULL) {
+            FUZZ_CHECK(hr.auth >= buf && hr.auth + hr.auth_len <= buf + hr.hdr_end);
+            (void)srv_http_auth_ok(hr.auth, hr.auth_len, "pw");
+        }
+        body((const uint8_t *)buf + hr.hdr_end, hr.clen);
+    }
+    free(buf);
+    return 0;
+}

@@ -256,7 +256,7 @@ static int pc_dir_blank(const char *dir)
  * later creation of the same pid, or of a dead one, removes. */
 static void pc_rm_tmpdir(const char *tmp)
 {
-    char p[4300];
+    char p[4500];
     snprintf(p, sizeof p, "%s/data.mdb", tmp);
     unlink(p);
     snprintf(p, sizeof p, "%s/lock.mdb", tmp);
@@ -280,8 +280,9 @@ static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
         long pid;
         if (sscanf(e->d_name, ".pcache-new-%ld", &pid) == 1 && pid > 0 &&
             (pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))) {
-            snprintf(tmp, sizeof tmp, "%s/%s", path, e->d_name);
-            pc_rm_tmpdir(tmp);
+            char old[sizeof path + 300];
+            snprintf(old, sizeof old, "%s/%s", path, e->d_name);
+            pc_rm_tmpdir(old);
         }
     }
     if (d != NULL)

@@ -286,6 +286,8 @@ static int pc_sv_overlaps(const struct pc_sv *v, size_t nkept, const struct pc_s
  * by key again. */
 static void pc_sv_select(struct pc_sv *v)
 {
+    if (v->nc == 0)
+        return;
     qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
     size_t out = 0;
     for (size_t i = 0; i < v->nc; i++) { /* the trees' blocks first, deduplicated */

@@ -679,8 +679,8 @@ static int bench_check(const char *dir, size_t n, unsigned rounds)
         med[k] = t[k * rounds + rounds / 2];
     }
     printf("entries %zu, data.mdb %.1f MiB (%llu pages), %u rounds, medians:\n", n,
-           (double)info.file_bytes / 1048576.0, (unsigned long long)(info.used_bytes / info.page_size),
-           rounds);
+           (double)info.file_bytes / 1048576.0,
+           (unsigned long long)(info.used_bytes / info.page_size), rounds);
     printf("  structural check      %8.1f ms  (%.1f%% of the load)\n", med[0],
            100.0 * med[0] / med[3]);
     printf("  deep check (pcached)  %8.1f ms  (%.1f%% of the load)\n", med[1],

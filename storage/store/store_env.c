@@ -563,7 +563,8 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         goto out;
     if (s->block_bytes < 1024 || s->block_bytes > PC_SF_BLOCK_RAW_MAX / 4 ||
         s->zlevel < ZSTD_minCLevel() || s->zlevel > ZSTD_maxCLevel() ||
-        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 || (rdonly && create)) {
+        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 ||
+        (rdonly && create)) {
         rc = pc_open_fail(&o, PC_EINVAL, "store %s: bad configuration (flags, level, block size)",
                           s->path);
         goto out;
@@ -605,8 +606,10 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
             goto out;
         }
         if (rc == 2 && (s->flags & PC_STORE_NOCHECK) != 0) {
-            rc = pc_open_fail(&o, PC_ECORRUPT, "store %s is damaged: data.mdb has no sound "
-                              "first meta page", s->path);
+            rc = pc_open_fail(&o, PC_ECORRUPT,
+                              "store %s is damaged: data.mdb has no sound "
+                              "first meta page",
+                              s->path);
             goto out;
         }
     }

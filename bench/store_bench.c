@@ -13,6 +13,9 @@
  *                                        pc_store_config) save and load R
  *                                        times through a store under DIR and
  *                                        print medians
+ *   pcache-store-bench check DIR [N [R]] the structural check of a healthy
+ *                                        store of N entries (16-byte keys,
+ *                                        200-byte values) against its load
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -585,6 +588,115 @@ static int bench_save(const char *dir, size_t n, unsigned rounds, const char *co
     return 0;
 }
 
+/* ---- check: the structural check's cost against a load ------------------------
+ * N entries of 16-byte keys and 200-byte values (xorshift bytes: they do not
+ * compress, so the file is as large as the data), saved once; then per
+ * round: pc_store_check (LMDB pages + the pcache headers), the same with
+ * PC_STORE_CHECK_DEEP (every payload checksum: what pcached's start runs),
+ * a read-only pc_store_open (which runs the first), and a pc_store_load
+ * into an empty cache. Medians in ms; --json-like line at the end. */
+static double ms_since(double t0)
+{
+    return (now_s() - t0) * 1e3;
+}
+
+static int bench_check(const char *dir, size_t n, unsigned rounds)
+{
+    char path[512], cmd[600];
+    snprintf(path, sizeof path, "%s/check-%zu", dir, n);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        return 1;
+    pc_coll *coll;
+    pc_cache *c = bench_cache(n, &coll);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        char key[32];
+        uint8_t val[200];
+        snprintf(key, sizeof key, "k%015zu", i % 1000000000000000u);
+        for (size_t j = 0; j < sizeof val; j += 8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            memcpy(val + j, &x, 8);
+        }
+        if (pc_set(coll, key, 16, val, sizeof val, 0, 0) != 0) {
+            fprintf(stderr, "set %zu failed\n", i);
+            return 1;
+        }
+    }
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.flags = PC_STORE_CREATE;
+    sc.log.fn = bench_log;
+    pc_store *s = NULL;
+    char err[700];
+    pc_store_save_result sr;
+    if (pc_store_open(path, &sc, &s, err, sizeof err) != 0 || pc_store_save(s, coll, NULL, &sr)) {
+        fprintf(stderr, "save failed: %s\n", err);
+        return 1;
+    }
+    pc_store_info info;
+    pc_store_info_get(s, &info);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+    double *t = calloc(4 * (size_t)rounds, sizeof *t);
+    if (t == NULL)
+        return 1;
+    for (unsigned r = 0; r < rounds; r++) {
+        pc_store_problem *pr;
+        size_t np;
+        double t0 = now_s();
+        if (pc_store_check(path, 0, &pr, &np, err, sizeof err) != 0 || np != 0)
+            return fprintf(stderr, "check: %s (%zu problems)\n", err, np), 1;
+        t[0 * rounds + r] = ms_since(t0);
+        t0 = now_s();
+        if (pc_store_check(path, PC_STORE_CHECK_DEEP, &pr, &np, err, sizeof err) != 0 || np != 0)
+            return fprintf(stderr, "deep check: %s (%zu problems)\n", err, np), 1;
+        t[1 * rounds + r] = ms_since(t0);
+        sc.flags = PC_STORE_RDONLY;
+        t0 = now_s();
+        if (pc_store_open(path, &sc, &s, err, sizeof err) != 0)
+            return fprintf(stderr, "open: %s\n", err), 1;
+        t[2 * rounds + r] = ms_since(t0);
+        pc_store_close(s);
+        c = bench_cache(n, &coll);
+        sc.flags = PC_STORE_NOCHECK; /* the load alone */
+        if (pc_store_open(path, &sc, &s, err, sizeof err) != 0)
+            return fprintf(stderr, "open: %s\n", err), 1;
+        pc_store_load_opts lo = {.no_prune = 1};
+        pc_store_load_result lr;
+        t0 = now_s();
+        if (pc_store_load(s, coll, &lo, &lr) != 0 || lr.loaded != n)
+            return fprintf(stderr, "load failed\n"), 1;
+        t[3 * rounds + r] = ms_since(t0);
+        pc_store_close(s);
+        pc_cache_destroy(c);
+    }
+    double med[4];
+    for (int k = 0; k < 4; k++) {
+        qsort(t + k * rounds, rounds, sizeof *t, dcmp);
+        med[k] = t[k * rounds + rounds / 2];
+    }
+    printf("entries %zu, data.mdb %.1f MiB (%llu pages), %u rounds, medians:\n", n,
+           (double)info.file_bytes / 1048576.0,
+           (unsigned long long)(info.used_bytes / info.page_size), rounds);
+    printf("  structural check      %8.1f ms  (%.1f%% of the load)\n", med[0],
+           100.0 * med[0] / med[3]);
+    printf("  deep check (pcached)  %8.1f ms  (%.1f%% of the load)\n", med[1],
+           100.0 * med[1] / med[3]);
+    printf("  read-only open        %8.1f ms\n", med[2]);
+    printf("  load                  %8.1f ms\n", med[3]);
+    printf("{\"entries\":%zu,\"file_mib\":%.1f,\"check_ms\":%.1f,\"deep_check_ms\":%.1f,"
+           "\"open_rdonly_ms\":%.1f,\"load_ms\":%.1f,\"check_pct_of_load\":%.1f,"
+           "\"deep_check_pct_of_load\":%.1f}\n",
+           n, (double)info.file_bytes / 1048576.0, med[0], med[1], med[2], med[3],
+           100.0 * med[0] / med[3], 100.0 * med[1] / med[3]);
+    free(t);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    return system(cmd) != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "study") == 0)
@@ -593,9 +705,13 @@ int main(int argc, char **argv)
         return bench_save(argv[2], argc >= 4 ? strtoull(argv[3], NULL, 10) : 1000000,
                           argc >= 5 ? (unsigned)atoi(argv[4]) : 3,
                           argc >= 6 ? argv[5] : "65536:1:0");
+    if (argc >= 3 && strcmp(argv[1], "check") == 0)
+        return bench_check(argv[2], argc >= 4 ? strtoull(argv[3], NULL, 10) : 1000000,
+                           argc >= 5 ? (unsigned)atoi(argv[4]) : 5);
     fprintf(stderr,
             "usage: %s study [N]\n"
-            "       %s save DIR [N [ROUNDS [BLOCK:LEVEL:THREADS,...]]]\n",
-            argv[0], argv[0]);
+            "       %s save DIR [N [ROUNDS [BLOCK:LEVEL:THREADS,...]]]\n"
+            "       %s check DIR [N [ROUNDS]]\n",
+            argv[0], argv[0], argv[0]);
     return 2;
 }

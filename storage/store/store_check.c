@@ -276,8 +276,8 @@ static void pc_ck_block_rec(struct pc_ck *c, const uint8_t *key, size_t klen, co
                    (unsigned long long)h.last);
     if ((c->flags & PC_STORE_CHECK_DEEP) && pc_sf_hash(h.payload, h.payload_len) != h.payload_sum)
         pc_ck_addf(c, PC_SP_BLOCK, name, h.first, h.last,
-                   "block %016llx..%016llx: payload checksum mismatch",
-                   (unsigned long long)h.first, (unsigned long long)h.last);
+                   "block %016llx..%016llx: payload checksum mismatch", (unsigned long long)h.first,
+                   (unsigned long long)h.last);
 }
 
 static void pc_ck_on_record(void *ctx, const char *db, const uint8_t *key, size_t klen,
@@ -383,8 +383,10 @@ static int pc_ck_child(void *ctx, int fd)
 static void pc_ck_sig_msg(int st, char *buf, size_t cap)
 {
     if (WIFSIGNALED(st))
-        snprintf(buf, cap, "the check died of signal %d (%s) reading data.mdb: the file cannot be "
-                 "read safely", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        snprintf(buf, cap,
+                 "the check died of signal %d (%s) reading data.mdb: the file cannot be "
+                 "read safely",
+                 WTERMSIG(st), strsignal(WTERMSIG(st)));
     else
         snprintf(buf, cap, "the check ended without a result (exit status %d)",
                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -482,8 +484,7 @@ int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, si
     }
     int rc = pc_store_check_dir(p, flags, out, n, NULL);
     if (rc != 0 && errbuf != NULL)
-        snprintf(errbuf, errlen, "store %s: the check could not run: %s", p,
-                 pc_store_strerror(rc));
+        snprintf(errbuf, errlen, "store %s: the check could not run: %s", p, pc_store_strerror(rc));
     return rc;
 }
 

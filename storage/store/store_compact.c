@@ -279,8 +279,7 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
      * table is not used by the check either), then the store, read without
      * LMDB's locks */
     char why[600];
-    if ((rc = pc_store_check_refuse(c.dir, PC_STORE_CHECK_NOLOCK, why,
-                                    sizeof why)) != 0) {
+    if ((rc = pc_store_check_refuse(c.dir, PC_STORE_CHECK_NOLOCK, why, sizeof why)) != 0) {
         rc = pc_cp_fail(&c, rc, "%s", why);
         goto out;
     }

@@ -20,6 +20,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -223,8 +224,9 @@ static int pc_parse_where(struct pc_open_ctx *o, const char *where)
     return 0;
 }
 
-/* 1 when dir holds nothing but ".", "..", "lock.mdb", "data.mdb" and
- * "journal": a place where a store may be created. */
+/* 1 when dir holds nothing but ".", "..", "lock.mdb", "data.mdb",
+ * "journal" and ".pcache-new-*" (pc_create_atomic's): a place where a store
+ * may be created. */
 static int pc_dir_blank(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -235,13 +237,89 @@ static int pc_dir_blank(const char *dir)
     while ((e = readdir(d)) != NULL) {
         const char *n = e->d_name;
         if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "lock.mdb") && strcmp(n, "data.mdb") &&
-            strcmp(n, "journal")) {
+            strcmp(n, "journal") && strncmp(n, ".pcache-new-", 12) != 0) {
             ok = 0;
             break;
         }
     }
     closedir(d);
     return ok;
+}
+
+/* Creates a new store so that data.mdb appears whole or not at all: the
+ * environment, its databases and the store header are made and committed
+ * in a private subdirectory (.pcache-new-PID), then data.mdb is linked into
+ * place (link(): never over a data.mdb another creator put there first)
+ * and the subdirectory removed. So a data.mdb of zero bytes or without its
+ * meta pages is never a creation that crashed: it is damage (issue 18).
+ * A crash leaves only the subdirectory, which pc_dir_blank ignores and a
+ * later creation of the same pid, or of a dead one, removes. */
+static void pc_rm_tmpdir(const char *tmp)
+{
+    char p[4500];
+    snprintf(p, sizeof p, "%s/data.mdb", tmp);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/lock.mdb", tmp);
+    unlink(p);
+    rmdir(tmp);
+}
+
+static int pc_env_create(struct pc_open_ctx *o, unsigned mflags);
+static int pc_init_store(struct pc_open_ctx *o);
+
+static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
+{
+    pc_store *s = o->s;
+    char path[sizeof s->path], dpath[sizeof s->dpath], tmp[4200], tdata[4300];
+    memcpy(path, s->path, sizeof path);
+    memcpy(dpath, s->dpath, sizeof dpath);
+    /* leftovers of creators that died */
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        long pid;
+        if (sscanf(e->d_name, ".pcache-new-%ld", &pid) == 1 && pid > 0 &&
+            (pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))) {
+            char old[sizeof path + 300];
+            snprintf(old, sizeof old, "%s/%s", path, e->d_name);
+            pc_rm_tmpdir(old);
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    snprintf(tmp, sizeof tmp, "%s/.pcache-new-%ld", path, (long)getpid());
+    snprintf(tdata, sizeof tdata, "%s/data.mdb", tmp);
+    if (mkdir(tmp, 0750) != 0)
+        return pc_open_fail(o, PC_EIO, "store %s: cannot create %s: %s", path, tmp,
+                            strerror(errno));
+    size_t want = cfg->map_size != 0 ? cfg->map_size : PC_STORE_MAP_DEFAULT;
+    s->map_size = (want + PC_STORE_MAP_ALIGN - 1) & ~(size_t)(PC_STORE_MAP_ALIGN - 1);
+    if (strlen(tmp) >= sizeof s->path || strlen(tdata) >= sizeof s->dpath) {
+        rmdir(tmp);
+        return pc_open_fail(o, PC_EINVAL, "store %s: path too long", path);
+    }
+    memcpy(s->path, tmp, strlen(tmp) + 1);
+    memcpy(s->dpath, tdata, strlen(tdata) + 1);
+    int rc = pc_env_create(o, 0);
+    if (rc == 0)
+        rc = pc_init_store(o);
+    if (s->env != NULL)
+        mdb_env_close(s->env);
+    s->env = NULL;
+    memcpy(s->path, path, sizeof path);
+    memcpy(s->dpath, dpath, sizeof dpath);
+    if (rc == 0 && link(tdata, dpath) != 0 && errno != EEXIST)
+        rc = pc_open_fail(o, PC_EIO, "store %s: cannot put the new data.mdb in place: %s", path,
+                          strerror(errno));
+    pc_rm_tmpdir(tmp);
+    if (rc == 0) {
+        int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return rc;
 }
 
 /* Reads LMDB's first meta page directly: 1 when data.mdb is an LMDB file
@@ -485,7 +563,8 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         goto out;
     if (s->block_bytes < 1024 || s->block_bytes > PC_SF_BLOCK_RAW_MAX / 4 ||
         s->zlevel < ZSTD_minCLevel() || s->zlevel > ZSTD_maxCLevel() ||
-        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 || (rdonly && create)) {
+        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 ||
+        (rdonly && create)) {
         rc = pc_open_fail(&o, PC_EINVAL, "store %s: bad configuration (flags, level, block size)",
                           s->path);
         goto out;
@@ -513,6 +592,11 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
     }
     uint64_t fsize = 0;
     int empty = 1, have_data = access(s->dpath, F_OK) == 0;
+    if (!have_data && create && pc_dir_blank(s->path)) {
+        if ((rc = pc_create_atomic(&o, cfg)) != 0)
+            goto out;
+        have_data = access(s->dpath, F_OK) == 0;
+    }
     if (have_data) {
         rc = pc_probe_lmdb(&o, &fsize, &empty);
         if (rc < 0)
@@ -522,8 +606,10 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
             goto out;
         }
         if (rc == 2 && (s->flags & PC_STORE_NOCHECK) != 0) {
-            rc = pc_open_fail(&o, PC_ECORRUPT, "store %s is damaged: data.mdb has no sound "
-                              "first meta page", s->path);
+            rc = pc_open_fail(&o, PC_ECORRUPT,
+                              "store %s is damaged: data.mdb has no sound "
+                              "first meta page",
+                              s->path);
             goto out;
         }
     }

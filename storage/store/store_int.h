@@ -154,7 +154,7 @@ unsigned pc_store_auto_threads(unsigned requested);
 #define PC_LW_FREE 2 /* pstate: a page the free list names */
 #define PC_LW_MAX_DBS 16
 enum { PC_LW_FREEDB = 0, PC_LW_MAIN = 1, PC_LW_NAMED = 2 }; /* pc_lw_tree.kind */
-typedef struct pc_lw_db { /* an MDB_db record */
+typedef struct pc_lw_db {                                   /* an MDB_db record */
     unsigned flags, depth;
     uint64_t branch_pages, leaf_pages, overflow_pages, entries, root;
 } pc_lw_db;
@@ -230,8 +230,9 @@ int pc_store_check_dir(const char *dir, unsigned flags, pc_store_problem **out, 
  * PC_EFORMAT (a newer version: of a collection only with PC_CK_WRITER),
  * PC_ECORRUPT (LMDB-level damage; with PC_STORE_CHECK_DEEP, any problem). */
 int pc_store_problem_refuses(const pc_store_problem *list, size_t n, unsigned flags);
-#define PC_CK_WRITER 0x100u /* refuses: the opener will write (a collection's newer
-                             * meta or block refuses too) */
+#define PC_CK_WRITER                                                                               \
+    0x100u /* refuses: the opener will write (a collection's newer                                 \
+            * meta or block refuses too) */
 /* Runs the check on dir and turns what refuses (pc_store_problem_refuses)
  * into that code with the operator's message in why: "store DIR is
  * damaged: <first problem> (+N more): ...what to do". 0 when nothing

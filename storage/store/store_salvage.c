@@ -286,6 +286,8 @@ static int pc_sv_overlaps(const struct pc_sv *v, size_t nkept, const struct pc_s
  * by key again. */
 static void pc_sv_select(struct pc_sv *v)
 {
+    if (v->nc == 0)
+        return;
     qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
     size_t out = 0;
     for (size_t i = 0; i < v->nc; i++) { /* the trees' blocks first, deduplicated */
@@ -448,8 +450,7 @@ static int pc_sv_child(void *ctx, int fd)
         pc_sv_select(&v);
         rc = pc_sv_write(&v, wire.err, sizeof wire.err);
     } else if (wire.err[0] == 0) {
-        snprintf(wire.err, sizeof wire.err, "reading %.300s: %s", a->src,
-                 pc_store_strerror(rc));
+        snprintf(wire.err, sizeof wire.err, "reading %.300s: %s", a->src, pc_store_strerror(rc));
     }
     wire.rc = rc;
     wire.problems = v.w.problems;
@@ -490,8 +491,7 @@ static int pc_sv_dst_ok(const char *dst, char *errbuf, size_t errlen)
     if (!S_ISDIR(st.st_mode) || access(p, F_OK) == 0) {
         if (errbuf != NULL)
             snprintf(errbuf, errlen,
-                     "salvage target %s exists and is not an empty directory: name a new one",
-                     dst);
+                     "salvage target %s exists and is not an empty directory: name a new one", dst);
         return PC_EEXIST;
     }
     return 0;

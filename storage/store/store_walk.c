@@ -44,10 +44,10 @@
 #include "store_int.h"
 
 /* ---- LMDB's on-disk layout (64-bit builds; offsets in bytes) ------------- */
-#define LW_PGHDR 16u       /* page header: pgno u64, pad u16, flags u16, lower u16, upper u16 */
-#define LW_OFF_FLAGS 10u   /* u16 */
-#define LW_OFF_LOWER 12u   /* u16; overflow pages: u32 page count at 12 */
-#define LW_OFF_UPPER 14u   /* u16 */
+#define LW_PGHDR 16u     /* page header: pgno u64, pad u16, flags u16, lower u16, upper u16 */
+#define LW_OFF_FLAGS 10u /* u16 */
+#define LW_OFF_LOWER 12u /* u16; overflow pages: u32 page count at 12 */
+#define LW_OFF_UPPER 14u /* u16 */
 #define LW_P_BRANCH 0x01u
 #define LW_P_LEAF 0x02u
 #define LW_P_OVERFLOW 0x04u
@@ -55,12 +55,13 @@
 #define LW_P_DIRTY 0x10u /* never on disk in a committed page; tolerated */
 #define LW_P_LEAF2 0x20u
 #define LW_P_SUBP 0x40u
-#define LW_NODEHDR 8u   /* lo u16, hi u16, flags u16, ksize u16 */
+#define LW_NODEHDR 8u /* lo u16, hi u16, flags u16, ksize u16 */
 #define LW_F_BIGDATA 0x01u
 #define LW_F_SUBDATA 0x02u
 #define LW_F_DUPDATA 0x04u
-#define LW_DB_SIZE 48u /* MDB_db: pad u32, flags u16, depth u16, branch, leaf, overflow,
-                        * entries, root (u64 each) */
+#define LW_DB_SIZE                                                                                 \
+    48u /* MDB_db: pad u32, flags u16, depth u16, branch, leaf, overflow,                          \
+         * entries, root (u64 each) */
 #define LW_META_MAGIC 0xBEEFC0DEu
 #define LW_META_VERSION 1u
 /* MDB_meta after the page header: magic u32, version u32, address u64,
@@ -75,8 +76,9 @@
 #define LW_M_END 152u
 #define LW_P_INVALID (~(uint64_t)0)
 #define LW_INTEGERKEY 0x08u
-#define LW_DB_PERSISTENT_FLAGS 0x7eu /* REVERSEKEY DUPSORT INTEGERKEY DUPFIXED INTEGERDUP
-                                      * REVERSEDUP */
+#define LW_DB_PERSISTENT_FLAGS                                                                     \
+    0x7eu /* REVERSEKEY DUPSORT INTEGERKEY DUPFIXED INTEGERDUP                                     \
+           * REVERSEDUP */
 #define LW_MAX_DEPTH 32u
 
 static uint16_t lw16(const uint8_t *p)
@@ -178,8 +180,8 @@ static int lw_cmp(const pc_lw_tree *t, const uint8_t *a, size_t la, const uint8_
 static int lw_claim(pc_lw *w, const pc_lw_tree *t, uint64_t pgno, uint64_t n, const char *what)
 {
     if (pgno < 2 || n == 0 || pgno >= w->npages || n > w->npages - pgno) {
-        lw_problem(w, PC_SP_PAGE, "%s: %s page %llu (+%llu) out of range (last page %llu)",
-                   t->name, what, (unsigned long long)pgno, (unsigned long long)n - 1,
+        lw_problem(w, PC_SP_PAGE, "%s: %s page %llu (+%llu) out of range (last page %llu)", t->name,
+                   what, (unsigned long long)pgno, (unsigned long long)n - 1,
                    (unsigned long long)w->npages - 1);
         return -1;
     }
@@ -292,8 +294,10 @@ static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, cons
     for (unsigned i = 0; i < nkeys; i++) {
         unsigned off = lw16(p + LW_PGHDR + 2 * i);
         if (off < upper || (off & 1u) != 0 || off + LW_NODEHDR > w->psize) {
-            lw_problem(w, PC_SP_PAGE, "%s: page %llu: entry %u at offset %u outside the page's "
-                       "node area", t->name, (unsigned long long)pgno, i, off);
+            lw_problem(w, PC_SP_PAGE,
+                       "%s: page %llu: entry %u at offset %u outside the page's "
+                       "node area",
+                       t->name, (unsigned long long)pgno, i, off);
             return;
         }
         const uint8_t *node = p + off;
@@ -346,8 +350,10 @@ static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, cons
         /* a leaf entry */
         t->entries++;
         if (nflags & LW_F_DUPDATA) {
-            lw_problem(w, PC_SP_PAGE, "%s: leaf page %llu: entry %u has duplicate data (pcache "
-                       "databases have none)", t->name, (unsigned long long)pgno, i);
+            lw_problem(w, PC_SP_PAGE,
+                       "%s: leaf page %llu: entry %u has duplicate data (pcache "
+                       "databases have none)",
+                       t->name, (unsigned long long)pgno, i);
             continue;
         }
         if ((nflags & ~(LW_F_BIGDATA | LW_F_SUBDATA)) != 0 ||
@@ -363,14 +369,18 @@ static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, cons
         if (t->kind == PC_LW_FREEDB) {
             /* txnid -> IDL: count, then that many page numbers */
             if (vlen < 8 || vlen % 8 != 0 || lw64(val) != vlen / 8 - 1) {
-                lw_problem(w, PC_SP_PAGE, "free list: page %llu: entry %u: a page list of %zu "
-                           "bytes does not match its count", (unsigned long long)pgno, i, vlen);
+                lw_problem(w, PC_SP_PAGE,
+                           "free list: page %llu: entry %u: a page list of %zu "
+                           "bytes does not match its count",
+                           (unsigned long long)pgno, i, vlen);
                 continue;
             }
             if (lw64(key) > w->meta.txnid) {
-                lw_problem(w, PC_SP_PAGE, "free list: page %llu: pages freed by transaction %llu, "
-                           "after the last one (%llu)", (unsigned long long)pgno,
-                           (unsigned long long)lw64(key), (unsigned long long)w->meta.txnid);
+                lw_problem(w, PC_SP_PAGE,
+                           "free list: page %llu: pages freed by transaction %llu, "
+                           "after the last one (%llu)",
+                           (unsigned long long)pgno, (unsigned long long)lw64(key),
+                           (unsigned long long)w->meta.txnid);
                 continue;
             }
             if (w->nfree_lists == w->free_cap) {
@@ -390,8 +400,10 @@ static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, cons
         }
         if (nflags & LW_F_SUBDATA) {
             if (vlen != LW_DB_SIZE) {
-                lw_problem(w, PC_SP_PAGE, "main database: entry %u of page %llu: a named database "
-                           "record of %zu bytes", i, (unsigned long long)pgno, vlen);
+                lw_problem(w, PC_SP_PAGE,
+                           "main database: entry %u of page %llu: a named database "
+                           "record of %zu bytes",
+                           i, (unsigned long long)pgno, vlen);
                 continue;
             }
             pc_lw_db d;
@@ -446,11 +458,10 @@ static void lw_tree(pc_lw *w, pc_lw_tree *t, const pc_lw_db *db)
         lw_problem(w, PC_SP_PAGE,
                    "%s: the tree holds %llu branch, %llu leaf, %llu overflow pages and %llu "
                    "entries; its record says %llu, %llu, %llu, %llu",
-                   t->name, (unsigned long long)t->branch_pages,
-                   (unsigned long long)t->leaf_pages, (unsigned long long)t->overflow_pages,
-                   (unsigned long long)t->entries, (unsigned long long)db->branch_pages,
-                   (unsigned long long)db->leaf_pages, (unsigned long long)db->overflow_pages,
-                   (unsigned long long)db->entries);
+                   t->name, (unsigned long long)t->branch_pages, (unsigned long long)t->leaf_pages,
+                   (unsigned long long)t->overflow_pages, (unsigned long long)t->entries,
+                   (unsigned long long)db->branch_pages, (unsigned long long)db->leaf_pages,
+                   (unsigned long long)db->overflow_pages, (unsigned long long)db->entries);
 }
 
 /* Marks the pages of the free list's page lists; they must be in range,
@@ -470,8 +481,8 @@ static void lw_free_pages(pc_lw *w)
                 why = "listed free twice";
             if (why != NULL) {
                 if (bad++ < 8)
-                    lw_problem(w, PC_SP_PAGE, "free list: page %llu is %s",
-                               (unsigned long long)pg, why);
+                    lw_problem(w, PC_SP_PAGE, "free list: page %llu is %s", (unsigned long long)pg,
+                               why);
                 continue;
             }
             w->pstate[pg] = PC_LW_FREE;
@@ -569,8 +580,7 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want)
             if (w->clamp && w->fsize / m[i].psize > 2) {
                 m[i].last_pg = w->fsize / m[i].psize - 1; /* what is left, for a salvage */
                 w->clamped = 1;
-            }
-            else
+            } else
                 m[i].ok = 0;
         }
     }

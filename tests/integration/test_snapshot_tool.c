@@ -703,11 +703,14 @@ static void test_verify_corrupt(void **state)
     struct stat st;
     assert_int_equal(stat(data, &st), 0);
     assert_int_equal(truncate(data, st.st_size / 2), 0);
+    /* the structural walk reports it as a problem of the file (stdout) */
     expect_exit(1, "verify", dir);
-    expect_in(tool_out, "the file is truncated"); /* verify lists the problems on stdout */
+    expect_in(tool_out, "the file is truncated");
+    expect_in(tool_out, "file ");
     expect_exit(1, "verify", dir, "--json");
     j = parse_json(tool_out);
     assert_true(json_is_false(json_object_get(j, "clean")));
+    assert_string_equal(json_string_value(json_object_get(j, "structure")), "damaged");
     json_decref(j);
     expect_exit(8, "info", dir);
     expect_in(tool_err, "truncated");

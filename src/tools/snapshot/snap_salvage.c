@@ -39,8 +39,9 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
                 (unsigned long long)res.problems, (unsigned long long)res.pages_scanned,
                 res.older_meta ? "true" : "false", res.free_unknown ? "true" : "false");
     } else {
-        fprintf(f, "salvage %s -> %s: %llu structural problems met, %llu pages outside the trees "
-                   "read\n",
+        fprintf(f,
+                "salvage %s -> %s: %llu structural problems met, %llu pages outside the trees "
+                "read\n",
                 src, dst, (unsigned long long)res.problems, (unsigned long long)res.pages_scanned);
     }
     if (!cx->json && res.older_meta)
@@ -79,8 +80,7 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
                     (unsigned long long)k->blocks_orphan);
         if (k->meta_found)
             fprintf(f, "; the snapshot had %llu in %llu: %s", (unsigned long long)k->count_meta,
-                    (unsigned long long)k->blocks_meta,
-                    complete ? "nothing lost" : "some LOST");
+                    (unsigned long long)k->blocks_meta, complete ? "nothing lost" : "some LOST");
         else
             fprintf(f, "; its meta is lost: how much is missing is not known");
         if (k->blocks_bad)
@@ -95,8 +95,9 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
     if (cx->json)
         fprintf(f, "],\"complete\":%s}\n", lost ? "false" : "true");
     else
-        fprintf(f, "%s. Start pcached on it with db_url = lmdb://%s (the journal of the damaged "
-                   "store is not carried over)\n",
+        fprintf(f,
+                "%s. Start pcached on it with db_url = lmdb://%s (the journal of the damaged "
+                "store is not carried over)\n",
                 lost ? "Some records were lost" : "Every record was recovered", dst);
     pc_store_salvage_free(&res);
     return snap_finish(cx, lost ? SNAP_FOUND : SNAP_OK);

@@ -75,9 +75,10 @@ typedef struct pc_store pc_store; /* process-local handle; opaque */
 /* ---- opening ------------------------------------------------------------ */
 #define PC_STORE_RDONLY 0x1u /* no writes (LMDB readers never block writers) */
 #define PC_STORE_CREATE 0x2u /* create the directory / store when missing */
-#define PC_STORE_NOCHECK 0x4u /* skip the structural check of an existing store
-                               * (pc_store_check): only for a caller that ran it
-                               * itself, or that runs in a process it can lose */
+#define PC_STORE_NOCHECK                                                                           \
+    0x4u /* skip the structural check of an existing store                                         \
+          * (pc_store_check): only for a caller that ran it                                        \
+          * itself, or that runs in a process it can lose */
 
 /* The defaults of pc_store_config, chosen by measurement
  * (docs/snapshot-format.md §8): 128 KiB blocks at zstd level 1. */
@@ -380,9 +381,10 @@ const char *pc_store_problem_kind_name(int kind);
  * environment, read-only or not, and refuses a store with LMDB-level damage
  * (PC_SP_PAGE, PC_SP_FILE) with PC_ECORRUPT, or with a newer version
  * anywhere (PC_SP_NEWER) with PC_EFORMAT. */
-#define PC_STORE_CHECK_DEEP 0x1u   /* also every block's payload checksum */
-#define PC_STORE_CHECK_NOLOCK 0x2u /* walk without opening LMDB: for a caller that holds
-                                    * the store's lock.mdb exclusively (no writer can run) */
+#define PC_STORE_CHECK_DEEP 0x1u /* also every block's payload checksum */
+#define PC_STORE_CHECK_NOLOCK                                                                      \
+    0x2u /* walk without opening LMDB: for a caller that holds                                     \
+          * the store's lock.mdb exclusively (no writer can run) */
 
 /* Checks the store at where (a path or lmdb:/// URL, borrowed). Returns 0
  * with *out (caller-owned: pc_store_problems_free; NULL when *n is 0) the
@@ -416,13 +418,13 @@ typedef struct pc_store_salvage_coll {
     uint64_t blocks_orphan; /* of the copied, found outside the trees */
 } pc_store_salvage_coll;
 typedef struct pc_store_salvage_result {
-    uint64_t problems;       /* structural problems the walk met */
-    uint64_t pages_scanned;  /* pages outside every tree that were read for blocks */
-    int older_meta;          /* one LMDB meta page was unusable and the other was read:
-                              * the copy may be the snapshot before the last save */
-    int free_unknown;        /* the free list is damaged: pages outside the trees were
-                              * not read (they may hold older snapshots), so blocks
-                              * below damaged branch pages are lost */
+    uint64_t problems;      /* structural problems the walk met */
+    uint64_t pages_scanned; /* pages outside every tree that were read for blocks */
+    int older_meta;         /* one LMDB meta page was unusable and the other was read:
+                             * the copy may be the snapshot before the last save */
+    int free_unknown;       /* the free list is damaged: pages outside the trees were
+                             * not read (they may hold older snapshots), so blocks
+                             * below damaged branch pages are lost */
     size_t ncolls;
     pc_store_salvage_coll *colls; /* caller-owned: pc_store_salvage_free */
 } pc_store_salvage_result;

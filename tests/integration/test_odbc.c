@@ -809,6 +809,7 @@ static void t_persist(void **state)
         snprintf(ldir, sizeof ldir, "lmdb://%s/persist-lmdb-%d", odbc_env_dir(), (int)getpid());
         lc.db_url = ldir;
         lc.sql_backend = pc_odbc_persist_backend();
+        lc.store_sql_targets = 1; /* an SQL [store] is refused unless the host allows it */
         pc_persist *lp = NULL;
         assert_int_equal(pc_persist_open(c, &lc, &lp, err, sizeof err), 0);
         pc_mgmt *lm = NULL;

@@ -86,10 +86,20 @@ class Shrink(unittest.TestCase):
             r.set("warm", "x")
             time.sleep(0.3)
             before = rss_kb(kids)
-            value = b"v" * (100 << 20)
-            with self.assertRaises(redis.ResponseError):  # past the engine's 1 MiB value limit
-                r.set("big", value)
+            # a 100 MiB command, all but its last byte: the worker holds it
+            # while it waits for the rest (measured then, not after the reply,
+            # by when the buffer is already released)
+            cmd = b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n" % (100 << 20)
+            cmd += b"v" * (100 << 20) + b"\r\n"
+            raw = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            raw.sendall(cmd[:-1])
+            time.sleep(0.5)
             peak = rss_kb(kids)
+            raw.sendall(cmd[-1:])
+            raw.settimeout(30)
+            reply = raw.recv(200)
+            self.assertTrue(reply.startswith(b"-ERR"), reply)  # past the 1 MiB value limit
+            raw.close()
             self.assertEqual(r.get("warm"), b"x")  # the same connection, now idle
             time.sleep(0.3)
             after = rss_kb(kids)

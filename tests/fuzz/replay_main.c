@@ -102,7 +102,8 @@ static int run_dir(const char *dir, unsigned long *n)
         }
         snprintf(names[count++], l, "%s/%s", dir, e->d_name);
     }
-    qsort(names, count, sizeof *names, by_name);
+    if (count > 1) /* qsort's base must not be NULL, even for no items */
+        qsort(names, count, sizeof *names, by_name);
     for (size_t i = 0; i < count && rc == 0; i++) {
         struct stat st;
         if (stat(names[i], &st) != 0 || !S_ISREG(st.st_mode))

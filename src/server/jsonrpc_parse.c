@@ -268,7 +268,8 @@ static int parse_params(struct jp *j, struct rpc_req *r)
         }
         if (obj) /* strict JSON: a member named twice is refused, not "last wins" */
             for (unsigned i = 0; i < r->nargs; i++)
-                if (r->args[i].nlen == nlen && memcmp(r->args[i].name, name, nlen) == 0)
+                if (r->args[i].name != NULL && r->args[i].nlen == nlen &&
+                    memcmp(r->args[i].name, name, nlen) == 0)
                     r->duplicate = 1;
         if (!is_null) {
             if (r->nargs >= PC_MGMT_MAX_ARGS)

@@ -293,7 +293,7 @@ int pc_stats_reset(pc_coll *coll)
     return 0;
 }
 
-int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
+static int pc_coll_stats_read(pc_coll *coll, pc_coll_stats *out, bool since_reset)
 {
     if (coll == NULL || out == NULL)
         return PC_EINVAL;
@@ -307,7 +307,7 @@ int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
     memcpy(base, cs->base, sizeof base);
     int64_t reset_at = cs->base_reset_at;
     pc_unlock_word(&cs->base_lock);
-    for (unsigned i = 0; i < PC_B_COUNT; i++) /* counters only grow; guard skew */
+    for (unsigned i = 0; since_reset && i < PC_B_COUNT; i++) /* counters only grow; guard skew */
         sum[i] = sum[i] >= base[i] ? sum[i] - base[i] : 0;
     pc_coll_stats st;
     memset(&st, 0, sizeof st);
@@ -329,6 +329,16 @@ int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
     st.reset_at = reset_at;
     *out = st;
     return 0;
+}
+
+int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out)
+{
+    return pc_coll_stats_read(coll, out, true);
+}
+
+int pc_coll_stats_total(pc_coll *coll, pc_coll_stats *out)
+{
+    return pc_coll_stats_read(coll, out, false);
 }
 
 int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out)

@@ -154,6 +154,11 @@ bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *ke
 struct pc_rd {
     void *buf;  /* caller's buffer or NULL (probe) */
     size_t cap; /* its capacity */
+    /* pc_get_alloc: buf comes from the caller's allocator, obtained (or
+     * replaced by a larger one) during an optimistic read, which holds no
+     * lock; a read under a lock only notes the size it needs */
+    const pc_allocator *alloc;
+    bool alloc_failed;
     size_t vlen;
     uint8_t flags;
     int64_t expires;
@@ -166,7 +171,7 @@ struct pc_rd {
  * can shrink what is copied but never push it past the cell (the clamp is
  * subtractive, so it cannot wrap). The one copy routine of every read. */
 static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen,
-                        struct pc_rd *rd)
+                        struct pc_rd *rd, bool locked)
 {
     size_t room = pc_class_bytes(c, r->cls);
     if (room <= PC_REC_HDR)
@@ -185,7 +190,20 @@ static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const voi
     if (rd->flags & PC_RF_COUNTER) {
         rd->counter = 0;
         memcpy(&rd->counter, r->data + kl, vl < 8 ? vl : 8);
-    } else if (rd->buf != NULL && vl <= rd->cap) {
+        return true;
+    }
+    if (rd->alloc != NULL && !locked && (rd->buf == NULL || vl > rd->cap)) {
+        /* no lock is held here; a torn vl is bounded by the cell, and the
+         * seqlock check after the copy sends a torn read round again */
+        if (rd->buf != NULL)
+            rd->alloc->release(rd->buf, rd->alloc->ctx);
+        rd->cap = 0;
+        if ((rd->buf = rd->alloc->obtain(vl + 1, rd->alloc->ctx)) == NULL)
+            rd->alloc_failed = true;
+        else
+            rd->cap = vl;
+    }
+    if (rd->buf != NULL && vl <= rd->cap) {
         memcpy(rd->buf, r->data + kl, vl);
     }
     return true;
@@ -213,7 +231,7 @@ static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, c
             continue;
         pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
         const struct pc_rec_shm *r = pc_cell(c, off);
-        if (r != NULL && pc_copy_out(c, r, key, klen, rd)) {
+        if (r != NULL && pc_copy_out(c, r, key, klen, rd, locked)) {
             res = PC_RD_HIT;
             break;
         }
@@ -238,7 +256,7 @@ static int pc_chain_read(pc_coll *coll, uint64_t h, const void *key, size_t klen
     if (node != 0) {
         const struct pc_ovf_node_shm *n = pc_cell(coll->c, node);
         const struct pc_rec_shm *r = pc_cell(coll->c, n->rec);
-        if (r != NULL && pc_copy_out(coll->c, r, key, klen, rd))
+        if (r != NULL && pc_copy_out(coll->c, r, key, klen, rd, true))
             res = PC_RD_HIT;
     }
     pc_chain_unlock(ch);
@@ -442,6 +460,69 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
         free(p);
     }
     return rc;
+}
+
+int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator *a, void **val,
+                 size_t *vlen, pc_meta *meta)
+{
+    if (val != NULL)
+        *val = NULL;
+    if (vlen != NULL)
+        *vlen = 0;
+    int rc = pc_check_key(coll, key, klen);
+    if (rc != 0 || val == NULL || vlen == NULL || a == NULL || a->obtain == NULL ||
+        a->release == NULL)
+        return rc != 0 ? rc : PC_EINVAL;
+    if ((rc = pc_enter(coll->c)) != 0)
+        return rc;
+    struct pc_rd rd = {.alloc = a};
+    unsigned retries = 0;
+    bool fallback = false;
+    for (;;) {
+        rc = pc_lookup(coll, key, klen, &rd);
+        retries += rd.retries;
+        fallback |= rd.fallback;
+        if (rc != 0 || rd.alloc_failed || (rd.flags & PC_RF_COUNTER) || rd.vlen <= rd.cap)
+            break;
+        /* read under a lock with no room: make room here, outside it */
+        if (rd.buf != NULL)
+            a->release(rd.buf, a->ctx);
+        rd.cap = 0;
+        if ((rd.buf = a->obtain(rd.vlen + 1, a->ctx)) == NULL) {
+            rd.alloc_failed = true;
+            break;
+        }
+        rd.cap = rd.vlen;
+    }
+    rd.retries = retries;
+    rd.fallback = fallback;
+    pc_read_stats(coll, &rd, rc == 0 && !rd.alloc_failed);
+    if (rc == 0 && !rd.alloc_failed && (rd.flags & PC_RF_COUNTER)) {
+        char num[24];
+        int n = snprintf(num, sizeof num, "%" PRId64, rd.counter);
+        if (rd.buf == NULL || (size_t)n > rd.cap) {
+            if (rd.buf != NULL)
+                a->release(rd.buf, a->ctx);
+            rd.cap = (size_t)n;
+            if ((rd.buf = a->obtain((size_t)n + 1, a->ctx)) == NULL)
+                rd.alloc_failed = true;
+        }
+        if (rd.buf != NULL)
+            memcpy(rd.buf, num, (size_t)n);
+        rd.vlen = (size_t)n;
+    }
+    if (rc == 0 && rd.alloc_failed)
+        rc = PC_EHEAP;
+    if (rc != 0) {
+        if (rd.buf != NULL)
+            a->release(rd.buf, a->ctx);
+        return rc;
+    }
+    ((char *)rd.buf)[rd.vlen] = '\0';
+    *val = rd.buf;
+    *vlen = rd.vlen;
+    pc_fill_meta(&rd, rd.vlen, meta);
+    return 0;
 }
 
 int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)

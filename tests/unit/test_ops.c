@@ -282,6 +282,89 @@ static void get_buf_paths(void **state)
     assert_int_equal(m.vlen, 6);
 }
 
+/* An allocator that counts its blocks and can be told to fail. */
+struct counting_alloc {
+    int live, obtained, fail_at; /* fail_at: the obtain that fails (1-based), 0 never */
+    size_t last_n;
+};
+
+static void *ca_obtain(size_t n, void *ctx)
+{
+    struct counting_alloc *ca = ctx;
+    if (++ca->obtained == ca->fail_at)
+        return NULL;
+    ca->live++;
+    ca->last_n = n;
+    return malloc(n);
+}
+
+static void ca_release(void *p, void *ctx)
+{
+    struct counting_alloc *ca = ctx;
+    ca->live--;
+    free(p);
+}
+
+static void get_alloc_paths(void **state)
+{
+    struct fx *f = *state;
+    struct counting_alloc ca = {0};
+    const pc_allocator a = {ca_obtain, ca_release, &ca};
+    void *v = (void *)1;
+    size_t vlen = 99;
+    pc_meta m;
+
+    set_str(f->def, "b", "0123456789", 3000);
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, &m), PC_OK);
+    assert_int_equal(vlen, 10);
+    assert_string_equal(v, "0123456789"); /* NUL-terminated */
+    assert_int_equal(ca.obtained, 1);     /* one block, of the value's size + NUL */
+    assert_int_equal(ca.last_n, 11);
+    assert_int_equal(m.vlen, 10);
+    assert_true(m.ttl_ms > 2000 && m.ttl_ms <= 3000);
+    ca_release(v, &ca);
+
+    /* an absent key: no allocation at all, and nothing returned */
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("nope"), &a, &v, &vlen, NULL), PC_ENOTFOUND);
+    assert_int_equal(ca.obtained, 0);
+    assert_null(v);
+    assert_int_equal(vlen, 0);
+
+    /* binary values and the largest value, copied whole */
+    static unsigned char big[PC_VALUE_MAX];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 7);
+    big[5] = 0;
+    check_rc(pc_set(f->def, S("big"), big, sizeof big, 0, 0), PC_OK);
+    check_rc(pc_get_alloc(f->def, S("big"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(vlen, sizeof big);
+    assert_memory_equal(v, big, sizeof big);
+    ca_release(v, &ca);
+
+    /* counters as decimal */
+    check_rc(pc_add(f->def, S("n"), -12345, 0, NULL), PC_OK);
+    check_rc(pc_get_alloc(f->def, S("n"), &a, &v, &vlen, &m), PC_OK);
+    assert_int_equal(vlen, 6);
+    assert_string_equal(v, "-12345");
+    assert_int_equal(m.is_counter, 1);
+    ca_release(v, &ca);
+
+    /* a failing allocator: PC_EHEAP, nothing kept */
+    ca.obtained = 0;
+    ca.fail_at = 1;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_EHEAP);
+    assert_null(v);
+    assert_int_equal(ca.live, 0);
+
+    /* arguments */
+    check_rc(pc_get_alloc(f->def, S("b"), NULL, &v, &vlen, NULL), PC_EINVAL);
+    const pc_allocator half = {ca_obtain, NULL, &ca};
+    check_rc(pc_get_alloc(f->def, S("b"), &half, &v, &vlen, NULL), PC_EINVAL);
+    check_rc(pc_get_alloc(f->def, S("b"), &a, NULL, &vlen, NULL), PC_EINVAL);
+    assert_int_equal(ca.live, 0);
+}
+
 static void probe_and_remove(void **state)
 {
     struct fx *f = *state;
@@ -924,6 +1007,7 @@ int main(void)
         T(set_nx_xx),
         T(set_ttl_and_keepttl),
         T(get_buf_paths),
+        T(get_alloc_paths),
         T(probe_and_remove),
         T(add_sub_counters),
         T(add_overflow_is_erange),

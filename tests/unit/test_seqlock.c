@@ -11,7 +11,9 @@
  * until the reader has spent far more CPU time than its optimistic attempts
  * take (a reader that ignored the odd version would have returned by then),
  * checks it is still waiting, completes the write, releases, and the reader
- * returns the whole new value, counted as retries and one lock fallback.
+ * returns the whole new value, counted as retries and one lock fallback;
+ * through pc_get_alloc too, whose read under the lock has no room yet and
+ * must get it outside the lock and read again.
  *
  * The version re-check (the version changed while the value was copied):
  * the page in the middle of the stored value is made unreadable, so the
@@ -76,20 +78,43 @@ struct reader {
     unsigned char *buf;
     size_t vlen, need;
     int rc;
+    int use_alloc; /* pc_get_alloc instead of pc_get_buf */
     _Atomic int done;
 };
+
+static void *heap_obtain(size_t n, void *ctx)
+{
+    (void)ctx;
+    return malloc(n);
+}
+
+static void heap_release(void *p, void *ctx)
+{
+    (void)ctx;
+    free(p);
+}
 
 static void *reader_main(void *arg)
 {
     struct reader *r = arg;
-    r->rc = pc_get_buf(r->co, KEY, KLEN, r->buf, VLEN, &r->vlen, &r->need, NULL);
+    if (r->use_alloc) {
+        /* its read under the lock has no room: it must get some outside
+         * the lock and read again */
+        const pc_allocator a = {heap_obtain, heap_release, NULL};
+        void *v = NULL;
+        r->rc = pc_get_alloc(r->co, KEY, KLEN, &a, &v, &r->vlen, NULL);
+        if (r->rc == PC_OK && r->vlen <= VLEN)
+            memcpy(r->buf, v, r->vlen);
+        free(v);
+    } else {
+        r->rc = pc_get_buf(r->co, KEY, KLEN, r->buf, VLEN, &r->vlen, &r->need, NULL);
+    }
     atomic_store(&r->done, 1);
     return NULL;
 }
 
-static void test_reader_waits_for_an_open_bracket(void **state)
+static void reader_waits_for_an_open_bracket(int use_alloc)
 {
-    (void)state;
     pc_coll *co;
     pc_cache *c = mk_cache(&co);
     static unsigned char old[VLEN];
@@ -106,7 +131,7 @@ static void test_reader_waits_for_an_open_bracket(void **state)
     assert_int_equal(vl, VLEN);
     memset(val, 'B', VLEN / 2);
 
-    struct reader r = {.co = co, .buf = malloc(VLEN)};
+    struct reader r = {.co = co, .buf = malloc(VLEN), .use_alloc = use_alloc};
     assert_non_null(r.buf);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, reader_main, &r), 0);
@@ -141,6 +166,18 @@ static void test_reader_waits_for_an_open_bracket(void **state)
     assert_int_equal(st1.lock_fallbacks, st0.lock_fallbacks + 1);
     free(r.buf);
     pc_cache_destroy(c);
+}
+
+static void test_reader_waits_for_an_open_bracket(void **state)
+{
+    (void)state;
+    reader_waits_for_an_open_bracket(0);
+}
+
+static void test_alloc_reader_waits_for_an_open_bracket(void **state)
+{
+    (void)state;
+    reader_waits_for_an_open_bracket(1);
 }
 
 /* ---- a write during the copy: the re-check ------------------------------ */
@@ -230,6 +267,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_waits_for_an_open_bracket),
+        cmocka_unit_test(test_alloc_reader_waits_for_an_open_bracket),
         cmocka_unit_test(test_write_during_the_copy_is_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

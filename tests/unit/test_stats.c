@@ -284,6 +284,16 @@ static void reset_restarts_counters_not_gauges(void **state)
     assert_int_equal(a2.destroyed, 2); /* one removed, one reaped */
     assert_int_equal(a2.entries, a0.entries + 3 - 1 - 1);
     assert_int_equal(a2.reset_at, a1.reset_at);
+    /* the cumulative view ignores the baseline: before + after the reset */
+    pc_coll_stats at;
+    check_rc(pc_coll_stats_total(a, &at), PC_OK);
+    assert_int_equal(at.stores, a0.stores + a2.stores);
+    assert_int_equal(at.hits, a0.hits + a2.hits);
+    assert_int_equal(at.misses, a0.misses + a2.misses);
+    assert_int_equal(at.expired, a0.expired + a2.expired);
+    assert_int_equal(at.entries, a2.entries);
+    assert_int_equal(at.reset_at, a2.reset_at);
+    check_rc(pc_coll_stats_total(NULL, &at), PC_EINVAL);
     /* a reset made in another process is the shared baseline */
     pid_t pid = fork();
     assert_true(pid >= 0);

@@ -179,6 +179,26 @@ int pc_get_buf(pc_coll *coll, const void *key, size_t klen, void *buf, size_t ca
  * acts as 1. */
 void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage);
 
+/* Memory a read copies into, from the caller's own allocator (an OpenSIPS
+ * module's pkg_malloc, say), so a value is copied once, straight into
+ * memory the caller owns. obtain(n, ctx) returns n bytes or NULL;
+ * release(p, ctx) gives back a block obtain returned. */
+typedef struct pc_allocator {
+    void *(*obtain)(size_t n, void *ctx);
+    void (*release)(void *p, void *ctx);
+    void *ctx;
+} pc_allocator;
+
+/* Reads into a block obtained from a: on a hit *val is that block (the
+ * caller's, to release as it releases the allocator's memory), holding
+ * *vlen bytes and a NUL after them (not counted); a counter is formatted
+ * as decimal. The allocator is called only while no lock is held, usually
+ * once per hit and not at all for an absent key; a block the read did not keep is
+ * released before it returns. PC_ENOTFOUND, PC_EHEAP when obtain fails
+ * (nothing is kept), PC_EINVAL, PC_ETOOBIG (key). meta may be NULL. */
+int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator *a, void **val,
+                 size_t *vlen, pc_meta *meta);
+
 /* Reads into a fresh malloc'd buffer. On a hit *val is caller-owned
  * (free()), NUL-terminated for convenience (the NUL is not counted in
  * *vlen). meta may be NULL. */
@@ -245,6 +265,10 @@ typedef struct pc_coll_stats {
     int64_t reset_at;      /* wall-clock seconds of the last pc_stats_reset, 0 = never */
 } pc_coll_stats;
 int pc_coll_stats_get(pc_coll *coll, pc_coll_stats *out);
+/* The same with every counter counted from the cache's creation, whatever
+ * pc_stats_reset recorded (for hosts whose statistics are cumulative, such
+ * as OpenSIPS's); reset_at still tells when the last reset was. */
+int pc_coll_stats_total(pc_coll *coll, pc_coll_stats *out);
 
 typedef struct pc_mem_stats {
     int tier;              /* enum pc_mem_tier actually achieved */

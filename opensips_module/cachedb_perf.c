@@ -19,6 +19,7 @@
 #include <dprint.h>
 #include <mem/mem.h>
 #include <ipc.h>
+#include <pt.h>
 #include <reactor_proc.h>
 #include <ut.h>
 #include <cachedb/cachedb.h>
@@ -142,6 +143,23 @@ static void cdbp_journal_rpc(int sender, void *param)
         LM_ERR("journal write failed: %s\n", pc_store_strerror(rc));
 }
 
+/* ipc_send_rpc_all, but only to the processes that are up and listening:
+ * a process still starting or already gone has no IPC descriptor yet (or
+ * any more), and the core logs an ERROR for every job sent to it. A
+ * process that misses a tick writes its ring out on the next one (and
+ * the drainer writes every ring meanwhile). */
+static void cdbp_journal_rpc_running(void)
+{
+    for (unsigned p = 1; p < counted_max_processes; p++) {
+        if ((pt[p].flags & OSS_PROC_NO_IPC) || !is_process_running(p) || IPC_FD_WRITE(p) < 0)
+            continue;
+        if ((int)p == process_no)
+            cdbp_journal_rpc(process_no, NULL);
+        else
+            (void)ipc_send_rpc((int)p, cdbp_journal_rpc, NULL);
+    }
+}
+
 static void cdbp_maint_tick(void)
 {
     static unsigned long runs;
@@ -162,7 +180,7 @@ static void cdbp_maint_tick(void)
                    rep.reaped);
     }
     if (cdbp_persist != NULL && cdbp_journal != NULL && cdbp_journal[0] != '\0')
-        ipc_send_rpc_all(cdbp_journal_rpc, NULL);
+        cdbp_journal_rpc_running();
     if (cdbp_persist != NULL) {
         cdbp_persist_lock();
         int rc = pc_persist_tick(cdbp_persist);

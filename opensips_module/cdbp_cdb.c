@@ -80,27 +80,37 @@ static void cdbp_destroy(cachedb_con *con)
     cachedb_do_close(con, cdbp_free_connection);
 }
 
+/* The value goes straight into pkg memory, the caller's to pkg_free: one
+ * copy, one allocation, none on a miss (pc_get_alloc calls these outside
+ * any lock of the table). pkg_malloc is a macro, hence the wrappers. */
+static void *cdbp_pkg_obtain(size_t n, void *ctx)
+{
+    (void)ctx;
+    return n > INT_MAX ? NULL : pkg_malloc(n);
+}
+
+static void cdbp_pkg_release(void *p, void *ctx)
+{
+    (void)ctx;
+    pkg_free(p);
+}
+
+static const pc_allocator cdbp_pkg = {cdbp_pkg_obtain, cdbp_pkg_release, NULL};
+
 static int cdbp_get(cachedb_con *con, str *attr, str *val)
 {
     void *v = NULL;
     size_t vlen = 0;
-    int rc = pc_get(CDBP_COLL(con), attr->s, (size_t)attr->len, &v, &vlen, NULL);
+    int rc = pc_get_alloc(CDBP_COLL(con), attr->s, (size_t)attr->len, &cdbp_pkg, &v, &vlen, NULL);
     if (rc == PC_ENOTFOUND)
         return -2;
     if (rc != 0) {
-        LM_ERR("get of %.*s: %s\n", attr->len, attr->s, pc_store_strerror(rc));
+        LM_ERR("get of %.*s: %s\n", attr->len, attr->s,
+               rc == PC_EHEAP ? "no more pkg memory for the value" : pc_store_strerror(rc));
         return -1;
     }
-    /* the caller owns val->s in pkg memory */
-    val->s = pkg_malloc(vlen ? vlen : 1);
-    if (val->s == NULL) {
-        free(v);
-        LM_ERR("no more pkg memory for a %zu-byte value\n", vlen);
-        return -1;
-    }
-    memcpy(val->s, v, vlen);
+    val->s = v;
     val->len = (int)vlen;
-    free(v);
     return 1;
 }
 

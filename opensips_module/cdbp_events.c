@@ -203,7 +203,7 @@ void cdbp_events_boot(void)
         unsigned long sum = 0;                                                                     \
         for (unsigned i = 0; cdbp_cache != NULL && i < pc_coll_count(cdbp_cache); i++) {           \
             pc_coll_stats st;                                                                      \
-            if (pc_coll_stats_get(pc_coll_at(cdbp_cache, i), &st) == 0)                            \
+            if (pc_coll_stats_total(pc_coll_at(cdbp_cache, i), &st) == 0)                          \
                 sum += (unsigned long)st.field;                                                    \
         }                                                                                          \
         return sum;                                                                                \

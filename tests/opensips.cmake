@@ -2,7 +2,8 @@
 # module was built (-DOPENSIPS_SRC=<a built OpenSIPS 4.x tree>) against an
 # OpenSIPS binary: PCACHE_OPENSIPS_PREFIX (an installed OpenSIPS: sbin/opensips
 # and lib*/opensips/modules) or, by default, the OPENSIPS_SRC tree's own
-# ./opensips and modules/. Otherwise it reports SKIPPED with the reason
+# ./opensips and modules/ - both looked up by the test when it runs, so an
+# OpenSIPS installed after configuring is found. Otherwise it reports SKIPPED with the reason
 # (exit 77), which is what a CI machine without OpenSIPS sees. Two tests:
 # opensips_cachedb_perf, the module on an LMDB store and on an SQLite file
 # through ODBC; opensips_cluster_sync, perf_sync over clusterer (two
@@ -14,19 +15,6 @@
 # RUN_SERIAL.
 set(PCACHE_OPENSIPS_PREFIX "$ENV{PCACHE_OPENSIPS_PREFIX}" CACHE PATH
     "an installed OpenSIPS 4.x for the cachedb_perf end-to-end test")
-set(_osips_bin "")
-set(_osips_mpath "")
-if(NOT PCACHE_OPENSIPS_PREFIX STREQUAL "")
-  set(_osips_bin "${PCACHE_OPENSIPS_PREFIX}/sbin/opensips")
-  foreach(d lib64 lib lib/x86_64-linux-gnu)
-    if(_osips_mpath STREQUAL "" AND EXISTS "${PCACHE_OPENSIPS_PREFIX}/${d}/opensips/modules")
-      set(_osips_mpath "${PCACHE_OPENSIPS_PREFIX}/${d}/opensips/modules/")
-    endif()
-  endforeach()
-elseif(DEFINED OPENSIPS_SRC AND NOT OPENSIPS_SRC STREQUAL "")
-  set(_osips_bin "${OPENSIPS_SRC}/opensips")
-  set(_osips_mpath "${OPENSIPS_SRC}/modules/")
-endif()
 set(_osips_module "")
 set(_osips_why "")
 if(TARGET cachedb_perf)
@@ -42,7 +30,7 @@ if(PCACHE_PYTHON3)
     list(GET part 1 only)
     add_test(NAME opensips_${name}
              COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips/opensips_e2e.py
-                     --opensips "${_osips_bin}" --mpath "${_osips_mpath}"
+                     --prefix "${PCACHE_OPENSIPS_PREFIX}" --src "${OPENSIPS_SRC}"
                      --module "${_osips_module}" --skip-reason "${_osips_why}"
                      --guide "${PROJECT_SOURCE_DIR}/opensips_module/README.md" --only ${only})
     set_tests_properties(opensips_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300

@@ -2,13 +2,22 @@
  * cdbbench.c - a benchmark-only OpenSIPS module (never loaded in
  * production): drives any cachedb backend through the core's cachedb_funcs
  * vtable in C, inside the OpenSIPS process model, to measure cachedb_perf
- * against cachedb_local (docs/benchmarks.md, "OpenSIPS process model").
+ * against cachedb_local (opensips_cdb_bench.py; docs/benchmarks.md,
+ * "Inside OpenSIPS").
  *
- *   cdbbench_fill(url, n)                 stores n keys "thid-%010u" (16 B)
- *                                         with 200-byte values
- *   cdbbench_run(url, ops, seed, $var(ns)) ops operations over those n keys,
- *                                         95% get / 5% set (the th_store
- *                                         pattern); $var(ns) = ns per op
+ *   cdbbench_fill(url, n)          makes the backend hold keys 0 .. n-1,
+ *                                  "thid-%010u" (15 B), 200-byte values
+ *                                  (keys already there are overwritten)
+ *   cdbbench_run(url, ops, seed, get_pct, spread, $var(res))
+ *                                  ops operations over those n keys:
+ *                                  get_pct % get, the rest set; spread 1
+ *                                  picks each key at random, 0 walks them
+ *                                  in order from a seed-chosen start;
+ *                                  $var(res) = "<ns per op> hits=<n>"
+ *                                  url "none" times the loop alone (key
+ *                                  choice and formatting), to subtract
+ *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
+ *                                  the end-to-end test calls it
  *
  * A get pays what every cachedb caller pays: the backend's pkg copy of the
  * value and its pkg_free. Timing is CLOCK_MONOTONIC around the loop only.
@@ -22,6 +31,7 @@
 #include <ut.h>
 #include <cachedb/cachedb.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -56,40 +66,69 @@ static struct cb_con *cb_get(str *url)
     return c;
 }
 
+/* "thid-%010u" without snprintf: the loop's own cost stays small next to
+ * the backends' (and is measured, url "none"). */
+static void cb_key(char *k, unsigned i)
+{
+    memcpy(k, "thid-", 5);
+    for (int d = 14; d >= 5; d--) {
+        k[d] = (char)('0' + i % 10);
+        i /= 10;
+    }
+}
+
+#define CB_KLEN 15
+
 static int w_fill(struct sip_msg *msg, str *url, int *n)
 {
     (void)msg;
     struct cb_con *c = cb_get(url);
-    if (c == NULL)
+    if (c == NULL || *n <= 0)
         return -1;
-    char kbuf[32], vbuf[CB_VLEN];
+    char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'v', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
     cb_nkeys = (unsigned)*n;
     for (unsigned i = 0; i < cb_nkeys; i++) {
-        str k = {kbuf, snprintf(kbuf, sizeof kbuf, "thid-%010u", i)};
-        if (c->f.set(c->con, &k, &v, 0) < 0)
+        cb_key(kbuf, i);
+        str k = {kbuf, CB_KLEN};
+        if (c->f.set(c->con, &k, &v, 0) < 0) {
+            LM_ERR("%.*s: set %u of %u failed\n", url->len, url->s, i, cb_nkeys);
             return -1;
+        }
     }
     return 1;
 }
 
-static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, pv_spec_t *out)
+static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                 pv_spec_t *out)
 {
-    struct cb_con *c = cb_get(url);
-    if (c == NULL)
+    struct cb_con *c = NULL;
+    if (!(url->len == 4 && memcmp(url->s, "none", 4) == 0) && (c = cb_get(url)) == NULL)
         return -1;
-    char kbuf[32], vbuf[CB_VLEN];
+    char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'w', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
     uint64_t x = (uint64_t)*seed * 2654435761u + 1;
-    unsigned hits = 0;
+    unsigned hits = 0, next = (unsigned)(x % cb_nkeys), pct = (unsigned)*get_pct;
+    volatile unsigned sink = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < *ops; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        str k = {kbuf, snprintf(kbuf, sizeof kbuf, "thid-%010u", (unsigned)(x % cb_nkeys))};
-        if (x % 20 == 0) {
+        unsigned ki;
+        if (*spread) {
+            ki = (unsigned)((x >> 8) % cb_nkeys);
+        } else {
+            ki = next;
+            next = next + 1 == cb_nkeys ? 0 : next + 1;
+        }
+        cb_key(kbuf, ki);
+        str k = {kbuf, CB_KLEN};
+        bool is_get = x % 100 < pct;
+        if (c == NULL) {
+            sink += (unsigned char)kbuf[14] + is_get;
+        } else if (!is_get) {
             c->f.set(c->con, &k, &v, 0);
         } else {
             str r = {NULL, 0};
@@ -100,6 +139,7 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, pv_spec_t *
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    (void)sink;
     double ns =
         ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)*ops;
     pv_value_t pv;
@@ -107,6 +147,79 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, pv_spec_t *
     char nbuf[64];
     pv.rs.s = nbuf;
     pv.rs.len = snprintf(nbuf, sizeof nbuf, "%.1f hits=%u", ns, hits);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
+/* The fetch path through the core's vtable, as a cachedb caller sees it:
+ * binary values with NUL bytes, the empty value, the largest value and one
+ * byte more (refused), counters read as numbers and as text, a miss.
+ * $var(res) = "ok" or "fail: <what>". For the end-to-end test. */
+static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
+{
+    struct cb_con *c = cb_get(url);
+    const char *fail = NULL;
+    static char big[(1 << 20) + 1];
+    char bin[300];
+    for (unsigned i = 0; i < sizeof bin; i++)
+        bin[i] = (char)(i % 7 == 0 ? 0 : i * 31);
+    for (unsigned i = 0; i < sizeof big; i++)
+        big[i] = (char)(i * 13 + (i >> 9));
+    struct {
+        const char *key;
+        char *val;
+        int len;
+        int want_set;
+    } cases[] = {{"chk-bin", bin, (int)sizeof bin, 0},
+                 {"chk-empty", bin, 0, 0},
+                 {"chk-max", big, 1 << 20, 0},
+                 {"chk-over", big, (1 << 20) + 1, -1}};
+    if (c == NULL)
+        fail = "no connection";
+    for (unsigned i = 0; fail == NULL && i < sizeof cases / sizeof cases[0]; i++) {
+        str k = {(char *)cases[i].key, (int)strlen(cases[i].key)};
+        str v = {cases[i].val, cases[i].len};
+        int rc = c->f.set(c->con, &k, &v, 0);
+        if ((rc < 0 ? -1 : 0) != cases[i].want_set) {
+            fail = cases[i].want_set ? "a value over the limit was stored" : "set failed";
+            break;
+        }
+        str r = {NULL, 0};
+        rc = c->f.get(c->con, &k, &r);
+        if (cases[i].want_set != 0) {
+            if (rc != -2)
+                fail = "a refused value can be fetched";
+        } else if (rc != 1 || r.len != cases[i].len ||
+                   (r.len > 0 && memcmp(r.s, cases[i].val, (size_t)r.len) != 0)) {
+            fail = "a fetched value differs from the stored one";
+        }
+        if (r.s != NULL)
+            pkg_free(r.s);
+    }
+    if (fail == NULL) {
+        str k = {"chk-ctr", 7}, r = {NULL, 0};
+        int n = 0;
+        c->f.remove(c->con, &k);
+        if (c->f.add(c->con, &k, 5, 0, &n) < 0 || n != 5 || c->f.sub(c->con, &k, 2, 0, &n) < 0 ||
+            n != 3)
+            fail = "add/sub";
+        else if (c->f.get_counter(c->con, &k, &n) < 0 || n != 3)
+            fail = "get_counter";
+        else if (c->f.get(c->con, &k, &r) != 1 || r.len != 1 || r.s[0] != '3')
+            fail = "a counter fetched as text";
+        if (r.s != NULL)
+            pkg_free(r.s);
+    }
+    if (fail == NULL) {
+        str k = {"chk-absent", 10}, r = {NULL, 0};
+        if (c->f.get(c->con, &k, &r) != -2 || r.s != NULL)
+            fail = "a miss";
+    }
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    char nbuf[96];
+    pv.rs.s = nbuf;
+    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%s%s", fail ? "fail: " : "ok", fail ? fail : "");
     pv.flags = PV_VAL_STR;
     return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
 }
@@ -120,8 +233,14 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      {{CMD_PARAM_STR, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_VAR, 0, 0},
                                       {0, 0, 0}},
+                                     ALL_ROUTES},
+                                    {"cdbbench_check",
+                                     (cmd_function)w_check,
+                                     {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
                                      ALL_ROUTES},
                                     {0, 0, {{0, 0, 0}}, 0}};
 

@@ -92,6 +92,7 @@ modparam("httpd", "port", @MI_PORT@)
 loadmodule "mi_http.so"
 @EXTRA_MODS@
 loadmodule "@MODULE@"
+loadmodule "@BENCH@"
 modparam("cachedb_perf", "cache_collections", "default; sessions=10; th=4")
 modparam("cachedb_perf", "cachedb_url", "@URL@")
 modparam("cachedb_perf", "cachedb_url", "perf:th:///th")
@@ -131,6 +132,8 @@ route {
     } else if ($var(op) == "sub") {
         if (cache_sub("perf", "$var(k)", $(hdr(X-Val){s.int}), 0, $var(n)))
             $var(r) = "n:" + $var(n);
+    } else if ($var(op) == "check") {
+        cdbbench_check("perf:///sessions", $var(r));
     } else if ($var(op) == "counter") {
         if (cache_counter_fetch("perf", "$var(k)", $var(n)))
             $var(r) = "n:" + $var(n);
@@ -233,6 +236,7 @@ class OpenSIPS:
                 .replace("@MI_PORT@", str(self.mi_port))
                 .replace("@MPATH@", args.mpath)
                 .replace("@MODULE@", args.module)
+                .replace("@BENCH@", args.bench_module)
                 .replace("@URL@", url)
                 .replace("@DB_URL@", db_url)
                 .replace("@JOURNAL@", jline)
@@ -243,8 +247,26 @@ class OpenSIPS:
             f.write(text)
         self.proc = None
         self.seq = 0
+        # ERROR / CRITICAL lines this node's test provokes on purpose
+        # (substrings); any other fails the test when the node stops
+        self.expected_errors = []
+        self.expect_fail = False
+
+    def allow_error(self, *substrings):
+        self.expected_errors.extend(substrings)
+
+    def check_log(self):
+        """No ERROR or CRITICAL line in this run's log but the expected ones."""
+        if self.expect_fail:
+            return
+        bad = [ln.rstrip() for ln in self.logtext().splitlines()
+               if ("ERROR:" in ln or "CRITICAL:" in ln)
+               and not any(e in ln for e in self.expected_errors)]
+        check(not bad, "%s: unexpected ERROR/CRITICAL lines in the OpenSIPS log:\n%s"
+              % (self.name, "\n".join(bad[:20])))
 
     def start(self, expect_fail=False):
+        self.expect_fail = expect_fail
         logf = open(self.log, "w")
         self.proc = subprocess.Popen(
             [self.args.opensips, "-F", "-f", self.cfg, "-w", self.work,
@@ -288,10 +310,12 @@ class OpenSIPS:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             raise AssertionError("%s did not stop within 30 s of SIGTERM" % self.name)
+        self.check_log()
 
     def kill9(self):
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        self.check_log()
 
     def mi(self, method, params=None):
         self.seq += 1
@@ -463,6 +487,13 @@ def run_lmdb(args, work, cap, nodes):
         check(a.sip("store", "user-carol", "c1", ttl=3600) == "stored", "cache_store ttl")
         check(a.sip("fetch", "user-alice") == "hit:a1", "cache_fetch hit")
         check(a.sip("fetch", "nobody") == "miss", "cache_fetch miss")
+        # the fetch path through the core's cachedb vtable (cdbbench_check):
+        # NUL bytes, the empty value, 1 MiB and one byte more, counters, a miss
+        a.allow_error("set of chk-over")  # the refused 1 MiB + 1 value, logged
+        r = a.sip("check")
+        check(r == "ok", "the cachedb vtable's fetch path: %s" % r)
+        print("ok  cachedb vtable fetch: binary with NUL, empty, 1 MiB, 1 MiB + 1 refused, "
+              "counters, miss")
         check(a.sip("add", "hits", "5") == "n:5", "cache_add new counter")
         check(a.sip("add", "hits", "3") == "n:8", "cache_add")
         check(a.sip("sub", "hits", "2") == "n:6", "cache_sub")
@@ -513,11 +544,18 @@ def run_lmdb(args, work, cap, nodes):
                 if c.get("name", c.get("collection")) == "sessions"][0]
         check(sess["stores"] >= 10 and sess["hits"] >= 3 and sess["expired"] >= 1,
               "sessions counters: %s" % sess)
+        g0 = result(a.mi("get_statistics", [["cachedb_perf:"]]),
+                    "get_statistics before reset")
         r = result(cap.mi(a, "cachedb_perf:perf_stats_reset", ["sessions"]), "perf_stats_reset")
         st2 = result(a.mi("perf_stats", ["sessions"]), "perf_stats after reset")
         s2 = st2["collections"][0]
         check(s2["stores"] == 0 and s2["entries"] == sess["entries"],
               "reset re-baselines counters, not gauges: %s" % s2)
+        g1 = result(a.mi("get_statistics", [["cachedb_perf:"]]),
+                    "get_statistics after reset")
+        check(g0["cachedb_perf:stores"] >= sess["stores"] and
+              all(g1[k] >= g0[k] for k in ("cachedb_perf:stores", "cachedb_perf:hits")),
+              "OpenSIPS statistics stay cumulative across perf_stats_reset: %s -> %s" % (g0, g1))
         k = result(cap.mi(a, "cachedb_perf:perf_keys", ["user-*"]), "perf_keys")
         keys = sorted(x["key"] for x in k["keys"])
         check(keys == ["user-alice", "user-bob", "user-carol"], "perf_keys: %s" % k)
@@ -572,6 +610,30 @@ def run_lmdb(args, work, cap, nodes):
         check(ld["loaded"] == sv_all_saved(sv_all, sv) and ld["collections"] == 1,
               "perf_load: %s" % ld)
         check(a.sip("fetch", "greeting") == "hit:hello", "perf_load restored greeting")
+        # the store parameter, positional and named: another store for one call,
+        # under the store root (the db_url store's parent), and nothing outside it
+        for form, other, sv_p, ld_p in (
+                ("positional", "other-p", lambda o: ["sessions", o], lambda o: ["sessions", o]),
+                ("named", "other-n", lambda o: {"collection": "sessions", "store": o},
+                 lambda o: {"collection": "sessions", "store": o})):
+            o = os.path.join(work, other)
+            sv2 = result(a.mi("perf_save", sv_p(o)), "perf_save [store] " + form)
+            check(sv2["collections"] == 1 and sv2["saved"] == sv["saved"] and
+                  os.path.exists(os.path.join(o, "data.mdb")),
+                  "perf_save to another store (%s): %s" % (form, sv2))
+            a.mi("perf_del", ["greeting"])
+            ld2 = result(a.mi("perf_load", ld_p(o)), "perf_load [store] " + form)
+            check(ld2["collections"] == 1 and ld2["loaded"] == sv2["saved"] and
+                  a.sip("fetch", "greeting") == "hit:hello",
+                  "perf_load from another store (%s): %s" % (form, ld2))
+        outside = tempfile.mkdtemp(prefix="pcache-outside-")
+        target = os.path.join(outside, "s")
+        e = error(a.mi("perf_save", ["sessions", target]), "perf_save outside the root")
+        check(e["code"] == 400 and "store root" in e["message"] and not os.path.exists(target),
+              "perf_save outside the store root refused, nothing created: %s" % e)
+        shutil.rmtree(outside)
+        print("ok  perf_save / perf_load [collection] [store], positional and named; a store "
+              "outside the root refused:", e["message"])
         sy = result(cap.mi(a, "cachedb_perf:perf_sync", ["sessions"]), "perf_sync")
         check(sy["saved"] >= 7 and sy["peers"] == 0 and "no peer notified" in sy["note"],
               "perf_sync degrades to a save and says so: %s" % sy)
@@ -585,6 +647,7 @@ def run_lmdb(args, work, cap, nodes):
         check(e["code"] == 400 and "ttl" in e["message"], "bad ttl: %s" % e)
         e = error(a.mi("perf_scan", ["x"]), "bad cursor")
         check(e["code"] == 400 and "cursor" in e["message"], "bad cursor: %s" % e)
+        a.allow_error("handle_mi_request: Invalid parameters")  # the core's, for this call
         e = error(a.mi("perf_get", ["a", "b", "c"]), "too many params")
         check(e["code"] == -32602, "too many params: %s" % e)
         # statistics
@@ -861,8 +924,7 @@ def run_sync(args, work, cap, nodes):
     (proto_bin, db-less clusterer) sharing one SQL database through ODBC (an
     SQLite file, then a private PostgreSQL); a third node without clusterer
     converges by the poll. Returns False when the part is skipped."""
-    missing = [m for m in ("clusterer", "proto_bin")
-               if not os.path.exists(os.path.join(args.mpath, m + ".so"))]
+    missing = [m for m in ("clusterer", "proto_bin") if not has_module(args.mpath, m)]
     if missing:
         SKIPPED.append("cluster sync part: the OpenSIPS module(s) %s are not built/installed "
                        "under %s (build them in the OpenSIPS tree: make modules=modules/<name>)"
@@ -1031,6 +1093,9 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
 
     # ---- node 2, restarted with a 1 s poll, drops the cluster's packets
     # (clusterer_set_status disabled): the push is lost, the poll converges it
+    for n in (a, c):  # the core's, while node 2 is down: its BIN port refuses
+        n.allow_error("tcp_connect_blocking_timeout", "tcp_sync_connect_fd",
+                      "tcp_blocking_connect")
     b.stop()
     b = cluster_node("B", 2, "A", poll, suffix="2")
     nodes.append(b)
@@ -1059,11 +1124,43 @@ def sv_all_saved(sv_all, sv):
     return sv["saved"]
 
 
+def has_module(mpath, m):
+    """OpenSIPS loads <mpath>/<m>.so (an install) or <mpath>/<m>/<m>.so (a
+    source tree), as its loadmodule does."""
+    return (os.path.exists(os.path.join(mpath, m + ".so")) or
+            os.path.exists(os.path.join(mpath, m, m + ".so")))
+
+
+def resolve_opensips(args):
+    """The binary and module path, looked up now (not when the build was
+    configured, so an OpenSIPS installed or built after that is found):
+    explicit --opensips / --mpath first, then --prefix (an install:
+    sbin/opensips, lib*/opensips/modules), then --src (a built tree:
+    ./opensips, modules/)."""
+    binary, mpath = args.opensips, args.mpath
+    if args.prefix:
+        binary = binary or os.path.join(args.prefix, "sbin", "opensips")
+        if not mpath:
+            for d in ("lib64", "lib", "lib/x86_64-linux-gnu"):
+                cand = os.path.join(args.prefix, d, "opensips", "modules")
+                if os.path.isdir(cand):
+                    mpath = cand + "/"
+                    break
+    if args.src:
+        binary = binary or os.path.join(args.src, "opensips")
+        mpath = mpath or os.path.join(args.src, "modules") + "/"
+    args.opensips, args.mpath = binary, mpath
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--opensips", default="")
     ap.add_argument("--mpath", default="")
+    ap.add_argument("--prefix", default="", help="an installed OpenSIPS 4.x (its prefix)")
+    ap.add_argument("--src", default="", help="a built OpenSIPS 4.x source tree")
     ap.add_argument("--module", default="")
+    ap.add_argument("--bench-module", default="",
+                    help="cdbbench.so, built next to the module (drives the cachedb vtable)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--capture", default="")
     ap.add_argument("--skip-reason", default="")
@@ -1072,18 +1169,22 @@ def main():
                     help="comma-separated parts to run: lmdb,odbc (the main part), sync "
                          "(the cluster part)")
     args = ap.parse_args()
+    resolve_opensips(args)
+    if not args.bench_module and args.module:
+        args.bench_module = os.path.join(os.path.dirname(args.module), "cdbbench.so")
     why = None
     if args.skip_reason:
         why = args.skip_reason
     elif not args.module or not os.path.exists(args.module):
         why = ("the cachedb_perf module is not built: configure with "
                "-DOPENSIPS_SRC=/path/to/a/built/opensips-4.x/tree")
+    elif not os.path.exists(args.bench_module):
+        why = "cdbbench.so is not built next to the module (%s)" % args.bench_module
     elif not args.opensips or not os.access(args.opensips, os.X_OK):
         why = "no OpenSIPS binary (set PCACHE_OPENSIPS_PREFIX or build the OPENSIPS_SRC tree)"
     else:
         for m in ("sl", "sipmsgops", "httpd", "mi_http"):
-            if not (os.path.exists(os.path.join(args.mpath, m + ".so")) or
-                    os.path.exists(os.path.join(args.mpath, m, m + ".so"))):
+            if not has_module(args.mpath, m):
                 why = "OpenSIPS module %s.so not found under %s" % (m, args.mpath)
                 break
     if why:

@@ -1,30 +1,38 @@
 #!/usr/bin/python3
 """cachedb_perf against cachedb_local inside a real OpenSIPS
-(docs/benchmarks.md, "OpenSIPS process model").
+(docs/benchmarks.md, "Inside OpenSIPS"; the admin guide's performance section).
 
 One OpenSIPS on 127.0.0.1 loads both backends: perf:// (collection b, 2^16
-buckets to start; it grows) and cachedb_local at its default (512 buckets)
-and tuned (2^16) sizes, plus the benchmark module cdbbench (built next to
-cachedb_perf), which drives a backend through the core's cachedb_funcs
-vtable in C. Each SIP request makes a worker fill 50 000 resident keys or
-run a loop of M operations over them: 16-byte keys, 200-byte values, 95% get
-(with the pkg copy and free every cachedb caller pays) / 5% set, timed with
-CLOCK_MONOTONIC around the loop. With --workers N, N requests run the loop at
-the same time in N SIP workers (mean of their ns/op).
+buckets to start; it grows by itself) and cachedb_local at its default (512
+buckets) and tuned (2^16) sizes, plus the benchmark module cdbbench (built
+next to cachedb_perf), which drives a backend through the core's
+cachedb_funcs vtable in C. A SIP request makes a worker fill the backends or
+run a loop of --ops operations over the resident keys: 15-byte keys,
+200-byte values, a get paying the pkg copy and pkg_free every cachedb caller
+pays. The matrix: --sizes resident keys (each size filled in turn, so a
+store holds exactly that many), keys walked in order and picked at random
+(spread), 95% get / 5% set and 100% get, 1 and 2 SIP workers running the
+loop at once (the mean of their ns/op). Every round runs the backends one
+after the other (interleaved), plus the loop alone (url "none"), whose time
+is subtracted; each figure is the median of --rounds rounds. cachedb_local's
+512-bucket default runs fewer operations where its chains are long (the
+figure is per operation all the same).
 
-Prints ns/op per backend (median of the rounds) and the ratios. Not a timed
-test.
+Prints a table of ns/op and the ratios cachedb_local / perf, and with --json
+FILE writes every round. Not a timed test.
 
 usage: opensips_cdb_bench.py --opensips BIN --mpath DIR --module cachedb_perf.so
-       --bench-module cdbbench.so [--ops 1000000] [--workers 1] [--rounds 3]
-       [--alloc F_MALLOC]
+       --bench-module cdbbench.so [--ops 500000] [--rounds 5]
+       [--sizes 1000,50000,1000000] [--workers 1,2] [--json FILE]
 """
 import argparse
+import json
 import os
 import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,18 +53,23 @@ loadmodule "cachedb_local.so"
 modparam("cachedb_local", "cache_collections", "default; tuned=16")
 loadmodule "@MODULE@"
 modparam("cachedb_perf", "cache_collections", "b=16")
-modparam("cachedb_perf", "cache_mem_mb", 128)
+modparam("cachedb_perf", "cache_mem_mb", 1024)
 loadmodule "@BENCH@"
 
 route {
     $var(url) = $hdr(X-Url);
     $var(ops) = $(hdr(X-Ops){s.int});
     $var(seed) = $(hdr(X-Seed){s.int});
+    $var(pct) = $(hdr(X-Get){s.int});
+    $var(spread) = $(hdr(X-Spread){s.int});
     if ($hdr(X-Op) == "fill") {
-        cdbbench_fill("$var(url)", 50000);
+        if (!cdbbench_fill("$var(url)", $var(ops))) {
+            sl_send_reply(500, "fill failed");
+            exit;
+        }
         $var(ns) = "filled";
     } else {
-        cdbbench_run("$var(url)", $var(ops), $var(seed), $var(ns));
+        cdbbench_run("$var(url)", $var(ops), $var(seed), $var(pct), $var(spread), $var(ns));
     }
     append_to_reply("X-Res: $var(ns)\r\n");
     sl_send_reply(200, "OK");
@@ -73,7 +86,7 @@ def free_port():
     return p
 
 
-def sip(port, op, url, ops=0, seed=1, timeout=600):
+def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, timeout=900):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.settimeout(timeout)
@@ -81,8 +94,8 @@ def sip(port, op, url, ops=0, seed=1, timeout=600):
     msg = ("OPTIONS sip:b@127.0.0.1:%d SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%d\r\n"
            "Max-Forwards: 70\r\nFrom: <sip:t@127.0.0.1>;tag=%d\r\nTo: <sip:b@127.0.0.1>\r\n"
            "Call-ID: %d@b\r\nCSeq: 1 OPTIONS\r\nX-Op: %s\r\nX-Url: %s\r\nX-Ops: %d\r\n"
-           "X-Seed: %d\r\nContent-Length: 0\r\n\r\n"
-           % (port, s.getsockname()[1], n, n, n, op, url, ops, seed))
+           "X-Seed: %d\r\nX-Get: %d\r\nX-Spread: %d\r\nContent-Length: 0\r\n\r\n"
+           % (port, s.getsockname()[1], n, n, n, op, url, ops, seed, get_pct, spread))
     s.sendto(msg.encode(), ("127.0.0.1", port))
     data = s.recv(4096).decode(errors="replace")
     s.close()
@@ -92,20 +105,40 @@ def sip(port, op, url, ops=0, seed=1, timeout=600):
     raise RuntimeError("bad reply: " + data[:200])
 
 
-def timed(port, url, ops, workers):
+def timed(port, url, ops, workers, get_pct, spread):
     """Mean ns/op of `workers` concurrent loops of `ops` operations."""
     out = [None] * workers
+    errs = []
+
     def one(i):
-        out[i] = sip(port, "run", url, ops, seed=1 + 7919 * i)
+        try:
+            out[i] = sip(port, "run", url, ops, seed=1 + 7919 * i, get_pct=get_pct,
+                         spread=spread)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errs.append(e)
     th = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
     for t in th:
         t.start()
     for t in th:
         t.join()
-    hits = [int(o.split("hits=")[1]) for o in out]
-    if min(hits) < ops * 0.9:
-        raise RuntimeError("%s: too few hits %s: the keys are not resident" % (url, hits))
+    if errs:
+        raise errs[0]
+    if url != "none":
+        hits = [int(o.split("hits=")[1]) for o in out]
+        if min(hits) < ops * get_pct / 100 * 0.9:
+            raise RuntimeError("%s: too few hits %s: the keys are not resident" % (url, hits))
     return sum(float(o.split()[0]) for o in out) / workers
+
+
+BACKENDS = [("perf:///b", "perf"), ("local:///tuned", "local tuned 2^16"),
+            ("local://", "local default 512")]
+
+
+def ops_for(url, n, ops):
+    """cachedb_local's default walks chains of n/512 entries: fewer operations."""
+    if url == "local://" and n > 512 * 16:
+        return max(min(ops, 20000), ops * 512 * 16 // n)
+    return ops
 
 
 def main():
@@ -114,51 +147,78 @@ def main():
     ap.add_argument("--mpath", required=True)
     ap.add_argument("--module", required=True)
     ap.add_argument("--bench-module", required=True)
-    ap.add_argument("--ops", type=int, default=1000000)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ops", type=int, default=500000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sizes", default="1000,50000,1000000")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--mixes", default="95,100", help="percentages of get")
+    ap.add_argument("--orders", default="spread,order")
     ap.add_argument("--alloc", default="F_MALLOC")
-    ap.add_argument("--only", default="", help="run one backend URL only (for profiling)")
+    ap.add_argument("--json", default="")
     a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    workers = [int(x) for x in a.workers.split(",")]
+    mixes = [int(x) for x in a.mixes.split(",")]
+    orders = a.orders.split(",")
     work = tempfile.mkdtemp(prefix="pcache-osbench-")
     port = free_port()
     cfg = (CFG.replace("@PORT@", str(port)).replace("@MPATH@", a.mpath)
            .replace("@MODULE@", a.module).replace("@BENCH@", a.bench_module)
-           .replace("@WORKERS@", str(max(2, a.workers))))
+           .replace("@WORKERS@", str(max(2, max(workers)))))
     with open(os.path.join(work, "b.cfg"), "w") as f:
         f.write(cfg)
     log = open(os.path.join(work, "b.log"), "w")
     p = subprocess.Popen([a.opensips, "-F", "-f", os.path.join(work, "b.cfg"), "-w", work,
-                          "-m", "512", "-M", "16", "-a", a.alloc],
+                          "-m", "4096", "-M", "16", "-a", a.alloc],
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    results = []
     try:
         time.sleep(2)
         if p.poll() is not None:
             raise RuntimeError("opensips exited:\n" + open(os.path.join(work, "b.log")).read()[-2000:])
-        backends = [("perf:///b", "perf:// (65536 buckets, grows)"),
-                    ("local:///tuned", "cachedb_local tuned (65536 buckets)"),
-                    ("local://", "cachedb_local default (512 buckets)")]
-        if a.only:
-            backends = [b for b in backends if b[0] == a.only]
-        for url, _ in backends:
-            sip(port, "fill", url)
-        time.sleep(3)  # perf:// grows toward its load factor in the timer
-        res = {}
-        for r in range(a.rounds):
-            for url, _ in backends:
-                res.setdefault(url, []).append(timed(port, url, a.ops, a.workers))
-        med = {k: sorted(v)[len(v) // 2] for k, v in res.items()}
-        perf = med.get("perf:///b", 1.0)
-        print("cdbbench in OpenSIPS: 50000 resident, 16 B keys, 200 B values, 95%% get / 5%% set, "
-              "%d ops x %d worker(s), allocator %s, median of %d rounds"
-              % (a.ops, a.workers, a.alloc, a.rounds))
-        for url, name in backends:
-            print("  %-38s %7.0f ns/op  %5.2fx perf://   (rounds: %s)"
-                  % (name, med[url], med[url] / perf, ", ".join("%.0f" % x for x in res[url])))
+        print("cdbbench in OpenSIPS: 15 B keys, 200 B values, %d ops per loop, allocator %s, "
+              "median of %d interleaved rounds, the loop alone subtracted"
+              % (a.ops, a.alloc, a.rounds))
+        print("%8s %6s %4s %2s | %9s %9s %9s | %7s %7s" % (
+            "keys", "order", "get%", "w", "perf ns", "tuned ns", "512 ns", "tuned/p", "512/p"))
+        for n in sizes:
+            for url, _ in BACKENDS:
+                if sip(port, "fill", url, n) != "filled":
+                    raise RuntimeError("fill of %s failed" % url)
+            time.sleep(3)  # perf:// grows toward its load factor in the timer
+            for order in orders:
+                for mix in mixes:
+                    for w in workers:
+                        sp = 1 if order == "spread" else 0
+                        raw = {}
+                        for _ in range(a.rounds):
+                            base = timed(port, "none", a.ops, w, mix, sp)
+                            raw.setdefault("none", []).append(base)
+                            for url, _ in BACKENDS:
+                                ns = timed(port, url, ops_for(url, n, a.ops), w, mix, sp)
+                                raw.setdefault(url, []).append(ns - base)
+                        med = {k: statistics.median(v) for k, v in raw.items()}
+                        row = {"keys": n, "order": order, "get_pct": mix, "workers": w,
+                               "ns_per_op": med, "rounds": raw,
+                               "ratio_tuned": med["local:///tuned"] / med["perf:///b"],
+                               "ratio_default": med["local://"] / med["perf:///b"]}
+                        results.append(row)
+                        print("%8d %6s %4d %2d | %9.1f %9.1f %9.1f | %6.2fx %6.2fx" % (
+                            n, order, mix, w, med["perf:///b"], med["local:///tuned"],
+                            med["local://"], row["ratio_tuned"], row["ratio_default"]),
+                            flush=True)
+        errs = [ln for ln in open(os.path.join(work, "b.log"))
+                if "ERROR" in ln or "CRITICAL" in ln]
+        if errs:
+            print("OpenSIPS logged errors:\n" + "".join(errs[:10]))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"command": " ".join(sys.argv), "ops": a.ops, "rounds": a.rounds,
+                           "alloc": a.alloc, "results": results}, f, indent=1)
     finally:
         p.send_signal(signal.SIGTERM)
         try:
-            p.wait(timeout=30)
+            p.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()

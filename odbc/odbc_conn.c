@@ -97,9 +97,17 @@ static bool key_is(const char *k, size_t kl, const char *name)
         kl--;
     return strlen(name) == kl && strncasecmp(k, name, kl) == 0;
 }
+/* PWD or PASSWORD, any case, also as the last word of a key ("x PWD"): a
+ * driver would not take that for the password, but a reader of the log
+ * would, so the redaction errs on the side of the mask. */
 static bool is_secret_key(const char *k, size_t kl)
 {
-    return key_is(k, kl, "PWD") || key_is(k, kl, "PASSWORD");
+    while (kl > 0 && k[kl - 1] == ' ')
+        kl--;
+    size_t w = kl;
+    while (w > 0 && k[w - 1] != ' ')
+        w--;
+    return key_is(k + w, kl - w, "PWD") || key_is(k + w, kl - w, "PASSWORD");
 }
 
 struct redact_ctx {

@@ -58,6 +58,13 @@ int cdbp_journal_rewrite_min_mb = 64;
 int cdbp_journal_max_mb = 0;
 int cdbp_sync_cluster_id = 0;
 int cdbp_sync_poll_period = 5;
+char *cdbp_replicate_colls = NULL;
+int cdbp_pull_on_miss = 0;
+int cdbp_pull_timeout_ms = 50;
+int cdbp_pull_negative_ms = 300;
+int cdbp_pull_max_key = 128;
+int cdbp_pull_max_value = 512;
+int cdbp_pull_slots = 64;
 
 pc_cache *cdbp_cache = NULL;
 pc_mgmt *cdbp_mgmt = NULL;
@@ -93,6 +100,13 @@ static const param_export_t cdbp_params[] = {
     {"journal_max_mb", INT_PARAM, &cdbp_journal_max_mb},
     {"sync_cluster_id", INT_PARAM, &cdbp_sync_cluster_id},
     {"sync_poll_period", INT_PARAM, &cdbp_sync_poll_period},
+    {"replicate_collections", STR_PARAM, &cdbp_replicate_colls},
+    {"pull_on_miss", INT_PARAM, &cdbp_pull_on_miss},
+    {"pull_timeout_ms", INT_PARAM, &cdbp_pull_timeout_ms},
+    {"pull_negative_ms", INT_PARAM, &cdbp_pull_negative_ms},
+    {"pull_max_key", INT_PARAM, &cdbp_pull_max_key},
+    {"pull_max_value", INT_PARAM, &cdbp_pull_max_value},
+    {"pull_slots", INT_PARAM, &cdbp_pull_slots},
     {0, 0, 0}};
 
 /* clusterer is a soft dependency: when loaded it initialises first (the
@@ -189,6 +203,7 @@ static void cdbp_maint_tick(void)
             LM_ERR("journal/snapshot tick failed: %s\n", pc_store_strerror(rc));
     }
     cdbp_sync_run_queued();
+    cdbp_pull_reap();
 }
 
 static int cdbp_maint_cb(int fd, void *param, int was_timeout)
@@ -394,7 +409,7 @@ static int mod_init(void)
     }
     if (cdbp_events_init() != 0 || cdbp_events_expired(cdbp_expired_colls) != 0)
         return -1;
-    if (cdbp_open_persistence() != 0)
+    if (cdbp_open_persistence() != 0 || cdbp_pull_setup() != 0)
         return -1;
     if (cdbp_sync_init() != 0 || cdbp_sync_register(cdbp_mgmt) != 0)
         return -1;

@@ -44,7 +44,14 @@ extern char *cdbp_persist_colls; /* persist_collections */
 extern char *cdbp_journal;       /* journal: "coll=always;coll=everysec" */
 extern int cdbp_snapshot_period; /* snapshot_period, seconds; 0 = off */
 extern int cdbp_sync_cluster_id;
-extern int cdbp_sync_poll_period; /* sync_poll_period, seconds; 0 = no poll */
+extern int cdbp_sync_poll_period;  /* sync_poll_period, seconds; 0 = no poll */
+extern char *cdbp_replicate_colls; /* replicate_collections: pulled across nodes */
+extern int cdbp_pull_on_miss;      /* pull_on_miss: a cache_fetch miss waits for the pull */
+extern int cdbp_pull_timeout_ms;   /* pull_timeout_ms */
+extern int cdbp_pull_negative_ms;  /* pull_negative_ms */
+extern int cdbp_pull_max_key;      /* pull_max_key, bytes */
+extern int cdbp_pull_max_value;    /* pull_max_value, bytes */
+extern int cdbp_pull_slots;        /* pull_slots */
 
 /* ---- live state (created in mod_init, inherited by every process) -------- */
 extern pc_cache *cdbp_cache;
@@ -95,6 +102,47 @@ int cdbp_sync_init(void);
  * queued perf_sync). Both hold this lock around their store work. */
 void cdbp_persist_lock(void);
 void cdbp_persist_unlock(void);
+
+/* ---- cross-node pull-on-miss (cdbp_pull.c) ------------------------------- */
+/* What a pull came to (cdbp_pull_result.outcome). */
+enum {
+    CDBP_PULL_OFF,          /* the collection does not replicate, or no clusterer */
+    CDBP_PULL_KEY_TOO_LONG, /* over pull_max_key: not asked */
+    CDBP_PULL_NEGATIVE,     /* the negative cache says no peer holds it */
+    CDBP_PULL_NO_SLOT,      /* every pull slot is busy: not asked */
+    CDBP_PULL_NO_PEERS,     /* no peer is reachable */
+    CDBP_PULL_SEND_FAILED,  /* the ask could not be sent (logged) */
+    CDBP_PULL_TIMEOUT,      /* no answer in pull_timeout_ms (a late one is still stored) */
+    CDBP_PULL_SERVED,       /* a peer held it: stored here, value returned */
+    CDBP_PULL_NOT_FOUND,    /* every peer said "not here" */
+    CDBP_PULL_HELD_TOO_BIG, /* a peer holds it, over pull_max_value */
+    CDBP_PULL_ERROR,        /* no pkg memory */
+};
+typedef struct cdbp_pull_result {
+    int outcome;
+    int status;
+    int src_node;   /* the node that answered (SERVED) */
+    int64_t ttl_ms; /* its remaining TTL, -1 = none */
+    char *value;    /* SERVED: pkg memory, NUL-terminated, the caller's */
+    unsigned vlen;
+} cdbp_pull_result;
+/* In mod_init, after the collections exist: parses replicate_collections,
+ * binds clusterer (soft: without it the pull is off, with a warning) and
+ * registers the capability and the statistics. 0 or -1 (logged). */
+int cdbp_pull_setup(void);
+/* 1 when coll is pulled across nodes. */
+int cdbp_pull_replicates(pc_coll *coll);
+/* Asks the cluster for key (blocks at most pull_timeout_ms). 0 when the
+ * cluster was asked or the negative cache answered, -1 when it could not
+ * be (res->outcome says which either way). */
+int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res);
+/* Asks every peer whether it replicates coll: ids[0..*n) the ones that
+ * do, *asked the peers reachable. 0, -1 (not active / send failed), -2 no slot. */
+int cdbp_pull_probe(pc_coll *coll, int *ids, unsigned cap, unsigned *n, unsigned *asked);
+/* In the maintenance process, every second: frees the slots of askers
+ * that died and of orphans past their linger. */
+void cdbp_pull_reap(void);
+const char *cdbp_pull_outcome_name(int outcome);
 
 /* ---- script functions (cdbp_script.c) ------------------------------------ */
 extern const cmd_export_t cdbp_cmds[];

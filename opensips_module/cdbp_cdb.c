@@ -102,6 +102,17 @@ static int cdbp_get(cachedb_con *con, str *attr, str *val)
     void *v = NULL;
     size_t vlen = 0;
     int rc = pc_get_alloc(CDBP_COLL(con), attr->s, (size_t)attr->len, &cdbp_pkg, &v, &vlen, NULL);
+    if (rc == PC_ENOTFOUND && cdbp_pull_on_miss && cdbp_pull_replicates(CDBP_COLL(con))) {
+        /* a replicated collection asks the cluster (bounded: pull_timeout_ms) */
+        cdbp_pull_result pr;
+        if (cdbp_pull(CDBP_COLL(con), attr->s, (size_t)attr->len, &pr) == 0 &&
+            pr.outcome == CDBP_PULL_SERVED) {
+            val->s = pr.value;
+            val->len = (int)pr.vlen;
+            return 1;
+        }
+        return -2;
+    }
     if (rc == PC_ENOTFOUND)
         return -2;
     if (rc != 0) {

@@ -337,6 +337,116 @@ CDBP_MI_FN(perf_save)
 CDBP_MI_FN(perf_load)
 CDBP_MI_FN(perf_sync)
 
+/* ---- the cross-node pull (cdbp_pull.c): module commands ------------------- */
+/* The collection of an optional "collection" parameter (the default one
+ * when absent or ""); NULL with *resp set to the error. */
+static pc_coll *cdbp_mi_coll(const mi_params_t *params, mi_response_t **resp)
+{
+    str name = {NULL, 0};
+    if (try_get_mi_string_param(params, "collection", &name.s, &name.len) != 0 || name.len == 0)
+        return cdbp_default;
+    for (unsigned i = 0; i < pc_coll_count(cdbp_cache); i++) {
+        pc_coll *c = pc_coll_at(cdbp_cache, i);
+        if (strlen(pc_coll_name(c)) == (size_t)name.len &&
+            memcmp(pc_coll_name(c), name.s, (size_t)name.len) == 0)
+            return c;
+    }
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "unknown collection \"%.*s\"", name.len > 64 ? 64 : name.len,
+                     name.s);
+    *resp = init_mi_error(400, msg, n);
+    return NULL;
+}
+
+static mi_response_t *cdbp_mi_not_pulled(pc_coll *coll)
+{
+    char msg[200];
+    int n = snprintf(msg, sizeof msg,
+                     "cross-node pull is not active for collection %s (replicate_collections, "
+                     "sync_cluster_id and the clusterer module)",
+                     pc_coll_name(coll));
+    return init_mi_error(400, msg, n);
+}
+
+/* perf_pull key [collection]: asks the cluster for key now (whatever
+ * pull_on_miss says), stores a positive answer here and returns it. */
+static mi_response_t *mi_perf_pull(const mi_params_t *params, struct mi_handler *async_hdl)
+{
+    (void)async_hdl;
+    str key;
+    if (get_mi_string_param(params, "key", &key.s, &key.len) < 0)
+        return init_mi_param_error();
+    mi_response_t *err = NULL;
+    pc_coll *coll = cdbp_mi_coll(params, &err);
+    if (coll == NULL)
+        return err;
+    if (!cdbp_pull_replicates(coll))
+        return cdbp_mi_not_pulled(coll);
+    cdbp_pull_result pr;
+    (void)cdbp_pull(coll, key.s, (size_t)key.len, &pr);
+    cdbp_mi_b b;
+    memset(&b, 0, sizeof b);
+    int rc = b_obj_begin(&b, NULL);
+    const char *o = cdbp_pull_outcome_name(pr.outcome);
+    if (rc == 0)
+        rc = b_str(&b, "outcome", o, strlen(o));
+    if (rc == 0)
+        rc = b_str(&b, "collection", pc_coll_name(coll), strlen(pc_coll_name(coll)));
+    if (rc == 0 && pr.outcome == CDBP_PULL_SERVED) {
+        rc = b_i64(&b, "source", pr.src_node);
+        if (rc == 0)
+            rc = b_str(&b, "value", pr.value, pr.vlen);
+        if (rc == 0)
+            rc = b_i64(&b, "ttl", pr.ttl_ms < 0 ? -1 : (pr.ttl_ms + 999) / 1000);
+    }
+    if (pr.value != NULL)
+        pkg_free(pr.value);
+    if (rc != 0) {
+        if (b.resp != NULL)
+            free_mi_response(b.resp);
+        return init_mi_error(500, "perf_pull: building the reply failed", 36);
+    }
+    return b.resp;
+}
+
+/* perf_cluster_probe [collection]: which reachable peers replicate it. */
+static mi_response_t *mi_perf_cluster_probe(const mi_params_t *params, struct mi_handler *async_hdl)
+{
+    (void)async_hdl;
+    mi_response_t *err = NULL;
+    pc_coll *coll = cdbp_mi_coll(params, &err);
+    if (coll == NULL)
+        return err;
+    if (!cdbp_pull_replicates(coll))
+        return cdbp_mi_not_pulled(coll);
+    int ids[64];
+    unsigned n = 0, asked = 0;
+    int prc = cdbp_pull_probe(coll, ids, 64, &n, &asked);
+    if (prc == -2)
+        return init_mi_error(500, "perf_cluster_probe: no free pull slot", 37);
+    if (prc != 0)
+        return init_mi_error(500, "perf_cluster_probe: the probe could not be sent", 47);
+    cdbp_mi_b b;
+    memset(&b, 0, sizeof b);
+    int rc = b_obj_begin(&b, NULL);
+    if (rc == 0)
+        rc = b_str(&b, "collection", pc_coll_name(coll), strlen(pc_coll_name(coll)));
+    if (rc == 0)
+        rc = b_i64(&b, "peers_reachable", asked);
+    if (rc == 0)
+        rc = b_arr_begin(&b, "replicating");
+    for (unsigned i = 0; rc == 0 && i < n; i++)
+        rc = b_i64(&b, NULL, ids[i]);
+    if (rc == 0)
+        rc = b_end(&b);
+    if (rc != 0) {
+        if (b.resp != NULL)
+            free_mi_response(b.resp);
+        return init_mi_error(500, "perf_cluster_probe: building the reply failed", 45);
+    }
+    return b.resp;
+}
+
 /* Recipes: prefixes of each command's parameter order (pcache_mgmt's
  * tables; docs/management.md). */
 #define R0(f)                                                                                      \
@@ -466,6 +576,18 @@ const mi_export_t cdbp_mi_cmds[] = {
      0,
      {R0(mi_perf_load), R1(mi_perf_load, "collection"), R2(mi_perf_load, "collection", "store"),
       END},
+     {0}},
+    {"perf_pull",
+     "ask the cluster for a key now (replicate_collections), store and return it",
+     0,
+     0,
+     {R1(mi_perf_pull, "key"), R2(mi_perf_pull, "key", "collection"), END},
+     {0}},
+    {"perf_cluster_probe",
+     "ask every reachable peer whether it replicates the collection",
+     0,
+     0,
+     {R0(mi_perf_cluster_probe), R1(mi_perf_cluster_probe, "collection"), END},
      {0}},
     {"perf_sync",
      "save, then ask the cluster to reload (degrades to a save)",

@@ -57,7 +57,9 @@ SKIPPED = []
 # every one.
 SYNC_GUIDE = {("clusterer_list_cap", json.dumps(None)),
               ("cachedb_perf:perf_sync", json.dumps({"collection": "sessions"})),
-              ("cachedb_perf:perf_stats", json.dumps({"collection": "sessions"}))}
+              ("cachedb_perf:perf_stats", json.dumps({"collection": "sessions"})),
+              ("cachedb_perf:perf_pull", json.dumps(["pk-1", "sessions"])),
+              ("cachedb_perf:perf_cluster_probe", json.dumps(["sessions"]))}
 
 
 def check(cond, what):
@@ -931,6 +933,7 @@ def run_sync(args, work, cap, nodes):
                        % (", ".join(m + ".so" for m in missing), args.mpath))
         print("SKIPPED: " + SKIPPED[-1])
         return False
+    run_pull(args, work, cap, nodes)
     run_sync_on(args, work, cap, nodes, "sqlite",
                 "DRIVER=SQLite3;Database=" + os.path.join(work, "cluster.sqlite"))
     pg = start_pg(work)
@@ -944,6 +947,176 @@ def run_sync(args, work, cap, nodes):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(d, ignore_errors=True)
     return True
+
+
+PULL_MODS = r'''
+socket = bin:127.0.0.1:@BIN_PORT@
+loadmodule "proto_bin.so"
+loadmodule "clusterer.so"
+modparam("clusterer", "db_mode", 0)
+modparam("clusterer", "my_node_id", @NODE_ID@)
+modparam("clusterer", "my_node_info", "cluster_id=1, url=bin:127.0.0.1:@BIN_PORT@")
+@NEIGHBORS@
+modparam("clusterer", "ping_interval", 1)
+'''
+
+PULL_TIMEOUT_MS = 300
+
+
+def pull_stats(node):
+    st = result(node.mi("get_statistics", [["cachedb_perf:"]]), node.name + " get_statistics")
+    return {k.split(":", 1)[1]: v for k, v in st.items()}
+
+
+def run_pull(args, work, cap, nodes):
+    """Cross-node pull-on-miss over clusterer (README "Cross-node pull"):
+    three nodes in one cluster, full mesh. A key stored on one node is
+    served on another through a pull and then is a local hit; a key held
+    nowhere is asked once and then answered by the negative cache; a third
+    node pulls by MI; a value over pull_max_value is "held, too big"; with
+    a peer down the pull still serves; a stopped (SIGSTOP) peer makes the
+    pull time out within pull_timeout_ms, its late answer is still stored,
+    and a late answer that comes after the slot was reaped is dropped;
+    no slot is left in use."""
+    print("--  cross-node pull")
+    ids = {"A": 1, "B": 2, "C": 3}
+    bins = {n: free_port(socket.SOCK_STREAM) for n in ids}
+
+    def node(name):
+        neigh = "\n".join('modparam("clusterer", "neighbor_node_info", "cluster_id=1, '
+                          'node_id=%d, url=bin:127.0.0.1:%d")' % (ids[o], bins[o])
+                          for o in ids if o != name)
+        mods = (PULL_MODS.replace("@BIN_PORT@", str(bins[name]))
+                .replace("@NODE_ID@", str(ids[name])).replace("@NEIGHBORS@", neigh))
+        params = "\n".join('modparam("cachedb_perf", "%s", %s)' % kv for kv in (
+            ("sync_cluster_id", "1"), ("sync_poll_period", "0"),
+            ("replicate_collections", '"sessions"'), ("pull_on_miss", "1"),
+            ("pull_timeout_ms", str(PULL_TIMEOUT_MS)), ("pull_negative_ms", "1500"),
+            ("pull_max_value", "512"), ("pull_slots", "8")))
+        return OpenSIPS(args, work, "pull" + name,
+                        db_url="lmdb://" + os.path.join(work, "pull-store-" + name),
+                        journal=None, extra_mods=mods, extra_params=params, db_mode=0)
+
+    a, b, c = node("A"), node("B"), node("C")
+    for n in (a, b, c):
+        nodes.append(n)
+        n.start()
+        check("cross-node pull: capability cachedb-perf-pull" in n.logtext(),
+              "%s: the pull is announced at startup:\n%s" % (n.name, n.tail()))
+
+    def all_up(n):
+        return json.dumps(n.mi("clusterer_list")).count('"Up"') >= 2
+    t = wait_for(lambda: all(all_up(n) for n in (a, b, c)), 30, 0.2)
+    check(t is not None, "the three-node mesh did not come up: %s" % json.dumps(a.mi("clusterer_list")))
+
+    # a key stored on A is served on B through a pull, then is B's own
+    check(a.sip("store", "pk-1", "value-1", ttl=600) == "stored", "A: store pk-1")
+    b0 = pull_stats(b)
+    t0 = time.time()
+    r = b.sip("fetch", "pk-1")
+    took = time.time() - t0
+    check(r == "hit:value-1", "B serves A's key through a pull: %s" % r)
+    b1, a1 = pull_stats(b), pull_stats(a)
+    check(b1["pull_requested"] == b0["pull_requested"] + 1 and b1["pulled_in_sessions"] == 1 and
+          a1["served_out_sessions"] == 1 and a1["pull_served"] == 1,
+          "pull counters: B %s, A %s" % (b1, a1))
+    check(b.sip("fetch", "pk-1") == "hit:value-1" and
+          pull_stats(b)["pull_requested"] == b1["pull_requested"],
+          "the second read on B is a local hit (no new pull)")
+    g = result(b.mi("perf_get", ["pk-1", "sessions"]), "B perf_get pk-1")
+    check(590 <= g["ttl"] <= 600, "the pulled key kept its remaining TTL: %s" % g)
+    print("ok  pull: A's key served on B in %.1f ms, stored with its TTL (%d s), then a local hit"
+          % (took * 1000, g["ttl"]))
+
+    # a key held nowhere: asked once (both peers answer "not here", so the
+    # wait ends early), then the negative cache answers
+    t0 = time.time()
+    check(b.sip("fetch", "nowhere") == "miss", "B: a key held nowhere is a miss")
+    took = time.time() - t0
+    b2 = pull_stats(b)
+    check(b.sip("fetch", "nowhere") == "miss", "B: again")
+    b3 = pull_stats(b)
+    check(b3["pull_requested"] == b2["pull_requested"] and
+          b3["pull_negative_hits"] == b2["pull_negative_hits"] + 1,
+          "the second miss is a negative-cache hit, no new pull: %s -> %s" % (b2, b3))
+    check(took < PULL_TIMEOUT_MS / 1000.0, "every peer said not here: the wait ended early "
+          "(%.1f ms, timeout %d ms)" % (took * 1000, PULL_TIMEOUT_MS))
+    print("ok  pull: a key held nowhere answered by both peers in %.1f ms, then by the negative "
+          "cache" % (took * 1000))
+
+    # three nodes: C pulls by MI (pull_on_miss is not needed for perf_pull)
+    r_mi = result(cap.mi(c, "cachedb_perf:perf_pull", ["pk-1", "sessions"]), "C perf_pull")
+    check(r_mi["outcome"] == "served" and r_mi["value"] == "value-1" and
+          r_mi["source"] in (1, 2), "C pulls pk-1 by MI: %s" % r_mi)
+    pr = result(cap.mi(c, "cachedb_perf:perf_cluster_probe", ["sessions"]), "C probe")
+    check(pr["peers_reachable"] == 2 and sorted(pr["replicating"]) == [1, 2],
+          "C's probe: both peers replicate sessions: %s" % pr)
+    e = error(c.mi("perf_pull", ["pk-1", "default"]), "perf_pull on a local collection")
+    check(e["code"] == 400 and "not active" in e["message"], "perf_pull default: %s" % e)
+    # a value over pull_max_value: held, but not carried
+    check(a.sip("store", "pk-big", "x" * 600, ttl=600) == "stored", "A: store pk-big")
+    r = result(c.mi("perf_pull", ["pk-big", "sessions"]), "C perf_pull pk-big")
+    check(r["outcome"] == "held-too-big", "a value over pull_max_value: %s" % r)
+    print("ok  pull: C pulled by MI from node %d; probe %s; a 600-byte value is held-too-big"
+          % (r_mi["source"], pr["replicating"]))
+
+    # a peer down: the pull still serves from the other
+    for n in (a, b):  # the core's, while C is down: its BIN port refuses
+        n.allow_error("tcp_connect_blocking_timeout", "tcp_sync_connect_fd",
+                      "tcp_blocking_connect")
+    c.stop()
+    check(a.sip("store", "pk-2", "value-2", ttl=0) == "stored", "A: store pk-2")
+    check(b.sip("fetch", "pk-2") == "hit:value-2", "B pulls with C down")
+    print("ok  pull: served with a peer down")
+
+    # a stopped peer: the pull times out within the bound, the late answer
+    # is still stored and frees the slot
+    check(a.sip("store", "pk-slow", "value-slow", ttl=0) == "stored", "A: store pk-slow")
+    wait_for(lambda: json.dumps(b.mi("clusterer_list")).count('"Down"') >= 1, 10, 0.2)
+    os.killpg(a.proc.pid, signal.SIGSTOP)
+    try:
+        s0 = pull_stats(b)
+        t0 = time.time()
+        r = b.sip("fetch", "pk-slow")
+        took = time.time() - t0
+        s1 = pull_stats(b)
+    finally:
+        time.sleep(0.2)
+        os.killpg(a.proc.pid, signal.SIGCONT)
+    check(r == "miss" and PULL_TIMEOUT_MS / 1000.0 * 0.9 <= took <= PULL_TIMEOUT_MS / 1000.0 + 0.25,
+          "a stopped peer: miss after the timeout (%s in %.0f ms)" % (r, took * 1000))
+    check(s1["pull_timeouts"] == s0["pull_timeouts"] + 1 and s1["pull_slots_in_use"] == 1,
+          "the timed-out slot waits for a late answer: %s" % s1)
+    t = wait_for(lambda: pull_stats(b)["pull_late_stored"] == s0["pull_late_stored"] + 1, 5, 0.05)
+    s2 = pull_stats(b)
+    check(t is not None and s2["pull_slots_in_use"] == 0,
+          "the late answer was stored and freed the slot: %s" % s2)
+    check(b.sip("fetch", "pk-slow") == "hit:value-slow" and
+          pull_stats(b)["pull_requested"] == s2["pull_requested"],
+          "the late answer is a local hit now")
+    print("ok  pull: a stopped peer timed out in %.0f ms (timeout %d); its late answer was "
+          "stored and the slot freed" % (took * 1000, PULL_TIMEOUT_MS))
+
+    # a late answer that comes after the slot was reaped: dropped, no leak
+    os.killpg(a.proc.pid, signal.SIGSTOP)
+    try:
+        s0 = pull_stats(b)
+        check(b.sip("fetch", "pk-never") == "miss", "B: a miss while A is stopped")
+        t = wait_for(lambda: pull_stats(b)["pull_slots_in_use"] == 0, 5, 0.1)
+        check(t is not None, "the reaper freed the orphaned slot: %s" % pull_stats(b))
+    finally:
+        os.killpg(a.proc.pid, signal.SIGCONT)
+    t = wait_for(lambda: pull_stats(b)["pull_late_dropped"] >= s0["pull_late_dropped"] + 1, 5,
+                 0.05)
+    s3 = pull_stats(b)
+    check(t is not None and s3["pull_slots_in_use"] == 0,
+          "the answer after the reap was dropped, no slot in use: %s" % s3)
+    for n in (a, b):
+        check(pull_stats(n)["pull_slots_in_use"] == 0, "%s: no slot left in use" % n.name)
+    print("ok  pull: an answer after the reap dropped (late_dropped %d), no slot left in use"
+          % s3["pull_late_dropped"])
+    for n in (a, b):
+        n.stop()
 
 
 def run_sync_on(args, work, cap, nodes, label, db_url):

@@ -144,6 +144,8 @@ static void repair(uint8_t *p, size_t len)
         if (m == NULL)
             break;
         off = (size_t)(m - p);
+        if (len - off < 8)
+            break; /* a marker with no room for its size field */
         uint32_t sz = pc_get_le32(p + off + 4);
         if (sz >= PC_JREC_MIN_SIZE && sz <= len - off) {
             pc_put_le64(p + off + sz - PC_JREC_SUM_SIZE,

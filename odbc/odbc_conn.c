@@ -121,6 +121,29 @@ static void put(struct redact_ctx *r, const char *s, size_t n)
     if (r->cap > 0)
         r->out[r->len] = '\0';
 }
+/* Puts a value that is not a password's, masking what follows a
+ * "PWD =" / "PASSWORD=" inside it (at its start or after a space): no
+ * driver reads that as the password, but a reader of the log would. */
+static void put_value(struct redact_ctx *r, const char *v, size_t vl)
+{
+    for (size_t i = 0; i < vl; i++) {
+        if (i == 0 || v[i - 1] == ' ') {
+            size_t kl = vl - i >= 3 && strncasecmp(v + i, "PWD", 3) == 0        ? 3
+                        : vl - i >= 8 && strncasecmp(v + i, "PASSWORD", 8) == 0 ? 8
+                                                                                : 0;
+            size_t e = i + kl;
+            while (kl > 0 && e < vl && v[e] == ' ')
+                e++;
+            if (kl > 0 && e < vl && v[e] == '=') {
+                put(r, v + i, e + 1 - i);
+                put(r, "***", 3);
+                return;
+            }
+        }
+        put(r, v + i, 1);
+    }
+}
+
 static void redact_pair(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
 {
     struct redact_ctx *r = ctx;
@@ -133,7 +156,7 @@ static void redact_pair(void *ctx, const char *k, size_t kl, const char *v, size
     if (is_secret_key(k, kl))
         put(r, "***", 3);
     else
-        put(r, v, vl);
+        put_value(r, v, vl);
 }
 
 void pc_odbc_redact(const char *in, char *out, size_t outlen)

@@ -47,7 +47,7 @@ for t in $targets; do
     took=$(($(date +%s) - start))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     # libFuzzer's own count of its corpus at the end (inputs, bytes)
-    corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[kMG]*b\).*/\1/p' "$log" | tail -n 1)
+    corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[kKMG]*b\).*/\1/p' "$log" | tail -n 1)
     if [ "$rc" -eq 0 ]; then
         result=ok
     else

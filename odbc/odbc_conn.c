@@ -113,6 +113,7 @@ static bool is_secret_key(const char *k, size_t kl)
 struct redact_ctx {
     char *out;
     size_t len, cap;
+    int pairs; /* pairs written: the next one is preceded by ';' */
 };
 static void put(struct redact_ctx *r, const char *s, size_t n)
 {
@@ -147,7 +148,7 @@ static void put_value(struct redact_ctx *r, const char *v, size_t vl)
 static void redact_pair(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
 {
     struct redact_ctx *r = ctx;
-    if (r->len > 0)
+    if (r->pairs++ > 0)
         put(r, ";", 1);
     put(r, k, kl);
     if (v == NULL)
@@ -166,17 +167,18 @@ void pc_odbc_redact(const char *in, char *out, size_t outlen)
     out[0] = '\0';
     if (in == NULL)
         return;
-    struct redact_ctx r = {out, 0, outlen};
+    struct redact_ctx r = {out, 0, outlen, 0};
     if (strncmp(in, "odbc://", 7) == 0) { /* a DSN: no attributes, nothing secret */
         put(&r, in, strlen(in));
         return;
     }
     size_t pre = strncmp(in, "odbc:", 5) == 0 ? 5 : 0;
+    /* the prefix and the separators before the first pair, as they are:
+     * the result then reads as the input did (";odbc:=x" must not become
+     * "odbc:=x", which a second pass would take for a prefix) */
+    while (in[pre] == ';' || in[pre] == ' ')
+        pre++;
     put(&r, in, pre);
-    size_t mark = r.len;
-    r.len = 0; /* redact_pair separates pairs when len > 0: count from the prefix */
-    r.out += mark;
-    r.cap -= mark;
     each_pair(in + pre, redact_pair, &r);
 }
 

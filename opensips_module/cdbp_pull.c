@@ -349,9 +349,19 @@ int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res
         return -1;
     }
     COUNT(requested);
+    uint32_t tag = s->tag;
     slot_wait(s);
     lock_get(&pull_sh->lock);
     uint32_t st = atomic_load(&s->state);
+    if (st == SLOT_FREE || s->tag != tag) {
+        /* this process was stopped past deadline + linger and the reaper
+         * freed the slot (another pull may own it now): not ours to read */
+        lock_release(&pull_sh->lock);
+        pkg_free(buf);
+        COUNT(timeouts);
+        res->outcome = CDBP_PULL_TIMEOUT;
+        return 0;
+    }
     if (st == SLOT_WAIT) { /* timed out: a late answer may still store it */
         atomic_store(&s->state, SLOT_ORPHAN);
         lock_release(&pull_sh->lock);
@@ -416,13 +426,16 @@ int cdbp_pull_probe(pc_coll *coll, int *ids, unsigned cap, unsigned *n, unsigned
             sent = send_packet(&pkt, 0);
         bin_free_packet(&pkt);
     }
+    uint32_t tag = s->tag;
     if (sent == 0 && peers > 0)
         slot_wait(s);
     lock_get(&pull_sh->lock);
     *asked = peers;
-    for (unsigned i = 0; i < s->nprobed && i < cap; i++)
-        ids[(*n)++] = s->probed[i];
-    slot_free(s);
+    if (atomic_load(&s->state) != SLOT_FREE && s->tag == tag) { /* not reaped meanwhile */
+        for (unsigned i = 0; i < s->nprobed && i < cap; i++)
+            ids[(*n)++] = s->probed[i];
+        slot_free(s);
+    }
     lock_release(&pull_sh->lock);
     return sent == 0 ? 0 : -1;
 }

@@ -840,9 +840,14 @@ loadmodule "clusterer.so"
 modparam("clusterer", "db_mode", 0)
 modparam("clusterer", "my_node_id", @NODE_ID@)
 modparam("clusterer", "my_node_info", "cluster_id=1, url=bin:127.0.0.1:@BIN_PORT@")
-modparam("clusterer", "neighbor_node_info", "cluster_id=1, node_id=@PEER_ID@, url=bin:127.0.0.1:@PEER_BIN@")
+@NEIGHBORS@
 modparam("clusterer", "ping_interval", 1)
 '''
+
+
+def neighbor(node_id, bin_port):
+    return ('modparam("clusterer", "neighbor_node_info", "cluster_id=1, node_id=%d, '
+            'url=bin:127.0.0.1:%d")' % (node_id, bin_port))
 
 
 def bin_notice(coll, gen, source, cluster_id, src_id, dst_id):
@@ -949,17 +954,6 @@ def run_sync(args, work, cap, nodes):
     return True
 
 
-PULL_MODS = r'''
-socket = bin:127.0.0.1:@BIN_PORT@
-loadmodule "proto_bin.so"
-loadmodule "clusterer.so"
-modparam("clusterer", "db_mode", 0)
-modparam("clusterer", "my_node_id", @NODE_ID@)
-modparam("clusterer", "my_node_info", "cluster_id=1, url=bin:127.0.0.1:@BIN_PORT@")
-@NEIGHBORS@
-modparam("clusterer", "ping_interval", 1)
-'''
-
 PULL_TIMEOUT_MS = 300
 
 
@@ -983,10 +977,8 @@ def run_pull(args, work, cap, nodes):
     bins = {n: free_port(socket.SOCK_STREAM) for n in ids}
 
     def node(name):
-        neigh = "\n".join('modparam("clusterer", "neighbor_node_info", "cluster_id=1, '
-                          'node_id=%d, url=bin:127.0.0.1:%d")' % (ids[o], bins[o])
-                          for o in ids if o != name)
-        mods = (PULL_MODS.replace("@BIN_PORT@", str(bins[name]))
+        neigh = "\n".join(neighbor(ids[o], bins[o]) for o in ids if o != name)
+        mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
                 .replace("@NODE_ID@", str(ids[name])).replace("@NEIGHBORS@", neigh))
         params = "\n".join('modparam("cachedb_perf", "%s", %s)' % kv for kv in (
             ("sync_cluster_id", "1"), ("sync_poll_period", "0"),
@@ -1129,8 +1121,7 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     # the authority writes the shared database
     def cluster_node(name, nid, peer, node_poll, suffix=""):
         mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
-                .replace("@NODE_ID@", str(nid)).replace("@PEER_ID@", str(3 - nid))
-                .replace("@PEER_BIN@", str(bins[peer])))
+                .replace("@NODE_ID@", str(nid)).replace("@NEIGHBORS@", neighbor(3 - nid, bins[peer])))
         params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
                   'modparam("cachedb_perf", "sync_poll_period", %d)' % node_poll)
         return OpenSIPS(args, work, label + name + suffix, db_url=db_url, journal=None,

@@ -79,8 +79,17 @@ static void expire_generic(conn *c, unsigned argc, const char **argv, const size
         return;
     }
     int64_t ms = unit_ms ? v : v * 1000;
-    if (absolute)
-        ms = ms - pc_wall_ms();
+    /* Redis's rule: a relative time must not overflow once the current
+     * time is added (an error); an absolute one is taken as it is, and one
+     * in the past deletes. The remaining time is computed only for a
+     * deadline ahead of now, so it cannot wrap. */
+    int64_t now = pc_wall_ms();
+    if (!absolute && ms > INT64_MAX - now) {
+        reply_error(c, "ERR invalid expire time in '%s' command", name);
+        return;
+    }
+    int64_t when = absolute ? ms : ms + now;
+    ms = when <= now ? 0 : when - now;
     pc_meta m;
     if (pc_probe(c->coll, argv[1], argl[1], &m) != 0) {
         reply_int(c, 0);

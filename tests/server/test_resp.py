@@ -205,6 +205,22 @@ class Keys(unittest.TestCase):
         # a non-positive expiry deletes
         self.assertTrue(r.expire("a", 0))
         self.assertIsNone(r.get("a"))
+        # as redis-server 7.0: a deadline far in the past deletes (no wrap to
+        # a huge TTL); a relative time that overflows once now is added is an
+        # error and changes nothing
+        r.set("w", "v")
+        self.assertEqual(r.execute_command("PEXPIREAT", "w", "-9223372036854770000"), 1)
+        self.assertEqual(r.exists("w"), 0)
+        r.set("w", "v")
+        self.assertEqual(r.execute_command("EXPIREAT", "w", "-9223372036854775"), 1)
+        self.assertEqual(r.exists("w"), 0)
+        r.set("w", "v")
+        for cmd, t in (("EXPIRE", "9223372036854775"), ("PEXPIRE", "9223372036854775807")):
+            self.assertEqual(self.err(cmd, "w", t),
+                             "invalid expire time in '%s' command" % cmd.lower())
+        self.assertEqual(r.ttl("w"), -1)
+        self.assertEqual(r.execute_command("EXPIRE", "w", "-9223372036854775"), 1)
+        self.assertEqual(r.exists("w"), 0)
         r.set("b", "v", px=100)
         time.sleep(0.25)
         self.assertIsNone(r.get("b"))  # lapsed: absent at once

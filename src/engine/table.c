@@ -16,7 +16,6 @@
  */
 #include "pc_int.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,24 +539,39 @@ int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)
     return rc;
 }
 
-/* Parses a whole decimal int64 (optional sign, no spaces). */
+/* Parses the canonical text of an int64, exactly as pc_get formats one and
+ * as Redis's string2ll accepts it: an optional '-', then "0" alone or
+ * digits without a leading zero; no '+', no spaces, no "-0", no byte after
+ * the last digit (a stored "1\0" is not the number 1). Its own loop rather
+ * than strtoll: the value is not NUL-terminated and may hold NULs. */
 int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out)
 {
-    char tmp[24];
-    if (n == 0 || n >= sizeof tmp)
+    size_t i = 0;
+    bool neg = n > 0 && s[0] == '-';
+    if (neg)
+        i = 1;
+    if (i == n)
         return PC_ENOTNUM;
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    if (!(tmp[0] == '-' || (tmp[0] >= '0' && tmp[0] <= '9')))
-        return PC_ENOTNUM;
-    char *end;
-    errno = 0;
-    long long v = strtoll(tmp, &end, 10);
-    if (*end != '\0' || end == tmp)
-        return PC_ENOTNUM;
-    if (errno == ERANGE)
+    if (s[i] == '0') {
+        if (n != 1)
+            return PC_ENOTNUM; /* "01", "-0", "00" */
+        *out = 0;
+        return 0;
+    }
+    uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    bool over = false;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return PC_ENOTNUM;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (over || v > (lim - d) / 10)
+            over = true; /* keep checking: a non-digit later is still not a number */
+        else
+            v = v * 10 + d;
+    }
+    if (over)
         return PC_ERANGE;
-    *out = v;
+    *out = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
     return 0;
 }
 

@@ -717,6 +717,8 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         if (loc.where != 0 && loc.live) {
             size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
             rc = pc_parse_i64(r->data + klen, r->vlen <= room ? r->vlen : room, &base);
+            if (rc == PC_ERANGE)
+                rc = PC_ENOTNUM; /* a stored string past int64 is not a counter's text */
         }
         if (rc == 0 && !pc_apply(base, delta, neg, &value))
             rc = PC_ERANGE;

@@ -282,6 +282,55 @@ static void get_buf_paths(void **state)
     assert_int_equal(m.vlen, 6);
 }
 
+/* pc_parse_i64 takes the canonical text only (Redis's string2ll). */
+static void parse_i64_canonical(void **state)
+{
+    struct fx *f = *state;
+    static const struct {
+        const char *s;
+        size_t n;
+        int rc;
+        int64_t v;
+    } cases[] = {
+        {"0", 1, PC_OK, 0},
+        {"7", 1, PC_OK, 7},
+        {"-12", 3, PC_OK, -12},
+        {"9223372036854775807", 19, PC_OK, INT64_MAX},
+        {"-9223372036854775808", 20, PC_OK, INT64_MIN},
+        {"9223372036854775808", 19, PC_ERANGE, 0},
+        {"-9223372036854775809", 20, PC_ERANGE, 0},
+        {"99999999999999999999999", 23, PC_ERANGE, 0},
+        {"", 0, PC_ENOTNUM, 0},
+        {"-", 1, PC_ENOTNUM, 0},
+        {"01", 2, PC_ENOTNUM, 0},
+        {"-0", 2, PC_ENOTNUM, 0},
+        {"00", 2, PC_ENOTNUM, 0},
+        {"+1", 2, PC_ENOTNUM, 0},
+        {" 1", 2, PC_ENOTNUM, 0},
+        {"1 ", 2, PC_ENOTNUM, 0},
+        {"1\0", 2, PC_ENOTNUM, 0},
+        {"1a", 2, PC_ENOTNUM, 0},
+        {"99999999999999999999x", 21, PC_ENOTNUM, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t v = 42;
+        int rc = pc_parse_i64((const unsigned char *)cases[i].s, cases[i].n, &v);
+        if (rc != cases[i].rc || (rc == PC_OK && v != cases[i].v))
+            fail_msg("pc_parse_i64(\"%s\", %zu) = %d (%lld), want %d (%lld)", cases[i].s,
+                     cases[i].n, rc, (long long)v, cases[i].rc, (long long)cases[i].v);
+    }
+    /* a stored string that is not canonical is not converted, and kept */
+    check_rc(pc_set(f->def, S("z"), "1\0", 2, 0, 0), PC_OK);
+    check_rc(pc_add(f->def, S("z"), 1, 0, NULL), PC_ENOTNUM);
+    check_rc(pc_set(f->def, S("big"), S("99999999999999999999"), 0, 0), PC_OK);
+    check_rc(pc_add(f->def, S("big"), 1, 0, NULL), PC_ENOTNUM);
+    char buf[32];
+    size_t vlen = 0, need = 0;
+    check_rc(pc_get_buf(f->def, S("z"), buf, sizeof buf, &vlen, &need, NULL), PC_OK);
+    assert_int_equal(vlen, 2);
+    assert_memory_equal(buf, "1\0", 2);
+}
+
 /* An allocator that counts its blocks and can be told to fail. */
 struct counting_alloc {
     int live, obtained, fail_at; /* fail_at: the obtain that fails (1-based), 0 never */
@@ -1008,6 +1057,7 @@ int main(void)
         T(set_ttl_and_keepttl),
         T(get_buf_paths),
         T(get_alloc_paths),
+        T(parse_i64_canonical),
         T(probe_and_remove),
         T(add_sub_counters),
         T(add_overflow_is_erange),

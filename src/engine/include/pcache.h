@@ -212,8 +212,8 @@ int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta);
 int pc_remove(pc_coll *coll, const void *key, size_t klen);
 
 /* Adds delta to a native int64 counter. An absent or expired key starts at
- * 0; a string value that parses as a decimal int64 is converted; any other
- * string gives PC_ENOTNUM. ttl_ms > 0 sets the expiry, 0 keeps the current
+ * 0; a string value that pc_parse_i64 accepts is converted; any other
+ * string (also digits past int64) gives PC_ENOTNUM. ttl_ms > 0 sets the expiry, 0 keeps the current
  * one (none for a new key). *result (may be NULL) receives the new value.
  * PC_ERANGE on overflow (the value is unchanged). */
 int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
@@ -225,9 +225,11 @@ int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
  * PC_ENOTFOUND, PC_ENOTNUM. */
 int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out);
 
-/* Parses s[0..n) as a whole decimal int64 (optional '-', no spaces): the
- * text form of a counter, as pc_get formats it (and layers above keep it).
- * 0, PC_ENOTNUM (not a number), PC_ERANGE (out of int64). */
+/* Parses s[0..n) as the canonical text of an int64 - an optional '-',
+ * then "0" or digits without a leading zero, nothing else (Redis's
+ * string2ll): the text form of a counter, as pc_get formats it (and layers
+ * above keep it). "01", "-0", "+1", " 1" and "1\0" are not numbers.
+ * 0, PC_ENOTNUM (not a number), PC_ERANGE (digits out of int64). */
 int pc_parse_i64(const unsigned char *s, size_t n, int64_t *out);
 
 /* Sets the expiry of an existing key without touching its value (one

@@ -41,8 +41,11 @@ static void cmd_get(srv_worker *w, conn *c, unsigned argc, const char **argv, co
 }
 
 /* Parses an expiry argument of unit "s" or "ms", relative or absolute
- * (unix time), into a ttl in ms from now. Returns 0; 1 when the absolute
- * time is already past; -1 after queuing the error reply. */
+ * (unix time), into a ttl in ms from now, with Redis's limits: the number
+ * must be positive, seconds must fit in ms, and a relative time must not
+ * overflow once the current time is added; an absolute time is taken as
+ * it is. Returns 0; 1 when the absolute time is already past; -1 after
+ * queuing the error reply. */
 static int parse_expire(conn *c, const char *p, size_t n, int unit_ms, int absolute,
                         const char *cmd, int64_t *ttl)
 {
@@ -51,13 +54,14 @@ static int parse_expire(conn *c, const char *p, size_t n, int unit_ms, int absol
         reply_error(c, "ERR value is not an integer or out of range");
         return -1;
     }
-    if (v <= 0 || (!unit_ms && v > INT64_MAX / 1000 - 1)) {
+    int64_t now = pc_wall_ms();
+    if (v <= 0 || (!unit_ms && v > INT64_MAX / 1000) ||
+        (!absolute && (unit_ms ? v : v * 1000) > INT64_MAX - now)) {
         reply_error(c, "ERR invalid expire time in '%s' command", cmd);
         return -1;
     }
     int64_t ms = unit_ms ? v : v * 1000;
     if (absolute) {
-        int64_t now = pc_wall_ms();
         if (ms <= now)
             return 1;
         ms -= now;
@@ -66,47 +70,83 @@ static int parse_expire(conn *c, const char *p, size_t n, int unit_ms, int absol
     return 0;
 }
 
+/* The expiry options of SET and GETEX, as Redis parses them: one kind at a
+ * time (EX, PX, EXAT, PXAT, KEEPTTL for SET, PERSIST for GETEX), the same
+ * kind may repeat and its last value is the one taken (and the only one
+ * parsed). */
+enum { EXP_NONE, EXP_EX, EXP_PX, EXP_EXAT, EXP_PXAT, EXP_KEEPTTL, EXP_PERSIST };
+
+/* Whether argument a is an expiry option; sets *kind. */
+static int exp_option(const char *a, size_t n, int *kind)
+{
+    static const char *names[] = {NULL, "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "PERSIST"};
+    for (int k = EXP_EX; k <= EXP_PERSIST; k++)
+        if (arg_eq(a, n, names[k])) {
+            *kind = k;
+            return 1;
+        }
+    return 0;
+}
+
+/* Takes expiry option argv[*i] of kind k into *kind / *val: 0, or -1 after
+ * queuing the syntax error (another kind already given, no value). */
+static int exp_take(conn *c, unsigned argc, unsigned *i, int k, int *kind, unsigned *val)
+{
+    if (*kind != EXP_NONE && *kind != k) {
+        reply_error(c, "ERR syntax error");
+        return -1;
+    }
+    *kind = k;
+    if (k == EXP_KEEPTTL || k == EXP_PERSIST)
+        return 0;
+    if (*i + 1 >= argc) {
+        reply_error(c, "ERR syntax error");
+        return -1;
+    }
+    *val = ++*i;
+    return 0;
+}
+
+/* Parses the expiry argv[val] of kind into *ttl: 0, 1 (an absolute time
+ * already past), -1 (error queued). */
+static int exp_parse(conn *c, const char **argv, const size_t *argl, int kind, unsigned val,
+                     const char *cmd, int64_t *ttl)
+{
+    int unit_ms = kind == EXP_PX || kind == EXP_PXAT;
+    int absolute = kind == EXP_EXAT || kind == EXP_PXAT;
+    return parse_expire(c, argv[val], argl[val], unit_ms, absolute, cmd, ttl);
+}
+
 static void cmd_set(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
-    unsigned flags = 0;
-    int want_get = 0, have_exp = 0, past = 0;
+    unsigned flags = 0, val = 0;
+    int want_get = 0, kind = EXP_NONE, past = 0;
     int64_t ttl = 0;
     for (unsigned i = 3; i < argc; i++) {
         const char *a = argv[i];
         size_t n = argl[i];
-        int unit_ms = -1, absolute = 0;
+        int k;
         if (arg_eq(a, n, "NX") && !(flags & PC_SET_XX))
             flags |= PC_SET_NX;
         else if (arg_eq(a, n, "XX") && !(flags & PC_SET_NX))
             flags |= PC_SET_XX;
         else if (arg_eq(a, n, "GET"))
             want_get = 1;
-        else if (arg_eq(a, n, "KEEPTTL") && !have_exp)
-            flags |= PC_SET_KEEPTTL, have_exp = 1;
-        else if (arg_eq(a, n, "EX"))
-            unit_ms = 0;
-        else if (arg_eq(a, n, "PX"))
-            unit_ms = 1;
-        else if (arg_eq(a, n, "EXAT"))
-            unit_ms = 0, absolute = 1;
-        else if (arg_eq(a, n, "PXAT"))
-            unit_ms = 1, absolute = 1;
-        else {
+        else if (exp_option(a, n, &k) && k != EXP_PERSIST) {
+            if (exp_take(c, argc, &i, k, &kind, &val) != 0)
+                return;
+        } else {
             reply_error(c, "ERR syntax error");
             return;
         }
-        if (unit_ms >= 0) {
-            if (have_exp || i + 1 >= argc) {
-                reply_error(c, "ERR syntax error");
-                return;
-            }
-            int r = parse_expire(c, argv[i + 1], argl[i + 1], unit_ms, absolute, "set", &ttl);
-            if (r < 0)
-                return;
-            past = r == 1;
-            have_exp = 1;
-            i++;
-        }
+    }
+    if (kind == EXP_KEEPTTL) {
+        flags |= PC_SET_KEEPTTL;
+    } else if (kind != EXP_NONE) {
+        int r = exp_parse(c, argv, argl, kind, val, "set", &ttl);
+        if (r < 0)
+            return;
+        past = r == 1;
     }
     const char *k = argv[1], *v = argv[2];
     size_t kl = argl[1], vl = argl[2];
@@ -206,32 +246,24 @@ static void cmd_getdel(srv_worker *w, conn *c, unsigned argc, const char **argv,
 static void cmd_getex(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     int64_t ttl = -1; /* -1 = leave the expiry alone */
-    int past = 0;
+    int past = 0, kind = EXP_NONE;
+    unsigned val = 0;
     for (unsigned i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        size_t n = argl[i];
-        int unit_ms = -1, absolute = 0;
-        if (arg_eq(a, n, "PERSIST") && ttl == -1 && argc == 3) {
-            ttl = 0;
-            continue;
-        }
-        if (arg_eq(a, n, "EX"))
-            unit_ms = 0;
-        else if (arg_eq(a, n, "PX"))
-            unit_ms = 1;
-        else if (arg_eq(a, n, "EXAT"))
-            unit_ms = 0, absolute = 1;
-        else if (arg_eq(a, n, "PXAT"))
-            unit_ms = 1, absolute = 1;
-        if (unit_ms < 0 || ttl != -1 || i + 1 >= argc || argc != 4) {
+        int k;
+        if (!exp_option(argv[i], argl[i], &k) || k == EXP_KEEPTTL) {
             reply_error(c, "ERR syntax error");
             return;
         }
-        int r = parse_expire(c, argv[i + 1], argl[i + 1], unit_ms, absolute, "getex", &ttl);
+        if (exp_take(c, argc, &i, k, &kind, &val) != 0)
+            return;
+    }
+    if (kind == EXP_PERSIST) {
+        ttl = 0;
+    } else if (kind != EXP_NONE) {
+        int r = exp_parse(c, argv, argl, kind, val, "getex", &ttl);
         if (r < 0)
             return;
         past = r == 1;
-        i++;
     }
     size_t len = 0;
     int rc = read_value(w, c, argv[1], argl[1], &len);

@@ -83,6 +83,37 @@ class Strings(unittest.TestCase):
                          "invalid expire time in 'set' command")
         self.assertEqual(self.err("SET", "k", "v", "PX", "-5"),
                          "invalid expire time in 'set' command")
+        # as redis-server 7.0.15 (checked side by side): an option repeated
+        # takes its last value (the only one parsed); two kinds conflict
+        x = r.execute_command
+        self.assertTrue(x("SET", "k", "v", "EX", "10", "EX", "20"))
+        self.assertTrue(19 <= r.ttl("k") <= 20)
+        self.assertTrue(x("SET", "k", "v", "KEEPTTL", "KEEPTTL"))
+        self.assertTrue(19 <= r.ttl("k") <= 20)
+        self.assertTrue(x("SET", "k", "v", "EX", "abc", "EX", "10"))
+        self.assertTrue(9 <= r.ttl("k") <= 10)
+        self.assertEqual(self.err("SET", "k", "v", "KEEPTTL", "EX", "5"), "syntax error")
+        # the limits: a relative time that overflows with now added is refused,
+        # an absolute one far ahead is taken
+        self.assertEqual(self.err("SET", "k", "v", "PX", "9223372036854775807"),
+                         "invalid expire time in 'set' command")
+        self.assertTrue(x("SET", "k", "v", "EXAT", "9223372036854775"))
+        self.assertGreater(r.ttl("k"), 9 * 10**15)
+        self.assertEqual(self.err("PSETEX", "k", "9223372036854775807", "v"),
+                         "invalid expire time in 'psetex' command")
+        self.assertEqual(self.err("SETEX", "k", "9223372036854775", "v"),
+                         "invalid expire time in 'setex' command")
+        r.set("k", "v")
+        self.assertEqual(x("GETEX", "k", "PERSIST", "PERSIST"), b"v")
+        self.assertEqual(r.ttl("k"), -1)
+        self.assertEqual(x("GETEX", "k", "EX", "10", "EX", "20"), b"v")
+        self.assertTrue(19 <= r.ttl("k") <= 20)
+        self.assertEqual(x("GETEX", "k", "EX", "abc", "EX", "5"), b"v")
+        self.assertTrue(4 <= r.ttl("k") <= 5)
+        self.assertEqual(self.err("GETEX", "k", "PERSIST", "EX", "10"), "syntax error")
+        self.assertEqual(self.err("GETEX", "k", "KEEPTTL"), "syntax error")
+        self.assertEqual(x("GETEX", "k", "PXAT", "1"), b"v")
+        self.assertEqual(r.exists("k"), 0)
 
     def test_setex_family(self):
         r = self.r

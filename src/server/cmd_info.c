@@ -172,6 +172,10 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         reply_bulk(c, "", 0);
         return;
     }
+    /* sections are separated by a blank line, the last one ends with its
+     * last line (as Redis's INFO) */
+    if (b.len >= 4 && memcmp(b.p + b.len - 4, "\r\n\r\n", 4) == 0)
+        b.len -= 2;
     reply_bulk(c, b.p, b.len);
     free(b.p);
 }

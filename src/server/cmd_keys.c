@@ -213,19 +213,29 @@ static void cmd_keys(srv_worker *w, conn *c, unsigned argc, const char **argv, c
 static void cmd_scan(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
+    /* Redis reads the cursor with strtoul: an optional sign ("-1" is the
+     * largest cursor, "+0" is 0), digits, nothing after them, within 64
+     * bits */
     uint64_t cursor = 0;
-    if (argl[1] == 0 || argl[1] > 20) {
+    const char *cp = argv[1];
+    size_t cn = argl[1], ci = 0;
+    int neg = cn > 0 && cp[0] == '-';
+    if (cn > 0 && (cp[0] == '-' || cp[0] == '+'))
+        ci = 1;
+    if (ci == cn || cn - ci > 20) {
         reply_error(c, "ERR invalid cursor");
         return;
     }
-    for (size_t i = 0; i < argl[1]; i++) {
-        unsigned d = (unsigned)(argv[1][i] - '0');
+    for (; ci < cn; ci++) {
+        unsigned d = (unsigned)(cp[ci] - '0');
         if (d > 9 || cursor > (UINT64_MAX - d) / 10) {
             reply_error(c, "ERR invalid cursor");
             return;
         }
         cursor = cursor * 10 + d;
     }
+    if (neg)
+        cursor = (uint64_t)0 - cursor;
     const char *glob = NULL;
     size_t glen = 0;
     int64_t count = 10;

@@ -191,7 +191,8 @@ static void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv,
                                    {"appendonly", "no"},
                                    {"databases", dbs},
                                    {"maxmemory", mem},
-                                   {"maxmemory-policy", "noeviction"}};
+                                   {"maxmemory-policy", "noeviction"},
+                                   {"timeout", "0"}}; /* idle clients are never closed */
         conn tmp;
         memset(&tmp, 0, sizeof tmp);
         int64_t pairs = 0;

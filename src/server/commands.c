@@ -21,38 +21,9 @@
 int arg_i64(const char *p, size_t n, int64_t *out)
 {
     /* Redis's string2ll: optional '-', digits, no '+', no spaces, no
-     * leading zeros other than "0" itself, within int64. */
-    if (n == 0 || n > 20)
-        return -1;
-    size_t i = 0;
-    int neg = 0;
-    if (p[0] == '-') {
-        neg = 1;
-        i = 1;
-        if (n == 1)
-            return -1;
-    }
-    if (p[i] == '0' && n > i + 1)
-        return -1;
-    uint64_t v = 0;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    if (neg) {
-        if (v > (uint64_t)INT64_MAX + 1)
-            return -1;
-        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
-    } else {
-        if (v > (uint64_t)INT64_MAX)
-            return -1;
-        *out = (int64_t)v;
-    }
-    return 0;
+     * leading zeros other than "0" itself ("-0" is not a number), within
+     * int64 - the engine's own rule for a counter's text. */
+    return pc_parse_i64((const unsigned char *)p, n, out) == 0 ? 0 : -1;
 }
 
 int arg_eq(const char *p, size_t n, const char *word)
@@ -205,12 +176,13 @@ void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
 
 static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
-    char name[130], args[200] = "", one[80];
+    /* as Redis: the arguments shown share 128 bytes, each cut to what is left */
+    char name[130], args[200] = "", one[140];
     resp_sanitize(name, sizeof name, argv[0], argl[0]);
     size_t used = 0;
     for (unsigned i = 1; i < argc && used < 128; i++) {
-        char a[64];
-        resp_sanitize(a, sizeof a, argv[i], argl[i]);
+        char a[129];
+        resp_sanitize(a, 128 - used + 1, argv[i], argl[i]);
         int n = snprintf(one, sizeof one, "'%s' ", a);
         if (n < 0 || used + (size_t)n >= sizeof args)
             break;

@@ -281,6 +281,11 @@ class Keys(unittest.TestCase):
         cur, keys = r.scan(0, count=5)
         self.assertIsInstance(cur, int)
         self.assertEqual(self.err("SCAN", "abc"), "invalid cursor")
+        # the cursor as Redis reads it (strtoul): a sign is allowed, digits only
+        self.assertEqual(command(S.port, "SCAN", "+0")[0], command(S.port, "SCAN", "0")[0])
+        self.assertEqual(command(S.port, "SCAN", "-1")[0], b"0")
+        for bad in ("-", " 1", "1 ", "18446744073709551616"):
+            self.assertEqual(self.err("SCAN", bad), "invalid cursor", bad)
         self.assertEqual(self.err("SCAN", "0", "COUNT", "0"), "syntax error")
         self.assertEqual(self.err("SCAN", "0", "MATCH"), "syntax error")
         self.assertEqual(r.scan(0, _type="hash"), (0, []))
@@ -305,6 +310,10 @@ class Connection(unittest.TestCase):
         self.assertEqual(out, b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n")
         out, _ = raw(S.port, resp_cmd("PERF.NOPE"), want=10, timeout=2)
         self.assertTrue(out.startswith(b"-ERR unknown command 'PERF.NOPE'"), out)
+        # as redis-server 7.0.15: the arguments shown share 128 bytes
+        out, _ = raw(S.port, resp_cmd("FOO", "b" * 100, "c" * 100), want=100, timeout=2)
+        self.assertEqual(out, b"-ERR unknown command 'FOO', with args beginning with: '"
+                         + b"b" * 100 + b"' '" + b"c" * 25 + b"' \r\n")
 
     def test_select_maps_collections(self):
         r0, r1 = client(db=0), client(db=1)
@@ -315,6 +324,10 @@ class Connection(unittest.TestCase):
         with self.assertRaises(redis.ResponseError) as cm:
             client(db=2).ping()
         self.assertIn("DB index is out of range", str(cm.exception))
+        for bad in ("-0", "01", "+1"):  # as redis-server 7.0.15
+            with self.assertRaises(redis.ResponseError) as cm:
+                r0.execute_command("SELECT", bad)
+            self.assertIn("value is not an integer or out of range", str(cm.exception))
         stats = client().execute_command("PERF.STATS", "sessions")
         self.assertIn(b'"collection":"sessions"', stats)
         # PERF.* default to the selected database's collection
@@ -350,6 +363,11 @@ class Connection(unittest.TestCase):
         self.assertIn("entries", info["coll_default"])
         self.assertEqual(list(r.info("keyspace").keys())[0], "db0")
         self.assertNotIn("redis_version", r.info("stats"))
+        # as Redis: sections apart by a blank line, none after the last
+        text = command(S.port, "INFO", "server", "stats").decode()
+        self.assertTrue(text.endswith("\r\n") and not text.endswith("\r\n\r\n"), repr(text[-20:]))
+        self.assertIn("\r\n\r\n# Stats\r\n", text)
+        self.assertEqual(r.config_get("timeout"), {"timeout": "0"})
 
     def test_perf_commands(self):
         r = client()

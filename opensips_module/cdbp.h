@@ -94,6 +94,10 @@ void cdbp_sync_run_queued(void);
 void cdbp_sync_maint_start(void);
 int cdbp_sync_enabled(void);
 void cdbp_sync_tick(void);
+/* The nodes of cluster_id the clusterer sees as reachable now, through the
+ * caller's bound API (perf_sync's push and the pull share it). */
+struct clusterer_binds;
+unsigned cdbp_cluster_nodes_up(struct clusterer_binds *cl, int cluster_id);
 /* Shared request flags and the save lock; created in mod_init. 0 or -1. */
 int cdbp_sync_init(void);
 /* The store's protocol allows one save of a collection at a time

@@ -227,13 +227,7 @@ void cdbp_pull_reap(void)
 /* How many peers are reachable now (the answers a pull can expect). */
 static unsigned peers_up(void)
 {
-    unsigned n = 0;
-    clusterer_node_t *nodes = pull_cl.get_nodes(cdbp_sync_cluster_id);
-    for (clusterer_node_t *p = nodes; p != NULL; p = p->next)
-        n++;
-    if (nodes != NULL)
-        pull_cl.free_nodes(nodes);
-    return n;
+    return cdbp_cluster_nodes_up(&pull_cl, cdbp_sync_cluster_id);
 }
 
 static int send_packet(bin_packet_t *pkt, int dst)

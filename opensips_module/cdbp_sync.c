@@ -102,6 +102,17 @@ void cdbp_persist_unlock(void)
         lock_release(cdbp_save_lock);
 }
 
+unsigned cdbp_cluster_nodes_up(struct clusterer_binds *cl, int cluster_id)
+{
+    unsigned n = 0;
+    clusterer_node_t *nodes = cl->get_nodes(cluster_id);
+    for (clusterer_node_t *p = nodes; p != NULL; p = p->next)
+        n++;
+    if (nodes != NULL)
+        cl->free_nodes(nodes);
+    return n;
+}
+
 /* ---- the push (pc_sync_push_fn) ------------------------------------------ */
 /* In the process running perf_sync (MI or maintenance), after the commit.
  * Returns the number of peers the notice went to, 0 when the cluster has
@@ -115,12 +126,7 @@ static int cdbp_sync_push(void *ctx, const char *coll, uint64_t gen, const char 
     str s_coll = {(char *)coll, (int)strlen(coll)};
     str s_gen = {gtext, glen};
     str s_src = {(char *)source, (int)strlen(source)};
-    int peers = 0;
-    clusterer_node_t *nodes = cdbp_cl.get_nodes(cdbp_sync_cluster_id);
-    for (clusterer_node_t *n = nodes; n != NULL; n = n->next)
-        peers++;
-    if (nodes != NULL)
-        cdbp_cl.free_nodes(nodes);
+    int peers = (int)cdbp_cluster_nodes_up(&cdbp_cl, cdbp_sync_cluster_id);
     if (peers == 0)
         return 0; /* nobody reachable: nothing sent (the poll covers them) */
     bin_packet_t pkt;

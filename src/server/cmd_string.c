@@ -18,6 +18,8 @@
  * error code. */
 static int read_value(srv_worker *w, conn *c, const char *k, size_t kl, size_t *len)
 {
+    if (kl > PC_KEY_MAX)
+        return PC_ENOTFOUND; /* no key that long can exist: absent, as Redis answers */
     size_t need = 0;
     return pc_get_buf(c->coll, k, kl, w->scratch, w->scratch_cap, len, &need, NULL);
 }
@@ -370,7 +372,7 @@ static void cmd_strlen(srv_worker *w, conn *c, unsigned argc, const char **argv,
 {
     (void)argc;
     pc_meta m;
-    int rc = pc_probe(c->coll, argv[1], argl[1], &m);
+    int rc = argl[1] > PC_KEY_MAX ? PC_ENOTFOUND : pc_probe(c->coll, argv[1], argl[1], &m);
     if (rc == PC_ENOTFOUND) {
         reply_int(c, 0);
         return;

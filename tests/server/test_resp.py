@@ -444,6 +444,14 @@ class Wire(unittest.TestCase):
         with self.assertRaises(redis.ResponseError) as cm:
             r.set(b"k" * 65536, "v")
         self.assertIn("too large", str(cm.exception))
+        # a read of a key no one could store: absent, as redis-server answers
+        k = b"k" * 65536
+        self.assertIsNone(r.get(k))
+        self.assertIsNone(r.getdel(k))
+        self.assertIsNone(r.getex(k, ex=10))
+        self.assertEqual(r.strlen(k), 0)
+        self.assertEqual(r.exists(k), 0)
+        self.assertEqual(r.ttl(k), -2)
 
     def test_half_sent_command_then_disconnect(self):
         s = socket.create_connection(("127.0.0.1", S.port))

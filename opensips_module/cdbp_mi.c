@@ -368,6 +368,31 @@ static mi_response_t *cdbp_mi_not_pulled(pc_coll *coll)
     return init_mi_error(400, msg, n);
 }
 
+/* The collection a pull command names, when it replicates; NULL with *resp
+ * set to the error otherwise. */
+static pc_coll *cdbp_mi_pulled_coll(const mi_params_t *params, mi_response_t **resp)
+{
+    pc_coll *coll = cdbp_mi_coll(params, resp);
+    if (coll != NULL && !cdbp_pull_replicates(coll)) {
+        *resp = cdbp_mi_not_pulled(coll);
+        coll = NULL;
+    }
+    return coll;
+}
+
+/* The reply built in b, or, when building it failed (rc != 0), an error
+ * naming cmd. */
+static mi_response_t *cdbp_mi_built(cdbp_mi_b *b, int rc, const char *cmd)
+{
+    if (rc == 0)
+        return b->resp;
+    if (b->resp != NULL)
+        free_mi_response(b->resp);
+    char msg[96];
+    int n = snprintf(msg, sizeof msg, "%s: building the reply failed", cmd);
+    return init_mi_error(500, msg, n);
+}
+
 /* perf_pull key [collection]: asks the cluster for key now (whatever
  * pull_on_miss says), stores a positive answer here and returns it. */
 static mi_response_t *mi_perf_pull(const mi_params_t *params, struct mi_handler *async_hdl)
@@ -377,11 +402,9 @@ static mi_response_t *mi_perf_pull(const mi_params_t *params, struct mi_handler 
     if (get_mi_string_param(params, "key", &key.s, &key.len) < 0)
         return init_mi_param_error();
     mi_response_t *err = NULL;
-    pc_coll *coll = cdbp_mi_coll(params, &err);
+    pc_coll *coll = cdbp_mi_pulled_coll(params, &err);
     if (coll == NULL)
         return err;
-    if (!cdbp_pull_replicates(coll))
-        return cdbp_mi_not_pulled(coll);
     cdbp_pull_result pr;
     (void)cdbp_pull(coll, key.s, (size_t)key.len, &pr);
     cdbp_mi_b b;
@@ -401,12 +424,7 @@ static mi_response_t *mi_perf_pull(const mi_params_t *params, struct mi_handler 
     }
     if (pr.value != NULL)
         pkg_free(pr.value);
-    if (rc != 0) {
-        if (b.resp != NULL)
-            free_mi_response(b.resp);
-        return init_mi_error(500, "perf_pull: building the reply failed", 36);
-    }
-    return b.resp;
+    return cdbp_mi_built(&b, rc, "perf_pull");
 }
 
 /* perf_cluster_probe [collection]: which reachable peers replicate it. */
@@ -414,11 +432,9 @@ static mi_response_t *mi_perf_cluster_probe(const mi_params_t *params, struct mi
 {
     (void)async_hdl;
     mi_response_t *err = NULL;
-    pc_coll *coll = cdbp_mi_coll(params, &err);
+    pc_coll *coll = cdbp_mi_pulled_coll(params, &err);
     if (coll == NULL)
         return err;
-    if (!cdbp_pull_replicates(coll))
-        return cdbp_mi_not_pulled(coll);
     int ids[64];
     unsigned n = 0, asked = 0;
     int prc = cdbp_pull_probe(coll, ids, 64, &n, &asked);
@@ -439,12 +455,7 @@ static mi_response_t *mi_perf_cluster_probe(const mi_params_t *params, struct mi
         rc = b_i64(&b, NULL, ids[i]);
     if (rc == 0)
         rc = b_end(&b);
-    if (rc != 0) {
-        if (b.resp != NULL)
-            free_mi_response(b.resp);
-        return init_mi_error(500, "perf_cluster_probe: building the reply failed", 45);
-    }
-    return b.resp;
+    return cdbp_mi_built(&b, rc, "perf_cluster_probe");
 }
 
 /* Recipes: prefixes of each command's parameter order (pcache_mgmt's

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SRV_VERSION "0.1.0"
+#define SRV_VERSION pcache_version() /* the project version (src/engine/version.c) */
 #define SRV_MAX_WORKERS 64u
 #define SRV_MAX_DBS 64u
 #define SRV_MAX_PEERS 64u

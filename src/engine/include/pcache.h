@@ -66,6 +66,10 @@ extern "C" {
  * "unknown error" for a code of another layer). */
 const char *pc_strerror(int err);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (the project's one version
+ * number; the soname's number is MAJOR). A static string: never freed. */
+const char *pcache_version(void);
+
 /* ---- limits ----------------------------------------------------------- */
 #define PC_KEY_MAX 65535u            /* bytes in a key (fits the u16 length) */
 #define PC_VALUE_MAX (1024u * 1024u) /* bytes in a value */

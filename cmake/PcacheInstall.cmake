@@ -1,0 +1,140 @@
+# The install layout (docs/operations.md "Install"): every path from
+# GNUInstallDirs, one install component per part so that CPack
+# (cmake/PcachePackage.cmake) makes one Debian package of each:
+#
+#   server   pcached, pcached.conf, the systemd unit, pcached(8), pcached.conf(5)
+#   tools    pcachectl, pcache-snapshot, their man pages (1)
+#   lib      libpcache.so.MAJOR: the engine (and util inside it)
+#   storage  libpcache_storage.so.MAJOR: management layer, store, journal, persist
+#   odbc     libpcache_odbc.so.MAJOR: the ODBC exporter (PCACHE_ODBC)
+#   dev      public headers, the .so links, the static archives, pkg-config
+#            files, the CMake package (find_package(pcache))
+#   doc      docs/*.md, README.md
+#   module   cachedb_perf.so (opensips_module/CMakeLists.txt, when built)
+#
+# The shared libraries are made of the object files of the static component
+# libraries (the hosts and the tests keep linking those), so there is one
+# compilation of each source. The configuration file and the unit are
+# written at install time (cmake/install_etc.cmake) from the prefix the
+# install runs with: `cmake --install build --prefix /usr` puts the
+# configuration in /etc/pcache (not /usr/etc) and the unit names
+# /usr/bin/pcached, whatever prefix the tree was configured with.
+include(CMakePackageConfigHelpers)
+# the components' imported targets are scoped to their folders: found again here
+pkg_check_modules(PCI_LMDB REQUIRED IMPORTED_TARGET lmdb)
+pkg_check_modules(PCI_ZSTD REQUIRED IMPORTED_TARGET libzstd)
+find_package(Threads REQUIRED)
+if(TARGET pcache_odbc)
+  pkg_check_modules(PCI_ODBC REQUIRED IMPORTED_TARGET odbc)
+endif()
+
+set(PCACHE_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/pcache")
+set(PCACHE_SOVERSION "${PROJECT_VERSION_MAJOR}")
+
+function(pcache_shared_library target output component)
+  # ARGN: the static component libraries whose objects make it
+  set(objs "")
+  foreach(lib ${ARGN})
+    list(APPEND objs "$<TARGET_OBJECTS:${lib}>")
+  endforeach()
+  add_library(${target} SHARED ${objs})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${output} VERSION ${PROJECT_VERSION}
+    SOVERSION ${PCACHE_SOVERSION} LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib
+    LINKER_LANGUAGE C)
+  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  install(TARGETS ${target} EXPORT pcacheTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${component}
+            NAMELINK_COMPONENT dev
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
+
+# libpcache.so: the engine and the helpers it is built on
+pcache_shared_library(pcache_shared pcache lib pcache pcache_util)
+target_link_libraries(pcache_shared PRIVATE PkgConfig::XXHASH pthread)
+target_include_directories(pcache_shared INTERFACE
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/engine/include>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/util/include>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+set_target_properties(pcache_shared PROPERTIES EXPORT_NAME pcache)
+
+# libpcache_storage.so: management layer, snapshot store, journal, persistence
+pcache_shared_library(pcache_storage_shared pcache_storage storage
+  pcache_mgmt pcache_store pcache_journal pcache_persist)
+target_link_libraries(pcache_storage_shared PUBLIC pcache_shared
+  PRIVATE PkgConfig::PCI_LMDB PkgConfig::PCI_ZSTD PkgConfig::XXHASH Threads::Threads m)
+target_include_directories(pcache_storage_shared INTERFACE
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/mgmt/include>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/store/include>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/journal/include>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/persist/include>)
+set_target_properties(pcache_storage_shared PROPERTIES EXPORT_NAME storage)
+
+set(PCACHE_HEADERS
+  src/util/include/pcache_util.h src/engine/include/pcache.h src/mgmt/include/pcache_mgmt.h
+  storage/store/include/pcache_store.h storage/journal/include/pcache_journal.h
+  storage/persist/include/pcache_persist.h)
+set(PCACHE_STATIC pcache pcache_util pcache_mgmt pcache_store pcache_journal pcache_persist)
+set(PCACHE_PC_LIBS_ODBC "")
+if(TARGET pcache_odbc)
+  pcache_shared_library(pcache_odbc_shared pcache_odbc odbc pcache_odbc)
+  target_link_libraries(pcache_odbc_shared PUBLIC pcache_storage_shared
+    PRIVATE PkgConfig::PCI_ODBC Threads::Threads)
+  target_include_directories(pcache_odbc_shared INTERFACE
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/odbc/include>)
+  set_target_properties(pcache_odbc_shared PROPERTIES EXPORT_NAME odbc)
+  list(APPEND PCACHE_HEADERS odbc/include/pcache_odbc.h)
+  list(APPEND PCACHE_STATIC pcache_odbc)
+endif()
+
+install(FILES ${PCACHE_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+# the static archives, for `pkg-config --static` users
+foreach(lib ${PCACHE_STATIC})
+  install(FILES $<TARGET_FILE:${lib}> DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+endforeach()
+
+# pkg-config: pcache (engine), pcache-storage, pcache-odbc, written at
+# install time with the prefix of the install (cmake/install_pc.cmake)
+set(PCACHE_PCS pcache pcache-storage)
+if(TARGET pcache_odbc)
+  list(APPEND PCACHE_PCS pcache-odbc)
+endif()
+install(CODE "
+  set(PCACHE_SRC \"${PROJECT_SOURCE_DIR}\")
+  set(PCACHE_GEN \"${PROJECT_BINARY_DIR}/install-gen\")
+  set(PCACHE_PCS \"${PCACHE_PCS}\")
+  set(PCACHE_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+  set(PCACHE_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/install_pc.cmake\")
+" COMPONENT dev)
+
+# CMake package: find_package(pcache) -> pcache::pcache, pcache::storage, pcache::odbc
+install(EXPORT pcacheTargets NAMESPACE pcache:: DESTINATION ${PCACHE_CMAKEDIR} COMPONENT dev)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/pcacheConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/pcacheConfig.cmake INSTALL_DESTINATION ${PCACHE_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/pcacheConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/pcacheConfig.cmake
+              ${PROJECT_BINARY_DIR}/pcacheConfigVersion.cmake
+        DESTINATION ${PCACHE_CMAKEDIR} COMPONENT dev)
+
+# the binaries
+install(TARGETS pcached RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT server)
+install(TARGETS pcachectl pcache-snapshot RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        COMPONENT tools)
+
+# /etc/pcache/pcached.conf and the unit, from the prefix of the install
+set(PCACHE_SYSTEMD_UNITDIR "lib/systemd/system" CACHE STRING
+    "where the unit goes: relative to the prefix (Debian: /lib/systemd/system for prefix /usr)")
+install(CODE "
+  set(PCACHE_SRC \"${PROJECT_SOURCE_DIR}\")
+  set(PCACHE_GEN \"${PROJECT_BINARY_DIR}/install-gen\")
+  set(PCACHE_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
+  set(PCACHE_SYSCONFDIR \"${CMAKE_INSTALL_SYSCONFDIR}\")
+  set(PCACHE_UNITDIR \"${PCACHE_SYSTEMD_UNITDIR}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/install_etc.cmake\")
+" COMPONENT server)
+
+install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
+install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc
+        FILES_MATCHING PATTERN "*.md" PATTERN "man" EXCLUDE)

@@ -1,0 +1,15 @@
+# The install layout and the packages (tests/install/, docs/operations.md):
+#   test_install   a staged `cmake --install --prefix /usr` (and /opt/pcache):
+#                  the layout, the unit's paths, find_package(pcache) and
+#                  pkg-config from a project outside the tree
+#   test_packages  cpack's .deb packages: contents, dependencies, maintainer
+#                  scripts, a dpkg --root install that starts pcached
+# Label install. In a sanitizer tree they skip: its libraries carry the ASan
+# runtime, which an outside program does not load first.
+set(pc_install_mode "")
+if(PCACHE_SANITIZE)
+  set(pc_install_mode sanitize)
+endif()
+add_test(NAME test_install COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_install.sh
+                                   ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${pc_install_mode})
+set_tests_properties(test_install PROPERTIES LABELS install TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -13,3 +13,9 @@ endif()
 add_test(NAME test_install COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_install.sh
                                    ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${pc_install_mode})
 set_tests_properties(test_install PROPERTIES LABELS install TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+# test_cli: --help / --version of every tool, pcachectl's strict numbers and
+# default socket (seconds: also in the unit loop)
+add_test(NAME test_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_cli.sh
+                               ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_VERSION})
+set_tests_properties(test_cli PROPERTIES LABELS "install;unit" TIMEOUT 60)

@@ -23,7 +23,8 @@ static void usage(FILE *f)
                "  --check            validate the configuration, print what would run, exit\n"
                "  --KEY=VALUE        override one configuration key (see --help-keys)\n"
                "  --help-keys        list every key with its default\n"
-               "  -v, --version      print the version\n");
+               "  -V, -v, --version  print the version\n"
+               "manual: pcached(8), pcached.conf(5); docs/pcached.md\n");
 }
 
 int main(int argc, char **argv)
@@ -63,7 +64,7 @@ int main(int argc, char **argv)
             srv_config_defaults(&s.cfg);
             srv_config_print(&s.cfg, stdout);
             return 0;
-        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
             printf("pcached %s\n", SRV_VERSION);
             return 0;
         } else if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {

@@ -2,13 +2,15 @@
  * pcachectl - calls one pcached management command over JSON-RPC and
  * prints the JSON answer (docs/pcached.md, "pcachectl").
  *
- *   pcachectl [-s SOCKET | -H HOST -p PORT] METHOD [ARG | NAME=VALUE]...
+ *   pcachectl [-s SOCKET | [-H HOST] -p PORT] METHOD [ARG | NAME=VALUE]...
  *
  * Arguments are positional unless written NAME=VALUE (NAME an identifier),
  * as on an OpenSIPS MI command line; one call uses one style (JSON-RPC
  * params are an array or an object). The result goes to stdout and the exit
  * status is 0; a JSON-RPC error goes to stderr with status 1; a transport
- * failure with status 2. Depends on libc only.
+ * failure with status 2. Without -s / -p (nor PCACHECTL_SOCKET /
+ * PCACHECTL_PORT) it calls the unix socket of the installed pcached.conf.
+ * Depends on libc, and on libpcache for its version only.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -21,11 +23,59 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static void usage(void)
+#include "pcache.h" /* pcache_version(): the project's one version */
+
+/* The unix_socket of the installed pcached.conf (src/server/pcached.conf),
+ * the target when neither -s / -p nor the environment names one. */
+#define PCACHECTL_DEFAULT_SOCKET "/run/pcache/pcached.sock"
+
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: pcachectl [-s SOCKET | [-H HOST] -p PORT] METHOD [ARG|NAME=VALUE]...\n"
-                    "  e.g. pcachectl -s /run/pcached/pcached.sock perf_stats default\n"
-                    "  PCACHECTL_SOCKET or PCACHECTL_PORT give the default target.\n");
+    fprintf(f,
+            "usage: pcachectl [-s SOCKET | [-H HOST] -p PORT] METHOD [ARG | NAME=VALUE]...\n"
+            "Calls one pcached management command over JSON-RPC and prints its result.\n"
+            "  -s, --socket SOCKET  pcached's unix_socket (default " PCACHECTL_DEFAULT_SOCKET
+            ")\n"
+            "  -H, --host HOST      IPv4 address of pcached's http_bind (default 127.0.0.1)\n"
+            "  -p, --port PORT      pcached's http_port (1-65535): JSON-RPC over TCP\n"
+            "  -h, --help           this text\n"
+            "  -V, --version        the version\n"
+            "environment: PCACHECTL_SOCKET, PCACHECTL_PORT (the default target),\n"
+            "  PCACHECTL_PASSWORD (management_password, for the TCP door)\n"
+            "e.g. pcachectl perf_stats default\n"
+            "     pcachectl -s " PCACHECTL_DEFAULT_SOCKET " perf_stats default\n"
+            "     pcachectl -p 8380 perf_keys glob='session-*' limit=50\n"
+            "exit status: 0 result, 1 JSON-RPC error (on stderr), 2 usage or transport error\n");
+}
+
+/* A TCP port, strictly: decimal digits only, 1..65535; -1 otherwise. */
+static int parse_port(const char *s)
+{
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v == 0 || v > 65535)
+        return -1;
+    return (int)v;
+}
+
+/* The value of option argv[*i] (-x VALUE, --long VALUE or --long=VALUE);
+ * NULL when a is not that option. Exits 2 when the value is missing. */
+static const char *opt_value(int argc, char **argv, int *i, const char *shrt, const char *lng)
+{
+    const char *a = argv[*i];
+    size_t ll = strlen(lng);
+    if (strncmp(a, lng, ll) == 0 && a[ll] == '=')
+        return a + ll + 1;
+    if (strcmp(a, shrt) != 0 && strcmp(a, lng) != 0)
+        return NULL;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "pcachectl: %s needs a value (pcachectl --help)\n", a);
+        exit(2);
+    }
+    return argv[++*i];
 }
 
 /* Appends s as a JSON string: bytes >= 0x80 and control bytes as \u00XX,
@@ -83,25 +133,57 @@ static void free_buffers(void)
 int main(int argc, char **argv)
 {
     atexit(free_buffers);
-    const char *sock = getenv("PCACHECTL_SOCKET"), *host = "127.0.0.1";
-    int port = getenv("PCACHECTL_PORT") ? atoi(getenv("PCACHECTL_PORT")) : 0;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
-            sock = argv[++i], port = 0;
-        else if (strcmp(argv[i], "-H") == 0 && i + 1 < argc)
-            host = argv[++i];
-        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
-            port = atoi(argv[++i]), sock = NULL;
-        else {
-            usage();
+    const char *sock = getenv("PCACHECTL_SOCKET"), *host = "127.0.0.1", *opt;
+    const char *penv = getenv("PCACHECTL_PORT");
+    int port = 0;
+    if (sock != NULL && sock[0] == '\0')
+        sock = NULL;
+    if (penv != NULL && penv[0] != '\0') {
+        if ((port = parse_port(penv)) < 0) {
+            fprintf(stderr, "pcachectl: PCACHECTL_PORT: '%.100s' is not a port (1-65535)\n", penv);
+            return 2;
+        }
+        if (sock != NULL) {
+            fprintf(stderr, "pcachectl: PCACHECTL_SOCKET and PCACHECTL_PORT are both set: "
+                            "unset one\n");
             return 2;
         }
     }
-    if (i >= argc || (sock == NULL && port <= 0)) {
-        usage();
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+            printf("pcachectl %s\n", pcache_version());
+            return 0;
+        } else if ((opt = opt_value(argc, argv, &i, "-s", "--socket")) != NULL) {
+            sock = opt, port = 0;
+        } else if ((opt = opt_value(argc, argv, &i, "-H", "--host")) != NULL) {
+            host = opt;
+        } else if ((opt = opt_value(argc, argv, &i, "-p", "--port")) != NULL) {
+            if ((port = parse_port(opt)) < 0) {
+                fprintf(stderr, "pcachectl: -p: '%.100s' is not a port (1-65535)\n", opt);
+                return 2;
+            }
+            sock = NULL;
+        } else {
+            fprintf(stderr, "pcachectl: unknown option '%.100s' (pcachectl --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "pcachectl: no METHOD given (pcachectl --help; e.g. pcachectl "
+                        "perf_stats default)\n");
         return 2;
     }
+    int default_target = sock == NULL && port == 0;
+    if (default_target)
+        sock = PCACHECTL_DEFAULT_SOCKET;
     const char *method = argv[i++];
     int nnamed = 0, npos = 0;
     for (int k = i; k < argc; k++) {
@@ -159,13 +241,17 @@ int main(int argc, char **argv)
     if (sock != NULL) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(sock) >= sizeof sa.sun_path) {
-            fprintf(stderr, "pcachectl: socket path too long\n");
+            fprintf(stderr, "pcachectl: %.100s...: socket path longer than %zu bytes\n", sock,
+                    sizeof sa.sun_path - 1);
             return 2;
         }
         strcpy(sa.sun_path, sock);
         fd = socket(AF_UNIX, SOCK_STREAM, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-            fprintf(stderr, "pcachectl: %s: %s\n", sock, strerror(errno));
+            fprintf(stderr, "pcachectl: %s: %s%s\n", sock, strerror(errno),
+                    default_target ? " (the default socket: is pcached running with this "
+                                     "unix_socket? otherwise give -s SOCKET or -p PORT)"
+                                   : "");
             return 2;
         }
     } else {

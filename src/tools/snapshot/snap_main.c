@@ -97,7 +97,7 @@ static void snap_usage(FILE *f)
         fprintf(f, "  %s\n", snap_verbs[i].synopsis);
     fprintf(f, "\ncommon options: --json (machine-readable output), -q (no store log lines),\n"
                "  --wait MS (how long a locked store may delay opening, default 2000),\n"
-               "  --help (per verb: pcache-snapshot VERB --help)\n"
+               "  --help (per verb: pcache-snapshot VERB --help), --version\n"
                "STORE is a directory or lmdb:///absolute/path. Manual: docs/pcache-snapshot.md\n");
 }
 
@@ -383,6 +383,10 @@ int main(int argc, char **argv)
             return snap_verb_help(&cx, 0);
         }
         snap_usage(stdout);
+        return SNAP_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        printf("pcache-snapshot %s\n", pcache_version());
         return SNAP_OK;
     }
     const struct snap_verb *v = snap_find(argv[1]);

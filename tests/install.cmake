@@ -19,3 +19,9 @@ set_tests_properties(test_install PROPERTIES LABELS install TIMEOUT 300 SKIP_RET
 add_test(NAME test_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_cli.sh
                                ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_VERSION})
 set_tests_properties(test_cli PROPERTIES LABELS "install;unit" TIMEOUT 60)
+
+# test_check: pcached --check refuses what the start refuses (each case is
+# run both ways), and creates nothing
+add_test(NAME test_check COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_check.sh
+                                 $<TARGET_FILE:pcached>)
+set_tests_properties(test_check PROPERTIES LABELS "install;server" TIMEOUT 300)

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int srv_setup_cache(srv *s, char *err, size_t errlen);
 
 static void usage(FILE *f)
 {
@@ -86,25 +85,7 @@ int main(int argc, char **argv)
         return 2;
     }
     srv_log_init(&s.cfg, "master");
-    if (check) {
-        srv_log_quiet(); /* --check prints the configuration, not the engine's info lines */
-        /* the collections and the databases map are checked by building
-         * them; the store is not opened (that would create it) */
-        if (srv_setup_cache(&s, err, sizeof err) != 0) {
-            fprintf(stderr, "pcached: %s\n", err);
-            return 2;
-        }
-        printf("# pcached %s: configuration OK%s%s\n", SRV_VERSION, file ? " in " : "",
-               file ? file : "");
-        printf("# would run: %u worker(s) + 1 maintenance process, RESP on %s:%u, %u database(s)",
-               s.cfg.workers, s.cfg.bind, s.cfg.port, s.ndbs);
-        for (unsigned i = 0; i < s.ndbs; i++)
-            printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s.dbs[i]));
-        printf(")\n# store: %s, db_mode %u\n", s.cfg.db_url[0] ? s.cfg.db_url : "none",
-               s.cfg.db_mode);
-        srv_config_print(&s.cfg, stdout);
-        pc_cache_destroy(s.cache);
-        return 0;
-    }
+    if (check)
+        return srv_check_run(&s, file);
     return srv_master_run(&s);
 }

@@ -206,28 +206,10 @@ static int setup(srv *s)
     }
     if (s->cfg.db_url[0] != '\0') {
         pc_persist_config pc;
-        pc_persist_config_init(&pc);
-        pc.db_url = s->cfg.db_url;
-        pc.db_mode = (int)s->cfg.db_mode;
-        pc.persist_collections = s->cfg.persist_collections;
-        pc.journal = s->cfg.journal[0] ? s->cfg.journal : NULL;
-        pc.snapshot_period_s = s->cfg.snapshot_period_s;
-        pc.journal_rewrite_percent = s->cfg.journal_rewrite_percent;
-        pc.journal_rewrite_min_mb = s->cfg.journal_rewrite_min_mb;
-        pc.journal_max_mb = s->cfg.journal_max_mb;
-        pc.log.fn = srv_log_cb;
-        pc.log.level = srv_log_level();
-        pc.sql_backend = srv_sql_backend();
-        pc.node_id = s->node_id;
-        pc.sync_push = srv_sync_push;
-        pc.sync_push_ctx = s;
-        pc.sync_poll_ms = s->cfg.sync_poll_ms;
-        pc.sync_check_ms = s->cfg.sync_check_ms;
-        pc.store_root = s->cfg.store_root;
-        pc.store_sql_targets = (int)s->cfg.store_sql_targets;
+        srv_persist_config_fill(s, &pc);
         int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
         if (rc != 0) {
-            srv_log(PC_LOG_ERR, "persistence: %s (%s)", err, pc_store_strerror(rc));
+            srv_log(PC_LOG_ERR, "persistence: %s", err[0] ? err : pc_store_strerror(rc));
             return -1;
         }
         int64_t t0 = pc_mono_ms();

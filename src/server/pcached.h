@@ -187,6 +187,11 @@ const pc_persist_backend *srv_sql_backend(void);
 
 /* master.c */
 int srv_master_run(srv *s);
+/* check.c: pcached --check (every check of the start short of binding and
+ * opening the store; prints the configuration); the exit status */
+int srv_check_run(srv *s, const char *file);
+/* the persistence policy of s->cfg, for pc_persist_open and --check */
+void srv_persist_config_fill(srv *s, pc_persist_config *pc);
 /* instance.c: one instance per pidfile, port and unix socket. Each logs
  * why it refuses (naming the other process's pid when it can be told) and
  * returns -1; 0 when the way is free. */

@@ -36,6 +36,7 @@
 #include "persist_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -185,6 +186,11 @@ static int pp_store_path(const char *url, const pc_persist_backend *be, char *er
         return pp_fail(err, errlen, PC_EURL,
                        "db_url odbc:...: the odbc:// store is not "
                        "available in this build (the host did not link the ODBC exporter)");
+    if (strncmp(url, "lmdb:", 5) == 0 && strncmp(url, "lmdb:///", 8) != 0)
+        return pp_fail(err, errlen, PC_ECONFIG,
+                       "db_url '%.200s': expected lmdb:///absolute/path (an lmdb:// URL takes "
+                       "an absolute path, three slashes; a relative store is a plain path)",
+                       url);
     const char *colon = strstr(url, "://");
     if (colon != NULL && strncmp(url, "lmdb://", 7) != 0) {
         /* only the scheme is shown: the rest may carry user:password@ */
@@ -206,6 +212,62 @@ static int pp_disk_errno(const char *dir)
     if (statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize < (1u << 20))
         return ENOSPC;
     return EIO;
+}
+
+/* For pc_persist_check: what pc_store_open would find at db_url's path
+ * short of creating it. The path, when it exists, is a directory; when it
+ * does not, its parent is an existing directory (the store creates its own
+ * directory, never its parents: systemd's StateDirectory= makes
+ * /var/lib/pcache). Every component is walked, so "a store under a regular
+ * file" names that file. store_root, when given, resolves. */
+static int pp_check_path(const pc_persist_config *cfg, char *err, size_t errlen)
+{
+    const char *path = cfg->db_url;
+    if (strncmp(path, "lmdb://", 7) == 0)
+        path += 7;
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    if (n == 0 || n >= sizeof buf)
+        return pp_fail(err, errlen, PC_ECONFIG, "db_url '%.200s': empty or too long a path",
+                       cfg->db_url);
+    memcpy(buf, path, n);
+    buf[n] = '\0';
+    struct stat st;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && buf[i] != '/')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        int r = stat(buf, &st);
+        int e = errno;
+        bool last = i == n;
+        if (r != 0 && e == ENOENT && last) {
+            buf[i] = c;
+            break; /* the store's own directory: created by the start */
+        }
+        if (r != 0) {
+            int rc = pp_fail(err, errlen, PC_EIO, /* pc_store_open's code for it */
+                             "db_url '%.200s': %s: %s%s", cfg->db_url, buf, strerror(e),
+                             e == ENOENT ? " (the store's parent directory must exist)" : "");
+            return rc;
+        }
+        if (!S_ISDIR(st.st_mode))
+            return pp_fail(err, errlen, PC_ESTORE, /* pc_store_open's code for it */
+                           "db_url '%.200s': %s is not a directory (a store is a directory, "
+                           "in a directory)",
+                           cfg->db_url, buf);
+        buf[i] = c;
+    }
+    if (cfg->store_root != NULL && cfg->store_root[0] != '\0') {
+        char *r = realpath(cfg->store_root, NULL);
+        if (r == NULL)
+            return pp_fail(err, errlen, PC_ECONFIG, "store_root '%.200s': %s", cfg->store_root,
+                           strerror(errno));
+        free(r);
+    }
+    return 0;
 }
 
 /* Before the first write (the boot generation, then loads that prune and
@@ -251,10 +313,13 @@ static int pp_check_store(const char *url, pc_store_config *sc, char *err, size_
     return rc;
 }
 
-int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
-                    size_t errlen)
+/* check_only (pc_persist_check): every check below up to the first one
+ * that opens the store or the SQL backend, then the store's path
+ * (pp_check_path); nothing is created and *out is not written. */
+static int pp_open(pc_cache *c, const pc_persist_config *cfg, int check_only, pc_persist **out,
+                   char *err, size_t errlen)
 {
-    if (c == NULL || cfg == NULL || out == NULL)
+    if (c == NULL || cfg == NULL || (out == NULL && !check_only))
         return PC_EINVAL;
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -293,14 +358,19 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         (rc = pp_items(cfg->journal, pp_journal_item, p, err, errlen)) != 0)
         goto fail;
     p->sql_backend = cfg->sql_backend;
-    if (cfg->sql_backend != NULL && cfg->sql_backend->accepts(cfg->db_url)) {
-        if (cfg->journal != NULL && cfg->journal[0] != '\0') {
-            rc = pp_fail(err, errlen, PC_ECONFIG,
-                         "journal: the write-ahead journal needs an lmdb:// store; "
-                         "db_url is an %s store",
-                         cfg->sql_backend->name);
-            goto fail;
-        }
+    bool sql = cfg->sql_backend != NULL && cfg->sql_backend->accepts(cfg->db_url);
+    if (sql && cfg->journal != NULL && cfg->journal[0] != '\0') {
+        rc = pp_fail(err, errlen, PC_ECONFIG,
+                     "journal: the write-ahead journal needs an lmdb:// store; "
+                     "db_url is an %s store",
+                     cfg->sql_backend->name);
+        goto fail;
+    }
+    if (check_only) {
+        rc = sql ? 0 : pp_check_path(cfg, err, errlen);
+        goto fail; /* closes the scratch handle; rc is the verdict */
+    }
+    if (sql) {
         p->backend = cfg->sql_backend;
         if ((p->db_url = strdup(cfg->db_url)) == NULL) { /* for pc_sync_reopen */
             p->backend = NULL;
@@ -325,7 +395,8 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
         rc = pp_fail(err, errlen, PC_EHEAP, "out of memory");
         goto fail;
     }
-    if ((rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||
+    if ((rc = pp_check_path(cfg, err, errlen)) != 0 || /* as pc_persist_check says it */
+        (rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||
         (rc = pp_check_store(cfg->db_url, &sc, err, errlen)) != 0 ||
         (rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
         goto fail;
@@ -369,6 +440,19 @@ int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out,
 fail:
     pc_persist_close(p);
     return rc;
+}
+
+int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
+                    size_t errlen)
+{
+    return pp_open(c, cfg, 0, out, err, errlen);
+}
+
+int pc_persist_check(pc_cache *c, const pc_persist_config *cfg, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    return pp_open(c, cfg, 1, NULL, err, errlen);
 }
 
 int pc_persist_journal_health(const pc_persist *p, pc_journal_health *out)

@@ -203,18 +203,22 @@ class Config(unittest.TestCase):
     @unittest.skipUnless(os.environ.get("PCACHE_BUILD_DIR"), "needs PCACHE_BUILD_DIR")
     def test_cmake_install(self):
         with tempfile.TemporaryDirectory() as prefix:
-            p = subprocess.run(["cmake", "--install", os.environ["PCACHE_BUILD_DIR"],
-                                "--prefix", prefix, "--component", "Unspecified"],
-                               capture_output=True, text=True, timeout=120)
-            self.assertEqual(p.returncode, 0, p.stderr)
+            for component in ("server", "tools"):
+                p = subprocess.run(["cmake", "--install", os.environ["PCACHE_BUILD_DIR"],
+                                    "--prefix", prefix, "--component", component],
+                                   capture_output=True, text=True, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stderr)
             for f in ("bin/pcached", "bin/pcachectl", "etc/pcache/pcached.conf",
                       "lib/systemd/system/pcached.service"):
                 self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
             unit = open(os.path.join(prefix, "lib/systemd/system/pcached.service")).read()
             self.assertIn("ExecStart=", unit)
             self.assertNotIn("@CMAKE", unit)
+            # the store's parent (/var/lib/pcache) is the unit's StateDirectory:
+            # --check wants it to exist, so the check points db_url elsewhere
             p = subprocess.run([os.path.join(prefix, "bin/pcached"), "-c",
-                                os.path.join(prefix, "etc/pcache/pcached.conf"), "--check"],
+                                os.path.join(prefix, "etc/pcache/pcached.conf"),
+                                "--db_url=lmdb://%s/store" % prefix, "--check"],
                                capture_output=True, text=True, timeout=30)
             self.assertEqual(p.returncode, 0, p.stderr)
 

@@ -156,6 +156,15 @@ void pc_persist_config_init(pc_persist_config *cfg);
 int pc_persist_open(pc_cache *c, const pc_persist_config *cfg, pc_persist **out, char *err,
                     size_t errlen);
 void pc_persist_close(pc_persist *p); /* accepts NULL */
+/* What pc_persist_open checks, short of opening (creating) the store or
+ * connecting to an SQL backend: db_mode, db_url's scheme and form (an
+ * lmdb:// URL takes an absolute path), persist_collections and journal
+ * against the cache's collections (journal modes are set on c's
+ * collections as pc_persist_open would), store_root, and the store's path:
+ * an existing directory, or a missing one in an existing directory (no
+ * component a regular file). Creates nothing. 0, or the error
+ * pc_persist_open would return, named in err. For a host's --check. */
+int pc_persist_check(pc_cache *c, const pc_persist_config *cfg, char *err, size_t errlen);
 /* The journal's health (pcache_journal.h): all zero without a journal. A
  * write a collection refuses (PC_EREFUSED) is refused because of it. */
 int pc_persist_journal_health(const pc_persist *p, pc_journal_health *out);

@@ -1,0 +1,72 @@
+#!/bin/sh
+# test_check: `pcached --check` fails exactly where the start fails on its
+# configuration (the unit's ExecStartPre, docs/pcached.md "--check"). Each
+# case is a configuration the start refuses: --check must exit 2 with a
+# message naming the fault, and the start must fail too (so the case is a
+# real one, not an invented rule). Regression for issue 22: --check said
+# "configuration OK" for bind=localhost, a relative lmdb:// path (whose
+# start error then said perf://), persist_collections naming an undeclared
+# collection, an unknown journal mode, a store under a regular file.
+# A good configuration passes and creates nothing.
+# usage: test_check.sh PCACHED
+set -eu
+pcached=$1
+tmp=$(mktemp -d /tmp/pcache-check.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+: >"$tmp/afile"
+mkdir "$tmp/data"
+base="--port=0 --workers=1 --mem_mb=16"
+
+case_bad() { # "want-substring[|start's substring]" pcached-args...
+    want=${1%%|*}
+    swant=${1#*|}
+    shift
+    rc=0
+    # shellcheck disable=SC2086
+    "$pcached" $base "$@" --check >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" = 2 ] || fail "--check $*: exit $rc, expected 2 ($(cat "$tmp/err"))"
+    grep -qF -- "$want" "$tmp/err" || fail "--check $*: '$(cat "$tmp/err")' lacks '$want'"
+    if grep -q 'perf://' "$tmp/err"; then fail "--check $*: names perf:// ($(cat "$tmp/err"))"; fi
+    rc=0
+    # shellcheck disable=SC2086
+    timeout 20 "$pcached" $base "$@" >"$tmp/start" 2>&1 || rc=$?
+    [ "$rc" != 0 ] && [ "$rc" != 124 ] ||
+        fail "start with $*: exit $rc, but --check refused it ($want)"
+    grep -qF -- "$swant" "$tmp/start" ||
+        fail "start with $*: log lacks '$swant': $(cat "$tmp/start")"
+    if grep -q 'perf://' "$tmp/start"; then fail "start with $*: names perf://"; fi
+    echo "ok: $want"
+}
+
+store="lmdb://$tmp/data/store"
+case_bad "bind: 'localhost' is not an IPv4 address" --bind=localhost
+case_bad "http_bind: 'localhost' is not an IPv4 address" --http_bind=localhost --http_port=1
+case_bad "sync_bind: 'localhost' is not an IPv4 address" --sync_bind=localhost --sync_port=1
+case_bad "expected lmdb:///absolute/path" --db_url=lmdb://rel/store --db_mode=1
+case_bad "persist_collections names 'nope', which is not a declared collection" \
+    --db_url="$store" --persist_collections=nope
+case_bad "journal: 'default=sometimes': the mode must be off, everysec or always" \
+    --db_url="$store" --persist_collections=default --journal=default=sometimes
+case_bad "journal names 'nope', which is not a declared collection" \
+    --db_url="$store" --journal=nope=everysec
+case_bad "$tmp/afile is not a directory" --db_url="lmdb://$tmp/afile/store" --db_mode=1
+case_bad "$tmp/afile is not a directory" --db_url="$tmp/afile" --db_mode=1
+case_bad "$tmp/missing: No such file or directory" --db_url="$tmp/missing/store" --db_mode=1
+case_bad "store_root 'relative-nowhere': No such file or directory" \
+    --db_url="$store" --store_root=relative-nowhere
+case_bad "unix_socket: $tmp/afile/s.sock: $tmp/afile is not a directory|s.sock: Not a directory" \
+    --unix_socket="$tmp/afile/s.sock"
+case_bad "pidfile: $tmp/afile/p.pid: $tmp/afile is not a directory|p.pid: Not a directory" \
+    --pidfile="$tmp/afile/p.pid"
+case_bad "select_collections: 'nope' (db 0) is not a declared collection" \
+    --select_collections=nope
+
+# a good configuration: OK, and the store is not created by --check
+# shellcheck disable=SC2086
+"$pcached" $base --db_url="$store" --db_mode=2 --persist_collections=default \
+    --journal=default=everysec --unix_socket="$tmp/data/p.sock" --check >"$tmp/out" 2>&1 ||
+    fail "good configuration: $(cat "$tmp/out")"
+grep -q "configuration OK" "$tmp/out" || fail "good configuration: no 'configuration OK'"
+[ ! -e "$tmp/data/store" ] || fail "--check created the store"
+echo "check OK"

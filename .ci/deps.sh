@@ -3,6 +3,10 @@
 # one is missing (idempotent; needs root for apt-get).
 set -eu
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
+# pcached's systemd readiness (sd_notify), the man pages (pandoc), the
+# packages' dependencies (dpkg-shlibdeps, in dpkg-dev), the unit's checks
+# (systemd-analyze, in systemd)
+PKGS="$PKGS libsystemd-dev pandoc dpkg-dev fakeroot systemd"
 # The ODBC exporter (odbc/): unixODBC, the three drivers its tests use, and
 # the servers they start privately (tests/support/odbc_servers.sh; no service is
 # enabled or started by these packages' use here).

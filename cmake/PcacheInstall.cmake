@@ -135,6 +135,9 @@ install(CODE "
   include(\"${PROJECT_SOURCE_DIR}/cmake/install_etc.cmake\")
 " COMPONENT server)
 
+# the man pages (cmake/PcacheMan.cmake)
+include(${PROJECT_SOURCE_DIR}/cmake/PcacheMan.cmake)
+
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc
         FILES_MATCHING PATTERN "*.md" PATTERN "man" EXCLUDE)

@@ -25,3 +25,8 @@ set_tests_properties(test_cli PROPERTIES LABELS "install;unit" TIMEOUT 60)
 add_test(NAME test_check COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_check.sh
                                  $<TARGET_FILE:pcached>)
 set_tests_properties(test_check PROPERTIES LABELS "install;server" TIMEOUT 300)
+
+# test_man: the generated man pages render and cover every option, key and
+# verb the programs list (skipped without pandoc)
+add_test(NAME test_man COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_man.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(test_man PROPERTIES LABELS "install;unit" TIMEOUT 60 SKIP_RETURN_CODE 77)

@@ -3,13 +3,23 @@
  * or syslog. One line per message: time, role[pid], level, text. The level
  * is checked before anything is formatted. A process-wide state: each
  * process of the server has exactly one log.
+ *
+ * Under systemd, stderr is a stream to the journal, which the manager says
+ * by JOURNAL_STREAM=<dev>:<inode> of that stream. A line there starts with
+ * its syslog priority, sd-daemon(3)'s "<3>" (ERR), "<4>" (WARN), "<6>"
+ * (INFO), "<7>" (DEBUG), which journald strips and keeps as the entry's
+ * priority, so `journalctl -u pcached -p err` finds the errors. The check
+ * compares the stream with stderr itself: a stderr redirected by the
+ * service's own command line gets no prefix.
  */
 #include "pcached.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,12 +27,25 @@
 static struct {
     int fd;
     int use_syslog;
+    int journal; /* stderr is the journal's stream: lines carry "<N>" */
     int level;
     char path[1024];
     char role[16];
-} lg = {2, 0, PC_LOG_INFO, "", "pcached"};
+} lg = {2, 0, 0, PC_LOG_INFO, "", "pcached"};
 
 static const char *const lvl_names[] = {"ERR", "WARN", "INFO", "DEBUG"};
+
+/* 1 when fd is the stream JOURNAL_STREAM names ("<dev>:<inode>"). */
+static int is_journal_stream(int fd)
+{
+    const char *e = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    char tail;
+    struct stat st;
+    if (e == NULL || sscanf(e, "%llu:%llu%c", &dev, &ino, &tail) != 2 || fstat(fd, &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void srv_log_init(const srv_config *cfg, const char *role)
 {
@@ -35,6 +58,7 @@ void srv_log_init(const srv_config *cfg, const char *role)
     if (lg.use_syslog)
         openlog("pcached", LOG_PID | LOG_NDELAY, LOG_DAEMON);
     srv_log_reopen();
+    lg.journal = !lg.use_syslog && lg.fd == 2 && is_journal_stream(2);
 }
 
 void srv_log_role(const char *role)
@@ -79,9 +103,11 @@ static void log_write(int level, const char *msg)
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, lg.role, (int)getpid(), lvl_names[level], msg);
+    static const char *const prio[] = {"<3>", "<4>", "<6>", "<7>"}; /* sd-daemon(3) */
+    int n = snprintf(line, sizeof line, "%s%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s\n",
+                     lg.journal ? prio[level] : "", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, lg.role,
+                     (int)getpid(), lvl_names[level], msg);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof line) {

@@ -214,7 +214,13 @@ static int setup(srv *s)
         }
         int64_t t0 = pc_mono_ms();
         reply_set_persist(s->persist);
+        if (s->cfg.db_mode >= 1) {
+            char st[300];
+            snprintf(st, sizeof st, "loading the store %.250s", s->cfg.db_url);
+            srv_notify_busy_begin(st);
+        }
         rc = pc_persist_startup(s->persist);
+        srv_notify_busy_end();
         if (rc != 0)
             srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
                     pc_store_strerror(rc));
@@ -299,6 +305,7 @@ static void sup_signal(struct sup *sp, int sig)
     } else if (!sp->stopping) { /* SIGTERM, SIGINT, SIGQUIT: step 1 of the graceful stop */
         sp->stopping = 1;
         srv_log(PC_LOG_INFO, "signal %d: stopping (drain, then the shutdown save)", sig);
+        srv_notify("STOPPING=1\nSTATUS=stopping: draining the workers");
         for (unsigned i = 0; i < s->cfg.workers; i++) {
             close(s->listen_fds[i]);
             s->listen_fds[i] = -1;
@@ -390,6 +397,7 @@ int srv_master_run(srv *s)
         srv_log(PC_LOG_INFO, "sync: node %s, notices on UDP %s:%u, %u peer(s), poll every %u ms",
                 s->node_id, s->cfg.sync_bind, s->cfg.sync_port, s->npeers, s->cfg.sync_poll_ms);
 
+    srv_notify("READY=1\nSTATUS=serving RESP on %s:%u", s->cfg.bind, s->bound_port);
     struct sup sp;
     memset(&sp, 0, sizeof sp);
     sp.s = s;
@@ -413,7 +421,10 @@ int srv_master_run(srv *s)
     int rc = 0;
     if (s->persist != NULL) {
         int64_t t0 = pc_mono_ms();
+        srv_notify_busy_begin(s->cfg.db_mode == 2 ? "stopping: the shutdown save"
+                                                  : "stopping: flushing the journal");
         int prc = pc_persist_shutdown(s->persist);
+        srv_notify_busy_end();
         if (prc != 0) {
             srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_store_strerror(prc));
             rc = 1;

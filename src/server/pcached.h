@@ -103,6 +103,13 @@ void srv_config_print(const srv_config *cfg, FILE *f);
 const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name, char *buf,
                            size_t cap);
 unsigned srv_config_count(void);
+/* config_alias.c: Redis's name for a key (logfile -> log_file...). 1 with
+ * *key and the value in pcached's words in vbuf; 0 when name is not one;
+ * -1 (err) for a Redis key pcached names differently (databases, save...). */
+int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf,
+                     size_t vcap, char *err, size_t errlen);
+unsigned srv_config_alias_count(void);
+const char *srv_config_alias_at(unsigned i, const char **key); /* Redis's name; NULL past end */
 int srv_log_level_parse(const char *s);
 
 /* ---- logging (log.c) ---------------------------------------------------------- */
@@ -187,6 +194,12 @@ const pc_persist_backend *srv_sql_backend(void);
 
 /* master.c */
 int srv_master_run(srv *s);
+/* notify.c: systemd readiness and status (sd_notify; no-ops without
+ * NOTIFY_SOCKET); master only. srv_notify("READY=1") etc.; busy_begin sets
+ * STATUS= and keeps extending the manager's timeout until busy_end. */
+void srv_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void srv_notify_busy_begin(const char *status);
+void srv_notify_busy_end(void);
 /* check.c: pcached --check (every check of the start short of binding and
  * opening the store; prints the configuration); the exit status */
 int srv_check_run(srv *s, const char *file);

@@ -32,6 +32,12 @@ for f in usr/bin/pcached usr/bin/pcachectl usr/bin/pcache-snapshot etc/pcache/pc
          usr/share/doc/pcache/README.md; do
     [ -e "$r/$f" ] || fail "$f not installed"
 done
+if [ -d "$build/man" ]; then # built with pandoc (cmake/PcacheMan.cmake)
+    for f in man8/pcached.8.gz man5/pcached.conf.5.gz man1/pcachectl.1.gz \
+             man1/pcache-snapshot.1.gz; do
+        [ -e "$r/usr/share/man/$f" ] || fail "man page $f not installed"
+    done
+fi
 [ ! -e "$r/usr/etc" ] || fail "prefix /usr installed something under /usr/etc"
 libdir=$(dirname "$(find "$r/usr/lib" -name 'libpcache.so.0' | head -1)")
 [ -n "$libdir" ] || fail "no libpcache.so.0"
@@ -49,14 +55,25 @@ grep -q "^prefix=/usr$" "$libdir/pkgconfig/pcache.pc" || fail "pcache.pc: prefix
 unit="$r/usr/lib/systemd/system/pcached.service"
 grep -q '^ExecStart=/usr/bin/pcached -c /etc/pcache/pcached.conf$' "$unit" ||
     fail "unit: ExecStart does not name the installed paths: $(grep ExecStart= "$unit")"
-if grep -q '@' "$unit"; then fail "unit: an unreplaced @VAR@"; fi
+if grep -q '@[A-Z_]*@' "$unit"; then fail "unit: an unreplaced @VAR@"; fi
 if command -v systemd-analyze >/dev/null 2>&1; then
     # verify resolves ExecStart= on the host: point it at the staged binary
     sed "s|/usr/bin/pcached|$r/usr/bin/pcached|g; s|/etc/pcache|$r/etc/pcache|g" "$unit" \
         >"$tmp/pcached.service"
-    systemd-analyze verify "$tmp/pcached.service" >"$tmp/verify.log" 2>&1 ||
+    # (its Documentation=man: pages are the staged ones)
+    MANPATH="$r/usr/share/man" systemd-analyze verify "$tmp/pcached.service" \
+        >"$tmp/verify.log" 2>&1 ||
         { cat "$tmp/verify.log"; fail "systemd-analyze verify"; }
+    # the hardening: exposure 3.0 or lower (Debian's redis unit: about 4)
+    score=$(systemd-analyze security --offline=yes "$unit" 2>/dev/null |
+        sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+    [ -n "$score" ] || fail "systemd-analyze security gave no exposure level"
+    awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }' || fail "unit exposure $score > 3.0"
+    echo "systemd-analyze security --offline=yes: exposure $score"
 fi
+for k in Type=notify Restart=on-failure NotifyAccess=main; do
+    grep -q "^$k\$" "$unit" || fail "unit: no $k"
+done
 
 # 2. another prefix
 DESTDIR="$tmp/opt" cmake --install "$build" --prefix /opt/pcache --component server \

@@ -129,6 +129,29 @@ static const srv_key *cfg_find(const char *name)
     return NULL;
 }
 
+/* name's key, or Redis's name for it (config_alias.c): *value is then
+ * the value in pcached's words (in vbuf). NULL with err set when neither. */
+static const srv_key *cfg_lookup(const char *name, const char **value, char *vbuf, size_t vcap,
+                                 const char *where, char *err, size_t errlen)
+{
+    const srv_key *k = cfg_find(name);
+    if (k != NULL)
+        return k;
+    const char *key;
+    char aerr[400];
+    int rc = srv_config_alias(name, *value, &key, vbuf, vcap, aerr, sizeof aerr);
+    if (rc < 0) {
+        cfg_err(err, errlen, "%s: %s", where, aerr);
+        return NULL;
+    }
+    if (rc == 0 || (k = cfg_find(key)) == NULL) {
+        cfg_err(err, errlen, "%s: unknown key '%.100s'", where, name);
+        return NULL;
+    }
+    *value = vbuf;
+    return k;
+}
+
 static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const char *where,
                      char *err, size_t errlen)
 {
@@ -171,9 +194,10 @@ void srv_config_defaults(srv_config *cfg)
 int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
                    char *err, size_t errlen)
 {
-    const srv_key *k = cfg_find(key);
+    char vbuf[4100];
+    const srv_key *k = cfg_lookup(key, &value, vbuf, sizeof vbuf, where, err, errlen);
     if (k == NULL)
-        return cfg_err(err, errlen, "%s: unknown key '%.100s'", where, key);
+        return -1;
     return cfg_apply(cfg, k, value, where, err, errlen);
 }
 
@@ -237,18 +261,23 @@ int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_
         }
         *eq = '\0';
         char *key = trim(s), *val = trim(eq + 1);
-        const srv_key *k = cfg_find(key);
         char where[1200];
         snprintf(where, sizeof where, "%s:%u", path, lineno);
+        char vbuf[4100];
+        const char *value = val;
+        const srv_key *k = cfg_lookup(key, &value, vbuf, sizeof vbuf, where, err, errlen);
         if (k == NULL) {
-            rc = cfg_err(err, errlen, "%s: unknown key '%.100s'", where, key);
+            rc = -1;
             break;
         }
         if (seen[k - srv_keys]++) {
-            rc = cfg_err(err, errlen, "%s: %s: given twice", where, key);
+            rc = cfg_err(err, errlen, "%s: %s%s%s%s: given twice", where, key,
+                         strcmp(key, k->name) != 0 ? " (" : "",
+                         strcmp(key, k->name) != 0 ? k->name : "",
+                         strcmp(key, k->name) != 0 ? ")" : "");
             break;
         }
-        if ((rc = cfg_apply(cfg, k, val, where, err, errlen)) != 0)
+        if ((rc = cfg_apply(cfg, k, value, where, err, errlen)) != 0)
             break;
     }
     if (rc == 0 && ferror(f))

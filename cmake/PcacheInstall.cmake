@@ -138,6 +138,10 @@ install(CODE "
 # the man pages (cmake/PcacheMan.cmake)
 include(${PROJECT_SOURCE_DIR}/cmake/PcacheMan.cmake)
 
+# the pcache user for systemd-sysusers (an image built with dpkg --root)
+install(FILES packaging/debian/pcache.sysusers DESTINATION lib/sysusers.d
+        RENAME pcache.conf COMPONENT server)
+
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc
         FILES_MATCHING PATTERN "*.md" PATTERN "man" EXCLUDE)

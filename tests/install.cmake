@@ -30,3 +30,11 @@ set_tests_properties(test_check PROPERTIES LABELS "install;server" TIMEOUT 300)
 # verb the programs list (skipped without pandoc)
 add_test(NAME test_man COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_man.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(test_man PROPERTIES LABELS "install;unit" TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# test_packages: cpack's .deb packages, dpkg --root into a scratch root (the
+# maintainer scripts with DPKG_ROOT), the installed pcached started with the
+# installed configuration, purge. Minutes: label install only.
+add_test(NAME test_packages COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/test_packages.sh
+                                    ${PROJECT_BINARY_DIR} ${pc_install_mode})
+set_tests_properties(test_packages PROPERTIES LABELS install TIMEOUT 900 SKIP_RETURN_CODE 77
+                                              RUN_SERIAL TRUE)

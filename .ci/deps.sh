@@ -1,7 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages the build and the test suite need, only when
 # one is missing (idempotent; needs root for apt-get).
+#   .ci/deps.sh       everything: the build, the tests, their database servers
+#   .ci/deps.sh run   only what scripts/run.sh needs: the compilers and the
+#                     libraries pcached, pcachectl and pcache-snapshot are
+#                     built from (no test framework, no database server)
 set -eu
+RUN_PKGS="build-essential cmake pkg-config libxxhash-dev liblmdb-dev libzstd-dev libsystemd-dev"
+RUN_PKGS="$RUN_PKGS unixodbc-dev"
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
 # pcached's systemd readiness (sd_notify), the man pages (pandoc), the
 # packages' dependencies (dpkg-shlibdeps, in dpkg-dev), the unit's checks
@@ -19,6 +25,9 @@ PKGS="$PKGS redis-tools redis-server python3-redis"
 # runtime libraries (libFuzzer, the sanitizers).
 if [ "${PCACHE_CI_FUZZ_SECONDS:-0}" != 0 ]; then
     PKGS="$PKGS clang libclang-rt-14-dev"
+fi
+if [ "${1:-}" = run ]; then
+    PKGS=$RUN_PKGS
 fi
 missing=""
 for p in $PKGS; do

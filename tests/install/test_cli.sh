@@ -66,4 +66,13 @@ fi
 "$ctl" --help | grep -qF "(default $sock)" || fail "pcachectl --help does not name $sock"
 "$ctl" --help | grep -q 'pcached\.sock' || fail "pcachectl --help: no example socket"
 if "$ctl" --help | grep -q '/run/pcached/'; then fail "pcachectl --help: /run/pcached/ example"; fi
+# the run command installs what pcached needs, not database servers nor
+# the test framework (issue 22: it installed PostgreSQL and MariaDB)
+run_pkgs=$(sed -n 's/^RUN_PKGS="\(.*\)"$/\1/p' "$src/.ci/deps.sh" | tr '\n' ' ')
+[ -n "$run_pkgs" ] || fail ".ci/deps.sh has no RUN_PKGS"
+for p in postgresql mariadb-server redis-server libcmocka-dev odbc-postgresql; do
+    case " $run_pkgs " in *" $p "*) fail "the run set installs $p" ;; esac
+done
+grep -q '\.ci/deps\.sh" run' "$src/scripts/run.sh" || fail "scripts/run.sh does not use the run set"
+grep -q 'pcache-snapshot' "$src/scripts/run.sh" || fail "scripts/run.sh does not build pcache-snapshot"
 echo "cli OK"

@@ -54,8 +54,9 @@ static int check_addr(const char *key, const char *addr, char *err, size_t errle
     struct in_addr a;
     if (inet_pton(AF_INET, addr, &a) == 1)
         return 0;
-    snprintf(err, errlen, "%s: '%.100s' is not an IPv4 address (a name such as localhost is not "
-                          "resolved: write 127.0.0.1)",
+    snprintf(err, errlen,
+             "%s: '%.100s' is not an IPv4 address (a name such as localhost is not "
+             "resolved: write 127.0.0.1)",
              key, addr);
     return -1;
 }

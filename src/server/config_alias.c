@@ -45,8 +45,8 @@ static const struct {
     {"daemonize", "pcached runs in the foreground (systemd Type=notify); no daemonize"},
 };
 
-int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf,
-                     size_t vcap, char *err, size_t errlen)
+int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf, size_t vcap,
+                     char *err, size_t errlen)
 {
     for (size_t i = 0; i < sizeof srv_not_aliases / sizeof srv_not_aliases[0]; i++)
         if (strcmp(name, srv_not_aliases[i].redis) == 0) {

@@ -106,8 +106,8 @@ static void log_write(int level, const char *msg)
     static const char *const prio[] = {"<3>", "<4>", "<6>", "<7>"}; /* sd-daemon(3) */
     int n = snprintf(line, sizeof line, "%s%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s\n",
                      lg.journal ? prio[level] : "", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, lg.role,
-                     (int)getpid(), lvl_names[level], msg);
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, lg.role, (int)getpid(),
+                     lvl_names[level], msg);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof line) {

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pcached [-c FILE] [--check] [--KEY=VALUE]...\n"

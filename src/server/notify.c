@@ -85,8 +85,9 @@ void srv_notify_busy_begin(const char *status)
         return;
     nb.stop = 0;
     if (pthread_create(&nb.thread, NULL, beat, NULL) != 0) {
-        srv_log(PC_LOG_WARN, "sd_notify keepalive: cannot start its thread: the manager's "
-                             "timeout applies to '%s'",
+        srv_log(PC_LOG_WARN,
+                "sd_notify keepalive: cannot start its thread: the manager's "
+                "timeout applies to '%s'",
                 status);
         return;
     }

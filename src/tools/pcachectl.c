@@ -34,8 +34,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: pcachectl [-s SOCKET | [-H HOST] -p PORT] METHOD [ARG | NAME=VALUE]...\n"
             "Calls one pcached management command over JSON-RPC and prints its result.\n"
-            "  -s, --socket SOCKET  pcached's unix_socket (default " PCACHECTL_DEFAULT_SOCKET
-            ")\n"
+            "  -s, --socket SOCKET  pcached's unix_socket (default " PCACHECTL_DEFAULT_SOCKET ")\n"
             "  -H, --host HOST      IPv4 address of pcached's http_bind (default 127.0.0.1)\n"
             "  -p, --port PORT      pcached's http_port (1-65535): JSON-RPC over TCP\n"
             "  -h, --help           this text\n"

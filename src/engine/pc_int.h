@@ -44,6 +44,12 @@
  *      at once. The maintenance lock may be held around both.
  *      Checked: pc_bucket_lock and pc_chain_lock (no chain lock held),
  *      pc_maintain (no bucket or chain lock held).
+ *  I8  More than one bucket lock is held only by a transaction's commit or
+ *      a split, taken in ascending (collection index, bucket index) order
+ *      (a split: its bucket, then the higher one it creates), with no chain
+ *      lock held meanwhile; so no cycle of waits can form.
+ *      Checked: pc_txn_commit (its lock set is sorted and unique, and it
+ *      holds no lock when it starts taking them).
  */
 #ifndef PC_INT_H
 #define PC_INT_H

@@ -765,7 +765,9 @@ int pc_txn_commit(pc_txn *t)
         if (u == 0 || tx_lock_cmp(&locks[u - 1], &locks[i]) != 0)
             locks[u++] = locks[i];
     nl = u;
+    PC_ASSERT(c, I8, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     for (unsigned i = 0; i < nl; i++) {
+        PC_ASSERT(c, I8, i == 0 || tx_lock_cmp(&locks[i - 1], &locks[i]) < 0);
         locks[i].b = pc_bucket_at(locks[i].coll, locks[i].idx);
         pc_bucket_lock(locks[i].coll, locks[i].b, locks[i].idx);
     }

@@ -44,7 +44,8 @@ struct pc_txn_ent {
     uint64_t h;
     unsigned char *key; /* heap copy, klen bytes (one more allocated) */
     size_t klen;
-    bool watch; /* made by pc_txn_watch: kept by pc_txn_reset */
+    bool watch;  /* made by pc_txn_watch: kept by pc_txn_reset */
+    bool loaded; /* oval holds the value (a watch copies none until read) */
     /* the observation */
     uint64_t idx;  /* bucket the key routed to */
     uint32_t ver;  /* that bucket's even version */
@@ -212,9 +213,26 @@ static bool tx_live(int64_t exp, int64_t now)
     return exp == 0 || exp > now;
 }
 
-/* The entry of key in t, observed now if t has none (PC_EHEAP). */
-static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
-                    struct pc_txn_ent **out)
+/* Copies the value of e's key into e (a watch's entry, observed without
+ * it). What the lookup sees may be newer than the observation: then the
+ * commit fails anyway (it compares the table with the observation), so the
+ * view may use it. */
+static int tx_load(struct pc_txn_ent *e)
+{
+    struct tx_obs o;
+    int rc = tx_lookup(e->coll, e->h, e->key, e->klen, &o, &e->oval, &e->ocap);
+    if (rc != 0)
+        return rc;
+    e->oflags = o.flags;
+    e->olen = o.vlen;
+    e->loaded = true;
+    return 0;
+}
+
+/* The entry of key in t, observed now if t has none (PC_EHEAP); with
+ * want_value, its value loaded. */
+static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bool want_value,
+                      struct pc_txn_ent **out)
 {
     if (coll->c != t->c)
         return PC_EINVAL;
@@ -223,8 +241,10 @@ static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
         struct pc_txn_ent *e = &t->e[i];
         if (e->h == h && e->coll == coll && e->klen == klen &&
             (klen == 0 || memcmp(e->key, key, klen) == 0)) {
-            *out = e;
-            return 0;
+            int rc = want_value && !e->loaded ? tx_load(e) : 0;
+            if (rc == 0)
+                *out = e;
+            return rc;
         }
     }
     if (t->n == t->cap) {
@@ -245,7 +265,8 @@ static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
     if (klen > 0)
         memcpy(e->key, key, klen);
     struct tx_obs o;
-    int rc = tx_lookup(coll, h, key, klen, &o, &e->oval, &e->ocap);
+    int rc = tx_lookup(coll, h, key, klen, &o, want_value ? &e->oval : NULL,
+                       want_value ? &e->ocap : NULL);
     if (rc != 0) {
         free(e->key);
         free(e->oval);
@@ -258,7 +279,8 @@ static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
     e->rexp = o.exp;
     e->rlive = o.rec != 0 && tx_live(o.exp, now);
     e->oflags = o.flags;
-    e->olen = o.vlen;
+    e->olen = want_value ? o.vlen : 0;
+    e->loaded = want_value;
     PC_STAT_ADD(coll, reads, 1);
     if (e->rlive)
         PC_STAT_ADD(coll, hits, 1);
@@ -267,6 +289,12 @@ static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
     t->n++;
     *out = e;
     return 0;
+}
+
+static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
+                    struct pc_txn_ent **out)
+{
+    return tx_entry_v(t, coll, key, klen, true, out);
 }
 
 /* The transaction's view of an entry: whether the key is live, and its
@@ -578,7 +606,7 @@ int pc_txn_watch(pc_txn *t, pc_coll *coll, const void *key, size_t klen)
         return PC_ETOOBIG;
     int rc = pc_enter(t->c);
     struct pc_txn_ent *e;
-    if (rc == 0 && (rc = tx_entry(t, coll, key, klen, &e)) == 0)
+    if (rc == 0 && (rc = tx_entry_v(t, coll, key, klen, false, &e)) == 0)
         e->watch = true;
     return rc;
 }

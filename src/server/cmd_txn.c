@@ -36,8 +36,8 @@
 #include <strings.h>
 #include <time.h>
 
-#define TXN_MAX_CMDS 100000u            /* queued commands per MULTI */
-#define TXN_MAX_BYTES (64u * 1024 * 1024) /* bytes of queued arguments per MULTI */
+#define TXN_MAX_CMDS 100000u              /* queued commands per MULTI, watched keys */
+#define TXN_MAX_BYTES (64u * 1024 * 1024) /* bytes of queued arguments, of watched keys */
 #define TXN_MAX_ATTEMPTS 1000u          /* EXEC runs before it gives up on conflicts */
 
 /* One queued command: one allocation holding argl[argc], argv[argc] and
@@ -53,6 +53,7 @@ struct srv_txn {
     int dirty;   /* a command was refused while queued: EXEC answers EXECABORT */
     int running; /* EXEC is running the queue */
     unsigned nwatch;
+    size_t wbytes; /* bytes of the watched keys */
     pc_txn *t; /* the watches, then the EXEC's work; NULL until needed */
     struct txq *q;
     unsigned nq, qcap;
@@ -103,6 +104,7 @@ static void txn_end(struct srv_txn *x)
     txn_drop_queue(x);
     x->multi = x->dirty = 0;
     x->nwatch = 0;
+    x->wbytes = 0;
     pc_txn_clear(x->t);
 }
 
@@ -239,12 +241,18 @@ static void cmd_watch(srv_worker *w, conn *c, unsigned argc, const char **argv, 
     for (unsigned i = 1; i < argc; i++) {
         if (argl[i] > PC_KEY_MAX)
             continue; /* no key that long can exist, nor be written */
+        if (x->nwatch >= TXN_MAX_CMDS || argl[i] > TXN_MAX_BYTES - x->wbytes) {
+            reply_error(c, "ERR too many watched keys (at most %u keys and %u bytes)",
+                        TXN_MAX_CMDS, TXN_MAX_BYTES);
+            return;
+        }
         int rc = pc_txn_watch(x->t, c->coll, argv[i], argl[i]);
         if (rc != 0) {
             reply_pc_error(c, rc);
             return;
         }
         x->nwatch++;
+        x->wbytes += argl[i];
     }
     reply_ok(c);
 }
@@ -257,6 +265,7 @@ static void cmd_unwatch(srv_worker *w, conn *c, unsigned argc, const char **argv
     /* inside EXEC the watches were already checked: nothing to drop */
     if (x != NULL && !x->running) {
         x->nwatch = 0;
+        x->wbytes = 0;
         pc_txn_clear(x->t);
     }
     reply_ok(c);

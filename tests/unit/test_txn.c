@@ -179,6 +179,32 @@ static void conflict_on_the_same_bucket(void **state)
     check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
 }
 
+/* A watch copies no value; a read through the transaction loads it, and a
+ * change since the watch still fails the commit. */
+static void watch_then_read(void **state)
+{
+    struct fx *f = *state;
+    check_rc(pc_set(f->a, S("w"), S("one"), 0, 0), PC_OK);
+    check_rc(pc_txn_watch(f->t, f->a, S("w")), PC_OK);
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    expect_val(f->a, "w", "one");
+    check_rc(pc_set(f->a, S("w"), S("two"), 0, 0), PC_OK);
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_OK);
+    expect_val(f->a, "w", "two");
+    check_rc(pc_txn_watch(f->t, f->a, S("w")), PC_OK);
+    check_rc(pc_set(f->a, S("w"), S("theirs"), 0, 0), PC_OK);
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    expect_val(f->a, "w", "theirs");
+    check_rc(pc_set(f->a, S("w"), S("mine"), 0, 0), PC_OK);
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    pc_txn_reset(f->t); /* the watch stays, as it was observed */
+    check_rc(pc_txn_validate(f->t), PC_ECONFLICT);
+    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    expect_val(f->a, "w", "theirs");
+}
+
 /* Changes that leave the version alone are still seen: the TTL-only
  * refresh and pc_expire without a hook; and a key lapsing. */
 static void conflict_on_expiry_changes(void **state)
@@ -492,6 +518,7 @@ int main(void)
         T(conflict_on_a_changed_key),
         T(conflict_on_a_created_key),
         T(conflict_on_the_same_bucket),
+        T(watch_then_read),
         T(conflict_on_expiry_changes),
         T(conflict_on_a_split),
         T(several_collections),

@@ -494,10 +494,12 @@ void pc_txn_free(pc_txn *t);
  * back to the table). One transaction is bound at a time; binding another
  * replaces it. PC_EINVAL when t belongs to another cache. */
 int pc_txn_bind(pc_cache *c, pc_txn *t);
-/* Observes key as pc_txn's reads do, with no value wanted by the caller:
- * the key is checked at commit (and by pc_txn_validate) like a read one,
- * and survives pc_txn_reset (Redis's WATCH). PC_EINVAL, PC_ETOOBIG,
- * PC_EHEAP. */
+/* Observes key as pc_txn's reads do, without copying its value (that
+ * waits for a read through t): the key is checked at commit (and by
+ * pc_txn_validate) like a read one, and survives pc_txn_reset (Redis's
+ * WATCH). A transaction holds the bytes of every key it touched (and the
+ * values it read or staged) until reset: its caller bounds how many.
+ * PC_EINVAL, PC_ETOOBIG, PC_EHEAP. */
 int pc_txn_watch(pc_txn *t, pc_coll *coll, const void *key, size_t klen);
 /* Whether every key t observed is still as observed, checked lock-free
  * now: 0, or PC_ECONFLICT. Cheap; a later commit checks again. */

@@ -859,9 +859,13 @@ int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts)
         return PC_EINVAL;
     if (max_attempts == 0)
         max_attempts = 100;
-    pc_txn *t;
-    int rc = pc_txn_begin(c, &t);
+    int rc = pc_enter(c);
     if (rc != 0)
+        return rc;
+    if (c->txn != NULL) /* inside a bound transaction: join it */
+        return fn(ctx);
+    pc_txn *t;
+    if ((rc = pc_txn_begin(c, &t)) != 0)
         return rc;
     pc_txn *prev = c->txn;
     for (unsigned a = 0; a < max_attempts; a++) {

@@ -1,6 +1,5 @@
 /*
- * cmd_txn.c - MULTI, EXEC, DISCARD, WATCH, UNWATCH, and the refusal of
- * scripting (EVAL, EVALSHA, SCRIPT, FCALL), with Redis 7's replies
+ * cmd_txn.c - MULTI, EXEC, DISCARD, WATCH, UNWATCH, with Redis 7's replies
  * (docs/pcached.md, "Transactions").
  *
  * A connection's transaction state (struct srv_txn) is made by its first
@@ -344,27 +343,11 @@ static void cmd_exec(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     txn_end(x);
 }
 
-/* Scripting is out of scope (docs/pcached.md, "Scripting"). */
-static void cmd_script_refused(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                               const size_t *argl)
-{
-    (void)w, (void)argc, (void)argv, (void)argl;
-    reply_error(c, "ERR scripting is not supported by pcached (EVAL, EVALSHA, SCRIPT and FCALL "
-                   "are refused); use MULTI/EXEC with WATCH for atomic updates");
-}
-
 const cmd_def cmd_txn_table[] = {
     {"MULTI", 1, CMD_FAST, cmd_multi, 0, 0, 0},
     {"EXEC", 1, 0, cmd_exec, 0, 0, 0},
     {"DISCARD", 1, CMD_FAST, cmd_discard, 0, 0, 0},
     {"WATCH", -2, CMD_FAST, cmd_watch, 1, -1, 1},
     {"UNWATCH", 1, CMD_FAST, cmd_unwatch, 0, 0, 0},
-    {"EVAL", -3, 0, cmd_script_refused, 0, 0, 0},
-    {"EVALSHA", -3, 0, cmd_script_refused, 0, 0, 0},
-    {"EVAL_RO", -3, 0, cmd_script_refused, 0, 0, 0},
-    {"EVALSHA_RO", -3, 0, cmd_script_refused, 0, 0, 0},
-    {"SCRIPT", -2, 0, cmd_script_refused, 0, 0, 0},
-    {"FCALL", -3, 0, cmd_script_refused, 0, 0, 0},
-    {"FCALL_RO", -3, 0, cmd_script_refused, 0, 0, 0},
 };
 const unsigned cmd_txn_count = sizeof cmd_txn_table / sizeof cmd_txn_table[0];

@@ -115,8 +115,10 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table, cmd_server_table, cmd_txn_table};
-    unsigned counts[] = {cmd_string_count, cmd_keys_count, cmd_server_count, cmd_txn_count};
+    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table, cmd_server_table, cmd_txn_table,
+                             cmd_script_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count, cmd_server_count, cmd_txn_count,
+                         cmd_script_count};
     for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];

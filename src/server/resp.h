@@ -186,9 +186,11 @@ extern const unsigned cmd_keys_count;
 extern const cmd_def cmd_server_table[];
 extern const unsigned cmd_server_count;
 
-/* cmd_txn.c: MULTI EXEC DISCARD WATCH UNWATCH, and scripting refused */
+/* cmd_txn.c: MULTI EXEC DISCARD WATCH UNWATCH; cmd_script.c: EVAL & co */
 extern const cmd_def cmd_txn_table[];
 extern const unsigned cmd_txn_count;
+extern const cmd_def cmd_script_table[];
+extern const unsigned cmd_script_count;
 /* Inside MULTI: queues the command named name (upper case; its checks
  * passed) or refuses it, replying either way, and returns 1; returns 0 when
  * it is to run now (not in MULTI, running inside EXEC, or one of MULTI EXEC

@@ -5,7 +5,8 @@ transactional and plain pipelines, transaction() with WATCH retries,
 concurrent WATCH/MULTI increments across several workers giving the exact
 total, isolation seen by a concurrent reader, the rule for commands with
 no fixed key set, several collections in one EXEC, the journal keeping an
-EXEC's writes across kill -9, and scripting refused (redis-py's Lock)."""
+EXEC's writes across kill -9, redis-py's Lock (its three scripts run
+natively) and every other script refused."""
 import multiprocessing
 import os
 import shutil
@@ -228,23 +229,55 @@ class RedisPy(unittest.TestCase):
                 p.execute()
         self.assertEqual(self.r.get("w"), b"2")
 
-    def test_lock_acquire_then_release_refused_clearly(self):
+    def test_lock_acquire_extend_reacquire_release(self):
         lock = self.r.lock("res", timeout=10)
         self.assertTrue(lock.acquire(blocking=False))
+        other = self.r.lock("res", timeout=10)
+        self.assertFalse(other.acquire(blocking=False))
+        self.assertTrue(lock.extend(20))  # adds to the TTL: 10 s + 20 s
+        self.assertTrue(25000 < self.r.pttl("res") <= 30000)
+        self.assertTrue(lock.extend(5, replace_ttl=True))
+        self.assertTrue(4000 < self.r.pttl("res") <= 5000)
+        self.assertTrue(lock.reacquire())  # back to its timeout
+        self.assertTrue(9000 < self.r.pttl("res") <= 10000)
+        other.local.token = b"not-the-owner"
+        with self.assertRaises(redis.exceptions.LockNotOwnedError):
+            other.release()
         self.assertIsNotNone(self.r.get("res"))
-        self.assertFalse(self.r.lock("res", timeout=10).acquire(blocking=False))
-        with self.assertRaises(redis.ResponseError) as cm:
-            lock.release()
-        self.assertIn("scripting is not supported", str(cm.exception))
+        lock.release()
+        self.assertIsNone(self.r.get("res"))
+        with self.assertRaises(redis.exceptions.LockError):
+            lock.release()  # no token any more
+        with self.r.lock("res2", timeout=5, blocking_timeout=2):
+            self.assertIsNotNone(self.r.get("res2"))
+        self.assertIsNone(self.r.get("res2"))
 
-    def test_scripting_refused(self):
-        for args in (("EVAL", "return 1", 0), ("EVALSHA", "ab" * 20, 0),
-                     ("SCRIPT", "LOAD", "return 1"), ("FCALL", "f", 0)):
+    def test_lock_scripts_inside_exec(self):
+        lock = self.r.lock("res", timeout=10)
+        self.assertTrue(lock.acquire(blocking=False))
+        p = self.r.pipeline()
+        p.execute_command("EVALSHA", "c3f8721cbb97f72bc19e972846bd7aaf91901658", 1, "res",
+                          lock.local.token)
+        p.exists("res")
+        self.assertEqual(p.execute(), [1, 0])
+
+    def test_other_scripts_refused(self):
+        msg = ("scripting is not supported by pcached (EVAL, EVALSHA, SCRIPT and FCALL run "
+               "only the scripts of redis-py's Lock); use MULTI/EXEC with WATCH for atomic "
+               "updates")
+        for args in (("EVAL", "return 1", 0), ("SCRIPT", "LOAD", "return 1"),
+                     ("FCALL", "f", 0), ("EVAL_RO", "return 1", 0), ("SCRIPT", "KILL")):
             with self.assertRaises(redis.ResponseError) as cm:
                 self.r.execute_command(*args)
-            self.assertEqual(str(cm.exception),
-                             "scripting is not supported by pcached (EVAL, EVALSHA, SCRIPT and "
-                             "FCALL are refused); use MULTI/EXEC with WATCH for atomic updates")
+            self.assertEqual(str(cm.exception), msg)
+        with self.assertRaises(redis.exceptions.NoScriptError):
+            self.r.evalsha("ab" * 20, 0)
+        script = self.r.register_script("return redis.call('get', KEYS[1])")
+        with self.assertRaises(redis.ResponseError) as cm:
+            script(keys=["k"])
+        self.assertEqual(str(cm.exception), msg)
+        self.assertEqual(self.r.script_exists("c3f8721cbb97f72bc19e972846bd7aaf91901658",
+                                              "ab" * 20), [True, False])
 
 
 class UnknownKeySet(unittest.TestCase):

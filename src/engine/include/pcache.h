@@ -528,7 +528,9 @@ int pc_txn_commit(pc_txn *t);
  * commits; on PC_ECONFLICT resets and goes again, up to max_attempts (0 =
  * 100). A non-zero result of fn stops without committing and is returned.
  * PC_ECONFLICT when every attempt conflicted. fn runs once per attempt,
- * so any output it produces must be redone (or undone) per attempt. */
+ * so any output it produces must be redone (or undone) per attempt. Called
+ * while a transaction is bound (a command running inside an EXEC), it joins
+ * that one: fn runs once, through it, and nothing is committed here. */
 typedef int (*pc_txn_fn)(void *ctx);
 int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts);
 

@@ -107,6 +107,12 @@ static void txn_end(struct srv_txn *x)
     pc_txn_clear(x->t);
 }
 
+void cmd_txn_reset_conn(conn *c)
+{
+    if (c->txn != NULL && !c->txn->running)
+        txn_end(c->txn);
+}
+
 void cmd_txn_conn_free(conn *c)
 {
     struct srv_txn *x = c->txn;

@@ -200,6 +200,9 @@ int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const
 /* A command was answered with a queue-time error: inside MULTI, the
  * transaction's EXEC will answer EXECABORT. */
 void cmd_txn_flag(conn *c);
+/* Leaves MULTI (the queue dropped) and drops the watches, as DISCARD plus
+ * UNWATCH do without a reply (for RESET). */
+void cmd_txn_reset_conn(conn *c);
 /* Frees c's transaction state (at connection close). */
 void cmd_txn_conn_free(conn *c);
 

@@ -72,7 +72,70 @@ struct pc_txn {
     struct pc_txn_ent *e;
     unsigned n, cap;
     unsigned writes;
+    /* the entries by key hash: open addressing, entry index + 1 (0 =
+     * free), at most half full; NULL (after a failed allocation) means a
+     * linear search, so a key is found in O(1) whatever a transaction holds */
+    uint32_t *slots;
+    unsigned mask;
 };
+
+/* Rebuilds the index of t's n entries; on no memory, drops it. */
+static void tx_index_rebuild(pc_txn *t)
+{
+    free(t->slots);
+    t->slots = NULL;
+    t->mask = 0;
+    if (t->n == 0)
+        return;
+    size_t size = 16;
+    while (size < 2 * (size_t)t->n)
+        size *= 2;
+    if ((t->slots = calloc(size, sizeof *t->slots)) == NULL)
+        return;
+    t->mask = (unsigned)(size - 1);
+    for (unsigned i = 0; i < t->n; i++) {
+        unsigned j = (unsigned)t->e[i].h & t->mask;
+        while (t->slots[j] != 0)
+            j = (j + 1) & t->mask;
+        t->slots[j] = i + 1;
+    }
+}
+
+static bool tx_same(const struct pc_txn_ent *e, pc_coll *coll, uint64_t h, const void *key,
+                    size_t klen)
+{
+    return e->h == h && e->coll == coll && e->klen == klen &&
+           (klen == 0 || memcmp(e->key, key, klen) == 0);
+}
+
+/* The entry of key, or NULL. */
+static struct pc_txn_ent *tx_find(pc_txn *t, pc_coll *coll, uint64_t h, const void *key,
+                                  size_t klen)
+{
+    if (t->slots == NULL) {
+        for (unsigned i = 0; i < t->n; i++)
+            if (tx_same(&t->e[i], coll, h, key, klen))
+                return &t->e[i];
+        return NULL;
+    }
+    for (unsigned j = (unsigned)h & t->mask; t->slots[j] != 0; j = (j + 1) & t->mask)
+        if (tx_same(&t->e[t->slots[j] - 1], coll, h, key, klen))
+            return &t->e[t->slots[j] - 1];
+    return NULL;
+}
+
+/* Indexes the entry just appended (t->n - 1). */
+static void tx_index_add(pc_txn *t)
+{
+    if (t->slots == NULL || 2 * (size_t)t->n > (size_t)t->mask + 1) {
+        tx_index_rebuild(t);
+        return;
+    }
+    unsigned j = (unsigned)t->e[t->n - 1].h & t->mask;
+    while (t->slots[j] != 0)
+        j = (j + 1) & t->mask;
+    t->slots[j] = t->n;
+}
 
 /* ---- observing a key ------------------------------------------------------ */
 
@@ -237,15 +300,12 @@ static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bo
     if (coll->c != t->c)
         return PC_EINVAL;
     uint64_t h = pc_hash(key, klen);
-    for (unsigned i = 0; i < t->n; i++) {
-        struct pc_txn_ent *e = &t->e[i];
-        if (e->h == h && e->coll == coll && e->klen == klen &&
-            (klen == 0 || memcmp(e->key, key, klen) == 0)) {
-            int rc = want_value && !e->loaded ? tx_load(e) : 0;
-            if (rc == 0)
-                *out = e;
-            return rc;
-        }
+    struct pc_txn_ent *found = tx_find(t, coll, h, key, klen);
+    if (found != NULL) {
+        int rc = want_value && !found->loaded ? tx_load(found) : 0;
+        if (rc == 0)
+            *out = found;
+        return rc;
     }
     if (t->n == t->cap) {
         unsigned ncap = t->cap ? t->cap * 2 : 8;
@@ -287,6 +347,7 @@ static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bo
     else
         PC_STAT_ADD(coll, misses, 1);
     t->n++;
+    tx_index_add(t);
     *out = e;
     return 0;
 }
@@ -560,6 +621,7 @@ static void tx_drop(pc_txn *t, bool keep_watches)
     }
     t->n = k;
     t->writes = 0;
+    tx_index_rebuild(t);
 }
 
 void pc_txn_reset(pc_txn *t)
@@ -581,6 +643,7 @@ void pc_txn_free(pc_txn *t)
     if (t->c->txn == t)
         t->c->txn = NULL;
     tx_drop(t, false);
+    free(t->slots);
     free(t->e);
     free(t);
 }

@@ -402,6 +402,11 @@ class Durability(unittest.TestCase):
                 p = r.pipeline()
                 p.set("d%d" % i, "v%d" % i).incr("dc").delete("d%d" % (i - 1))
                 self.assertEqual(p.execute(), [True, i + 1, 1 if i > 0 else 0])
+            r.set("t1", "a")
+            r.set("t2", "b", ex=1000)
+            p = r.pipeline()
+            p.expire("t1", 500).persist("t2").incrby("tc", 7).expire("tc", 700)
+            self.assertEqual(p.execute(), [True, True, 7, True])
             os.killpg(s.proc.pid, signal.SIGKILL)
             s.kill_group()
             s.start()
@@ -409,6 +414,10 @@ class Durability(unittest.TestCase):
             self.assertEqual(int(r.get("dc")), 50)
             self.assertEqual(r.get("d49"), b"v49")
             self.assertEqual(r.keys("d[0-9]*"), [b"d49"])
+            self.assertTrue(490 < r.ttl("t1") <= 500)
+            self.assertEqual(r.ttl("t2"), -1)
+            self.assertEqual(r.get("tc"), b"7")
+            self.assertTrue(690 < r.ttl("tc") <= 700)
         finally:
             s.cleanup()
 

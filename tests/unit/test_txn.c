@@ -334,6 +334,40 @@ static void counters_and_ttls(void **state)
     assert_int_equal(counter(f->a, "max"), INT64_MAX);
 }
 
+/* Many keys in one transaction: each found again (the entry index), after
+ * a reset too (the watches stay indexed). */
+static void many_keys(void **state)
+{
+    struct fx *f = *state;
+    char k[32];
+    for (unsigned i = 0; i < 100; i++) {
+        snprintf(k, sizeof k, "w%u", i);
+        check_rc(pc_txn_watch(f->t, f->a, k, strlen(k)), PC_OK);
+    }
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    for (unsigned i = 0; i < 20000; i++) {
+        snprintf(k, sizeof k, "m%u", i);
+        check_rc(pc_set(f->b, k, strlen(k), k, strlen(k), 0, 0), PC_OK);
+    }
+    for (unsigned i = 0; i < 20000; i += 97) {
+        snprintf(k, sizeof k, "m%u", i);
+        expect_val(f->b, k, k);
+    }
+    assert_int_equal(pc_txn_writes(f->t), 20000);
+    pc_txn_reset(f->t);
+    assert_int_equal(pc_txn_writes(f->t), 0);
+    expect_val(f->b, "m5", NULL);
+    for (unsigned i = 0; i < 100; i++) {
+        snprintf(k, sizeof k, "w%u", i);
+        check_rc(pc_set(f->a, k, strlen(k), S("x"), 0, 0), PC_OK);
+    }
+    assert_int_equal(pc_txn_writes(f->t), 100);
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_OK);
+    expect_val(f->a, "w99", "x");
+    expect_val(f->b, "m5", NULL);
+}
+
 /* ---- the mutation hook ---------------------------------------------------- */
 
 static int hook_calls, hook_fail_at, hook_ops[8];
@@ -523,6 +557,7 @@ int main(void)
         T(conflict_on_a_split),
         T(several_collections),
         T(counters_and_ttls),
+        T(many_keys),
         T(hook_called_per_key),
         T(run_retries_to_success),
         T(forked_commits_with_plain_writers),

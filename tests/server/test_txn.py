@@ -158,6 +158,28 @@ class SideBySide(unittest.TestCase):
             got = run_script(S.port, script)
             self.assertEqual(got, want, "script %r" % (script,))
 
+    def test_random_scripts_match_redis(self):
+        # seeded random interleavings of two connections over four keys (two
+        # of them sharing a bucket would abort a WATCH Redis keeps: such a
+        # pair of names would make this test fail every run, not by chance)
+        if self.redis is None:
+            self.skipTest("SKIPPED: %s is not installed" % REDIS_SERVER)
+        import random
+        rnd = random.Random(20261202)
+        keys = ["k0", "k1", "k2", "k3"]
+        steps = ["MULTI", "EXEC", "DISCARD", "UNWATCH", "WATCH {k}", "WATCH {k} {k2}",
+                 "SET {k} {v}", "GET {k}", "INCR {k}", "DEL {k}", "MGET {k} {k2}",
+                 "SETNX {k} {v}", "EXISTS {k}", "FOO", "GET", "INCRBY {k} {v}"]
+        for n in range(150):
+            script = []
+            for _ in range(24):
+                line = rnd.choice(steps).format(k=rnd.choice(keys), k2=rnd.choice(keys),
+                                                v=rnd.choice(["1", "7", "x", "-3"]))
+                script.append((rnd.choice([0, 0, 1]), line))
+            script += [(0, "DISCARD"), (1, "DISCARD")]
+            self.assertEqual(run_script(S.port, script), run_script(self.rport, script),
+                             "script %d: %r" % (n, script))
+
     def test_select_inside_multi_matches_redis(self):
         if self.redis is None:
             self.skipTest("SKIPPED: %s is not installed" % REDIS_SERVER)

@@ -46,6 +46,8 @@ const char *pc_strerror(int err)
         return "every process slot is held by a live process";
     case PC_EREFUSED:
         return "writes are refused for now";
+    case PC_ECONFLICT:
+        return "transaction conflict: a key changed before the commit";
     default:
         return "unknown error";
     }

@@ -44,6 +44,12 @@
  *      at once. The maintenance lock may be held around both.
  *      Checked: pc_bucket_lock and pc_chain_lock (no chain lock held),
  *      pc_maintain (no bucket or chain lock held).
+ *  I8  More than one bucket lock is held only by a transaction's commit or
+ *      a split, taken in ascending (collection index, bucket index) order
+ *      (a split: its bucket, then the higher one it creates), with no chain
+ *      lock held meanwhile; so no cycle of waits can form.
+ *      Checked: pc_txn_commit (its lock set is sorted and unique, and it
+ *      holds no lock when it starts taking them).
  */
 #ifndef PC_INT_H
 #define PC_INT_H
@@ -277,6 +283,7 @@ struct pc_cache {
     void *ev_ctx;
     pc_mutation_fn mut_fn; /* this process's mutation hook */
     void *mut_ctx;
+    pc_txn *txn; /* bound transaction (pc_txn_bind): data operations route to it */
 };
 
 /* ---- small inline helpers ----------------------------------------------- */
@@ -397,6 +404,19 @@ static inline void pc_wend(struct pc_bucket_shm *b)
     PC_ASSERT(NULL, I3, (v & 1) == 1 && atomic_load_explicit(&b->lock, memory_order_relaxed) != 0);
 }
 
+/* The bracket of a write that may run inside an outer one (a transaction's
+ * commit opens every bracket first): br false = the caller brackets. */
+static inline void pc_wbegin_if(struct pc_bucket_shm *b, bool br)
+{
+    if (br)
+        pc_wbegin(b);
+}
+static inline void pc_wend_if(struct pc_bucket_shm *b, bool br)
+{
+    if (br)
+        pc_wend(b);
+}
+
 /* Spin-wait hint for the CPU (the one architecture switch of the engine). */
 static inline void pc_cpu_relax(void)
 {
@@ -460,6 +480,56 @@ int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);
 void pc_bucket_unlock(struct pc_bucket_shm *b);
 struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx);
 bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen);
+
+/* ---- write.c: the lock-held steps of a write, shared with txn.c ------------ */
+/* Where a key was found, under the bucket lock. */
+struct pc_loc {
+    struct pc_bucket_shm *b;
+    uint64_t idx;
+    struct pc_chain_shm *ch; /* locked when not NULL */
+    int where;               /* 0 absent, 1 bucket slot, 2 chain node */
+    unsigned slot;
+    pc_off node, prev;
+    pc_off rec_off;
+    struct pc_rec_shm *rec;
+    bool live;
+};
+/* Finds key in bucket b (index idx, whose lock the caller holds and which
+ * key routes to); leaves the chain locked in loc->ch when it searched it. */
+void pc_locate_held(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx, uint64_t h,
+                    const void *key, size_t klen, int64_t now, struct pc_loc *loc);
+/* The writes under the lock; br false: inside the caller's version bracket. */
+void pc_replace_br(pc_cache *c, struct pc_loc *loc, pc_off rec_off, bool br);
+bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off, int64_t expires,
+                  pc_off *node, bool br);
+void pc_unlink_br(pc_coll *coll, struct pc_loc *loc, pc_off *freed_node, bool br);
+void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires);
+/* No lock held: */
+void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const void *val,
+                 size_t vlen, uint8_t flags, int64_t expires);
+void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes);
+unsigned pc_hooked(const pc_coll *coll);
+int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
+               const void *val, size_t vlen, int64_t counter, int64_t expires, uint32_t stamp);
+bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
+                 pc_off prev);
+bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old);
+int64_t pc_deadline(int64_t now, int64_t ttl_ms);
+
+/* ---- txn.c: the data operations of a bound transaction (pc_txn_bind) -----
+ * Called by the public operations, after their argument checks, when
+ * c->txn is set; same contracts as the public calls. */
+int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
+                  const pc_allocator *a, void **aval, size_t *vlen, size_t *needed,
+                  pc_meta *meta);
+int pc_txn_op_probe(pc_txn *t, pc_coll *coll, const void *key, size_t klen, pc_meta *meta);
+int pc_txn_op_counter(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t *out);
+int pc_txn_op_set(pc_txn *t, pc_coll *coll, const void *key, size_t klen, const void *val,
+                  size_t vlen, uint8_t rflags, int64_t ttl_ms, unsigned flags);
+int pc_txn_op_remove(pc_txn *t, pc_coll *coll, const void *key, size_t klen);
+int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t delta, bool neg,
+                  int64_t ttl_ms, int64_t *result);
+int pc_txn_op_expire(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
 
 /* ---- overflow.c (callers hold the chain lock unless said otherwise) ----- */
 void pc_chain_lock(pc_coll *coll, struct pc_chain_shm *ch);

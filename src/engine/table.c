@@ -395,6 +395,9 @@ static int pc_get_buf_impl(pc_coll *coll, const void *key, size_t klen, void *bu
         return rc != 0 ? rc : PC_EINVAL;
     if ((rc = pc_enter(coll->c)) != 0)
         return rc;
+    if (PC_UNLIKELY(coll->c->txn != NULL))
+        return pc_txn_op_get(coll->c->txn, coll, key, klen, buf, cap, NULL, NULL, vlen, needed,
+                             meta);
     struct pc_rd rd = {.buf = buf, .cap = cap};
     rc = pc_lookup(coll, key, klen, &rd);
     if (rc != 0) {
@@ -474,6 +477,8 @@ int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator
         return rc != 0 ? rc : PC_EINVAL;
     if ((rc = pc_enter(coll->c)) != 0)
         return rc;
+    if (PC_UNLIKELY(coll->c->txn != NULL))
+        return pc_txn_op_get(coll->c->txn, coll, key, klen, NULL, 0, a, val, vlen, NULL, meta);
     struct pc_rd rd = {.alloc = a};
     unsigned retries = 0;
     bool fallback = false;
@@ -531,6 +536,8 @@ int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)
         return rc;
     if ((rc = pc_enter(coll->c)) != 0)
         return rc;
+    if (PC_UNLIKELY(coll->c->txn != NULL))
+        return pc_txn_op_probe(coll->c->txn, coll, key, klen, meta);
     struct pc_rd rd = {0};
     rc = pc_lookup(coll, key, klen, &rd);
     pc_read_stats(coll, &rd, rc == 0);
@@ -582,6 +589,8 @@ int pc_get_counter(pc_coll *coll, const void *key, size_t klen, int64_t *out)
         return rc != 0 ? rc : PC_EINVAL;
     if ((rc = pc_enter(coll->c)) != 0)
         return rc;
+    if (PC_UNLIKELY(coll->c->txn != NULL))
+        return pc_txn_op_counter(coll->c->txn, coll, key, klen, out);
     unsigned char buf[24];
     struct pc_rd rd = {.buf = buf, .cap = sizeof buf};
     rc = pc_lookup(coll, key, klen, &rd);

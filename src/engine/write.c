@@ -16,19 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Where a key was found, under the bucket lock. */
-struct pc_loc {
-    struct pc_bucket_shm *b;
-    uint64_t idx;
-    struct pc_chain_shm *ch; /* locked when not NULL */
-    int where;               /* 0 absent, 1 bucket slot, 2 chain node */
-    unsigned slot;
-    pc_off node, prev;
-    pc_off rec_off;
-    struct pc_rec_shm *rec;
-    bool live;
-};
-
 static uint8_t pc_tag(uint64_t h)
 {
     return (uint8_t)(h >> 56);
@@ -60,10 +47,18 @@ static bool pc_in_chain(pc_coll *coll, uint64_t h, const void *key, size_t klen)
 static void pc_locate(pc_coll *coll, uint64_t h, const void *key, size_t klen, int64_t now,
                       struct pc_loc *loc)
 {
+    uint64_t idx;
+    struct pc_bucket_shm *b = pc_lock_route(coll, h, &idx);
+    pc_locate_held(coll, b, idx, h, key, klen, now, loc);
+}
+
+void pc_locate_held(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx, uint64_t h,
+                    const void *key, size_t klen, int64_t now, struct pc_loc *loc)
+{
     pc_cache *c = coll->c;
     memset(loc, 0, sizeof *loc);
-    loc->b = pc_lock_route(coll, h, &loc->idx);
-    struct pc_bucket_shm *b = loc->b;
+    loc->b = b;
+    loc->idx = idx;
     uint8_t tag = pc_tag(h);
     unsigned n = pc_used(b);
     for (unsigned i = 0; i < n; i++) {
@@ -108,7 +103,7 @@ static void pc_release(struct pc_loc *loc)
 
 /* The hook word a write to coll hands to this process's mutation hook: 0
  * (no hook call) without a hook, else one relaxed read of the shared word. */
-static unsigned pc_hooked(const pc_coll *coll)
+unsigned pc_hooked(const pc_coll *coll)
 {
     return coll->c->mut_fn == NULL
                ? 0
@@ -128,7 +123,7 @@ static uint32_t pc_stamp(const struct pc_loc *loc)
 }
 
 /* Hands an acknowledged write to the mutation hook (no lock held). */
-static int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
+int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
                       const void *val, size_t vlen, int64_t counter, int64_t expires,
                       uint32_t stamp)
 {
@@ -146,7 +141,7 @@ static int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, siz
 }
 
 /* Lowers the expiry hint covering loc's key so the sweep will look. */
-static void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires)
+void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires)
 {
     uint32_t nh = pc_hint_of(expires);
     if (nh == 0)
@@ -164,27 +159,32 @@ static void pc_hint_lower(pc_coll *coll, struct pc_loc *loc, int64_t expires)
 
 /* Replaces the found record with rec_off: bracketed in a bucket slot; a
  * chain node is only read under the chain lock, which we hold. */
-static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
+void pc_replace_br(pc_cache *c, struct pc_loc *loc, pc_off rec_off, bool br)
 {
     if (loc->where == 1) {
-        pc_wbegin(loc->b);
+        pc_wbegin_if(loc->b, br);
         atomic_store_explicit(&loc->b->slot[loc->slot], rec_off, memory_order_relaxed);
-        pc_wend(loc->b);
+        pc_wend_if(loc->b, br);
     } else {
         /* chain nodes are read under the chain lock; the bracket only
          * advances the bucket version, which stamps the write (mutation hook) */
         struct pc_ovf_node_shm *nd = pc_cell(c, loc->node);
-        pc_wbegin(loc->b);
+        pc_wbegin_if(loc->b, br);
         nd->rec = rec_off;
-        pc_wend(loc->b);
+        pc_wend_if(loc->b, br);
     }
+}
+
+static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
+{
+    pc_replace_br(c, loc, rec_off, true);
 }
 
 /* Inserts a new key: into the bucket when it has a free slot, else into
  * the chain using the prebuilt node. Returns false when a node is needed
  * but none was built (the caller unlocks, allocates, retries). */
-static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
-                      int64_t expires, pc_off *node)
+bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
+                  int64_t expires, pc_off *node, bool br)
 {
     struct pc_bucket_shm *b = loc->b;
     unsigned n = pc_used(b);
@@ -192,11 +192,11 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
               pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h) == loc->idx);
     if (n < PC_SLOTS) {
         uint8_t ovf = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF;
-        pc_wbegin(b);
+        pc_wbegin_if(b, br);
         atomic_store_explicit(&b->slot[n], rec_off, memory_order_relaxed);
         atomic_store_explicit(&b->tags[n], pc_tag(h), memory_order_relaxed);
         atomic_store_explicit(&b->used, (uint8_t)((n + 1) | ovf), memory_order_relaxed);
-        pc_wend(b);
+        pc_wend_if(b, br);
         loc->where = 0; /* the bucket's hint covers the new slot */
         pc_hint_lower(coll, loc, expires);
     } else {
@@ -206,7 +206,7 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
             loc->ch = pc_chain_for(coll, h);
             pc_chain_lock(coll, loc->ch);
         }
-        pc_wbegin(b); /* sets the flag and stamps the write */
+        pc_wbegin_if(b, br); /* sets the flag and stamps the write */
         /* the overflow flag before the link (I4): a writer killed between
          * the two leaves a flag with nothing behind it (readers search the
          * chain and miss, which is sound), never a key in the chain that
@@ -215,21 +215,27 @@ static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_
         atomic_thread_fence(memory_order_release);
         pc_chain_push(coll, loc->ch, *node, rec_off, h, expires);
         *node = 0;
-        pc_wend(b);
+        pc_wend_if(b, br);
     }
     PC_STAT_ADD(coll, inserted, 1);
     return true;
 }
 
+static bool pc_insert(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
+                      int64_t expires, pc_off *node)
+{
+    return pc_insert_br(coll, loc, h, rec_off, expires, node, true);
+}
+
 /* Removes the found key from where it lives; the record is freed by the
  * caller after unlocking. */
-static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_node)
+void pc_unlink_br(pc_coll *coll, struct pc_loc *loc, pc_off *freed_node, bool br)
 {
     struct pc_bucket_shm *b = loc->b;
     uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
     if (loc->where == 1) {
         unsigned n = used & PC_USED_MASK, last = n - 1;
-        pc_wbegin(b);
+        pc_wbegin_if(b, br);
         atomic_store_explicit(&b->slot[loc->slot],
                               atomic_load_explicit(&b->slot[last], memory_order_relaxed),
                               memory_order_relaxed);
@@ -239,21 +245,26 @@ static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_nod
         atomic_store_explicit(&b->slot[last], 0, memory_order_relaxed);
         atomic_store_explicit(&b->used, (uint8_t)((used & PC_USED_OVF) | last),
                               memory_order_relaxed);
-        pc_wend(b);
+        pc_wend_if(b, br);
     } else {
-        pc_wbegin(b);
+        pc_wbegin_if(b, br);
         pc_chain_unlink(coll, loc->ch, loc->prev, loc->node);
-        pc_wend(b);
+        pc_wend_if(b, br);
         *freed_node = loc->node;
         pc_chain_unlock(loc->ch); /* the scan below locks chains one by one */
         loc->ch = NULL;
         if (!pc_bucket_has_overflow(coll, pc_route_load(coll->shm), loc->idx)) {
-            pc_wbegin(b);
+            pc_wbegin_if(b, br);
             atomic_store_explicit(&b->used, (uint8_t)(used & PC_USED_MASK), memory_order_relaxed);
-            pc_wend(b);
+            pc_wend_if(b, br);
         }
     }
     PC_STAT_ADD(coll, deleted, 1);
+}
+
+static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_node)
+{
+    pc_unlink_br(coll, loc, freed_node, true);
 }
 
 /* ---- undo of a write the hook did not take (pc_mutation_fn) ----------------
@@ -264,7 +275,7 @@ static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_nod
 /* The write put record mine where prev was (0: the key was absent). On
  * success prev is in the table again (the caller must not free it) and
  * mine is freed. */
-static bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
+bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
                         pc_off prev)
 {
     pc_cache *c = coll->c;
@@ -304,7 +315,7 @@ static void pc_undo_expiry(pc_coll *coll, uint64_t h, const void *key, size_t kl
 
 /* The write removed record old (detached, not freed): it goes back when
  * the key is still absent. On success the caller must not free old. */
-static bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old)
+bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old)
 {
     pc_cache *c = coll->c;
     struct pc_rec_shm *r = pc_cell(c, old);
@@ -342,7 +353,7 @@ static int pc_check_kv(const pc_coll *coll, const void *key, size_t klen, const 
     return 0;
 }
 
-static int64_t pc_deadline(int64_t now, int64_t ttl_ms)
+int64_t pc_deadline(int64_t now, int64_t ttl_ms)
 {
     if (ttl_ms <= 0)
         return 0;
@@ -403,7 +414,7 @@ static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, co
     return true;
 }
 
-static void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const void *val,
+void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const void *val,
                         size_t vlen, uint8_t flags, int64_t expires)
 {
     struct pc_rec_shm *r = pc_cell(c, off);
@@ -418,7 +429,7 @@ static void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, c
         memcpy(r->data + klen, val, vlen);
 }
 
-static void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes)
+void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes)
 {
     PC_STAT_ADD(coll, nomem, 1);
     if (pc_event_wanted(coll->c, PC_EV_NOMEM)) {
@@ -449,6 +460,8 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         return rc;
     if ((rc = pc_enter(c)) != 0)
         return rc;
+    if (PC_UNLIKELY(c->txn != NULL))
+        return pc_txn_op_set(c->txn, coll, key, klen, val, vlen, rflags, ttl_ms, flags);
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
     int64_t expires = pc_deadline(now, ttl_ms);
@@ -608,6 +621,8 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     int rc = pc_wblocked(coll);
     if (rc != 0 || (rc = pc_enter(c)) != 0)
         return rc;
+    if (PC_UNLIKELY(c->txn != NULL))
+        return pc_txn_op_remove(c->txn, coll, key, klen);
     uint64_t h = pc_hash(key, klen);
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
@@ -677,6 +692,8 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
     int rc = pc_wblocked(coll);
     if (rc != 0 || (rc = pc_enter(c)) != 0)
         return rc;
+    if (PC_UNLIKELY(c->txn != NULL))
+        return pc_txn_op_add(c->txn, coll, key, klen, delta, neg, ttl_ms, result);
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
     pc_off rec = 0, node = 0, old = 0, mine = 0, inplace = 0;
@@ -804,6 +821,8 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
     int rc = pc_wblocked(coll);
     if (rc != 0 || (rc = pc_enter(coll->c)) != 0)
         return rc;
+    if (PC_UNLIKELY(coll->c->txn != NULL))
+        return pc_txn_op_expire(coll->c->txn, coll, key, klen, ttl_ms);
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
     struct pc_loc loc;

@@ -115,9 +115,11 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table, cmd_server_table};
-    unsigned counts[] = {cmd_string_count, cmd_keys_count, cmd_server_count};
-    for (unsigned t = 0; t < 3; t++)
+    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table, cmd_server_table, cmd_txn_table,
+                             cmd_script_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count, cmd_server_count, cmd_txn_count,
+                         cmd_script_count};
+    for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];
     qsort(cmd_sorted, cmd_n, sizeof cmd_sorted[0], cmd_cmp);
@@ -201,11 +203,13 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
         return;
     }
     if (is_perf) {
-        cmd_perf(w, c, argc, argv, argl);
+        if (c->txn == NULL || !cmd_txn_queue(w, c, "PERF.*", argc, argv, argl))
+            cmd_perf(w, c, argc, argv, argl);
         return;
     }
     if (d == NULL) {
         reply_unknown(c, argc, argv, argl);
+        cmd_txn_flag(c);
         return;
     }
     if ((d->arity > 0 && argc != (unsigned)d->arity) ||
@@ -216,8 +220,11 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
             lower[i] =
                 (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32) : d->name[i];
         reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
+        cmd_txn_flag(c);
         return;
     }
+    if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
+        return;
     d->fn(w, c, argc, argv, argl);
 }
 

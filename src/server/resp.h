@@ -57,6 +57,7 @@ typedef struct conn {
     int wrote_infl;     /* ... a record of the batch in flight */
     struct conn *hnext; /* next on the held list */
     struct conn *inext; /* next on the in-flight list */
+    struct srv_txn *txn; /* MULTI/WATCH state (cmd_txn.c); NULL until the first */
 } conn;
 
 /* Parser results. */
@@ -184,6 +185,26 @@ extern const cmd_def cmd_keys_table[];
 extern const unsigned cmd_keys_count;
 extern const cmd_def cmd_server_table[];
 extern const unsigned cmd_server_count;
+
+/* cmd_txn.c: MULTI EXEC DISCARD WATCH UNWATCH; cmd_script.c: EVAL & co */
+extern const cmd_def cmd_txn_table[];
+extern const unsigned cmd_txn_count;
+extern const cmd_def cmd_script_table[];
+extern const unsigned cmd_script_count;
+/* Inside MULTI: queues the command named name (upper case; its checks
+ * passed) or refuses it, replying either way, and returns 1; returns 0 when
+ * it is to run now (not in MULTI, running inside EXEC, or one of MULTI EXEC
+ * DISCARD WATCH QUIT RESET). */
+int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const char **argv,
+                  const size_t *argl);
+/* A command was answered with a queue-time error: inside MULTI, the
+ * transaction's EXEC will answer EXECABORT. */
+void cmd_txn_flag(conn *c);
+/* Leaves MULTI (the queue dropped) and drops the watches, as DISCARD plus
+ * UNWATCH do without a reply (for RESET). */
+void cmd_txn_reset_conn(conn *c);
+/* Frees c's transaction state (at connection close). */
+void cmd_txn_conn_free(conn *c);
 
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);

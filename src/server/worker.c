@@ -109,6 +109,7 @@ static void conn_close(srv_worker *w, conn *c)
 
 static void conn_free(conn *c)
 {
+    cmd_txn_conn_free(c);
     free(c->in.p);
     free(c->out.p);
     free(c->args);

@@ -37,9 +37,9 @@ extern "C" {
  * number has one meaning and belongs to the one layer that defines it in
  * its public header; a number is never reused, even after its code is
  * retired, because hosts show it (JSON-RPC error -32000 + code).
- *   the engine (this header)   -1 .. -9, -11 .. -14, -19, -20
+ *   the engine (this header)   -1 .. -9, -11 .. -14, -19 .. -22
  *   the layers above           -10 (management), -15 .. -18 (storage)
- * A new code takes the next free number (-21 onward), is defined by the
+ * A new code takes the next free number (-23 onward), is defined by the
  * lowest layer that returns it and is named by that layer's strerror
  * function, which falls back to the layer below (pc_strerror here, the
  * bottom). A caller names a code with the function of the highest layer
@@ -61,6 +61,7 @@ extern "C" {
 #define PC_EHEAP (-19)    /* out of process memory (malloc and friends failed) */
 #define PC_EPROCS (-20)   /* every process slot (PC_MAX_PROCS) is held by a live process */
 #define PC_EREFUSED (-21) /* writes refused for now (pc_coll_set_write_block) */
+#define PC_ECONFLICT (-22) /* a transaction saw a key change before it committed */
 
 /* Returns a static, human-readable name for an engine code (never NULL;
  * "unknown error" for a code of another layer). */
@@ -454,6 +455,88 @@ int pc_coll_write_block(const pc_coll *coll);
 
 /* Stores a native counter with its value (restoring a snapshot). */
 int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, int64_t ttl_ms);
+
+/* ---- transactions (txn.c) -------------------------------------------------
+ * An optimistic transaction over keys of one or more collections of one
+ * cache, serializable against every other operation of every process:
+ *  - while a transaction is bound to its cache in this process
+ *    (pc_txn_bind), the data operations of this header - pc_get_buf,
+ *    pc_get, pc_get_alloc, pc_probe, pc_get_counter, pc_set,
+ *    pc_set_counter, pc_remove, pc_add, pc_sub, pc_expire - run against the
+ *    transaction instead of the table: a read observes the key lock-free
+ *    (its bucket, that bucket's even seqlock version, its record and
+ *    expiry) and copies the value into the transaction; a write is staged
+ *    in the transaction's process memory. Reads see the transaction's own
+ *    staged writes (the overlay is the engine's). Nothing in the table
+ *    changes and nothing is journaled before the commit. Walks, scans and
+ *    the glob forms are not transactional (the hosts refuse them inside a
+ *    transaction);
+ *  - pc_txn_commit builds every new record outside any lock, locks every
+ *    bucket an observed key routes to in one global order (collection,
+ *    then bucket index: the order splits take), re-checks the routing and
+ *    that each bucket's version, each key's record and expiry are the ones
+ *    observed, opens the version brackets of all those buckets, installs
+ *    every staged write, closes the brackets, unlocks, then calls the
+ *    mutation hook once per written key (as any write does, so the journal
+ *    sees a committed transaction as its writes) and frees the records
+ *    replaced. A reader of any two of its keys sees both old or both new.
+ *    Anything changed since it was observed - the key, another key of the
+ *    same bucket, a split of the bucket, the key lapsing - is a conflict:
+ *    nothing is applied and PC_ECONFLICT is returned; the caller resets and
+ *    runs the transaction again (pc_txn_run does it).
+ * A transaction belongs to the process that began it and is used from one
+ * thread. Expiries are taken at the time of the staged call (ttl_ms from
+ * then). */
+typedef struct pc_txn pc_txn;
+
+/* A new, empty transaction on c. *out is caller-owned: pc_txn_free.
+ * PC_EHEAP, PC_EINVAL. */
+int pc_txn_begin(pc_cache *c, pc_txn **out);
+/* Frees t (unbinding it first if bound). Accepts NULL. */
+void pc_txn_free(pc_txn *t);
+/* Routes this process's data operations on t's cache through t (t NULL:
+ * back to the table). One transaction is bound at a time; binding another
+ * replaces it. PC_EINVAL when t belongs to another cache. */
+int pc_txn_bind(pc_cache *c, pc_txn *t);
+/* Observes key as pc_txn's reads do, without copying its value (that
+ * waits for a read through t): the key is checked at commit (and by
+ * pc_txn_validate) like a read one, and survives pc_txn_reset (Redis's
+ * WATCH). A transaction holds the bytes of every key it touched (and the
+ * values it read or staged) until reset: its caller bounds how many.
+ * PC_EINVAL, PC_ETOOBIG, PC_EHEAP. */
+int pc_txn_watch(pc_txn *t, pc_coll *coll, const void *key, size_t klen);
+/* Whether every key t observed is still as observed, checked lock-free
+ * now: 0, or PC_ECONFLICT. Cheap; a later commit checks again. */
+int pc_txn_validate(pc_txn *t);
+/* Drops t's staged writes and its observations, except those of
+ * pc_txn_watch (which stay as observed then), so the work can run again. */
+void pc_txn_reset(pc_txn *t);
+/* Drops everything, watches too: t is as new. */
+void pc_txn_clear(pc_txn *t);
+/* Number of keys t has staged a write for. */
+unsigned pc_txn_writes(const pc_txn *t);
+/* Commits t as described above. Need not be unbound first (the commit
+ * itself never runs through a binding). 0: every staged write is in the
+ * table and was handed to the mutation hook; t is then empty (as after
+ * pc_txn_clear: its observations are stale once it wrote). PC_ECONFLICT:
+ * nothing applied, t unchanged (reset it to retry). PC_ENOMEM (arena full),
+ * PC_EREFUSED or another write-block code (pc_coll_set_write_block of a
+ * collection written), PC_EHEAP: nothing applied. A non-zero result of the
+ * mutation hook: the writes of that key and of every key after it in the
+ * transaction are undone as pc_set undoes one (writes the hook already
+ * took stay), and that result is returned. */
+int pc_txn_commit(pc_txn *t);
+
+/* The retry loop for a read-modify-write: begins a transaction, binds it,
+ * calls fn(ctx) (which uses the ordinary data operations), unbinds and
+ * commits; on PC_ECONFLICT resets and goes again, up to max_attempts (0 =
+ * 100). A non-zero result of fn stops without committing and is returned.
+ * PC_ECONFLICT when every attempt conflicted. fn runs once per attempt,
+ * so any output it produces must be redone (or undone) per attempt. Called
+ * while a transaction is bound (a command running inside an EXEC), it joins
+ * that one: fn runs once, through it, and nothing is committed here. */
+typedef int (*pc_txn_fn)(void *ctx);
+int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts);
 
 /* 64-bit hash used for keys (XXH3). Exposed for tests and tools. */
 uint64_t pc_hash(const void *key, size_t len);

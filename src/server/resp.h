@@ -47,7 +47,7 @@ typedef struct conn {
     uint64_t id;     /* CLIENT ID: unique across the workers of the instance */
     char *name;      /* CLIENT SETNAME (malloc'd), or NULL */
     int64_t born_ms; /* accepted at (monotonic), for CLIENT LIST age= */
-    char addr[64], laddr[64]; /* peer and local address, "ip:port" */
+    char addr[112], laddr[112]; /* peer and local address, "ip:port" or "path:0" */
     const char *lastcmd;      /* the last command's name (CLIENT LIST cmd=), static */
     int authed;
     unsigned db;

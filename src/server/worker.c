@@ -58,6 +58,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define W_READ_CHUNK 16384u
@@ -602,6 +603,10 @@ static void sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t c
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
         inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
         port = ntohs(a->sin6_port);
+    } else if (ss->ss_family == AF_UNIX) { /* as Redis: "<socket path>:0" */
+        const struct sockaddr_un *a = (const struct sockaddr_un *)ss;
+        snprintf(buf, cap, "%.*s:0", (int)strnlen(a->sun_path, sizeof a->sun_path), a->sun_path);
+        return;
     }
     snprintf(buf, cap, "%s:%u", ip, port);
 }
@@ -611,12 +616,14 @@ static void conn_addrs(conn *c)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     memset(&ss, 0, sizeof ss);
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
-        sockaddr_text(&ss, c->addr, sizeof c->addr);
-    sl = sizeof ss;
-    memset(&ss, 0, sizeof ss);
     if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) == 0)
         sockaddr_text(&ss, c->laddr, sizeof c->laddr);
+    sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
+        sockaddr_text(&ss, c->addr, sizeof c->addr);
+    if (ss.ss_family == AF_UNIX) /* a unix peer has no name: the socket's */
+        memcpy(c->addr, c->laddr, sizeof c->addr);
 }
 
 static void accept_all(srv_worker *w, int lfd)

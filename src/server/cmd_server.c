@@ -1,6 +1,7 @@
 /*
  * cmd_server.c - connection and server commands of the RESP door: PING
- * ECHO QUIT AUTH SELECT CLIENT COMMAND CONFIG INFO, the persistence
+ * ECHO QUIT SELECT COMMAND CONFIG (AUTH HELLO CLIENT RESET: cmd_client.c;
+ * INFO: cmd_info.c; MEMORY OBJECT: cmd_object.c), the persistence
  * commands SAVE BGSAVE LASTSAVE, and PERF.<NAME> for every management
  * command (docs/pcached.md).
  *
@@ -44,27 +45,6 @@ static void cmd_quit(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     c->closing = 1;
 }
 
-static void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
-{
-    const char *pass = w->s->cfg.requirepass;
-    if (argc > 3) {
-        reply_error(c, "ERR syntax error");
-        return;
-    }
-    if (pass[0] == '\0') {
-        reply_error(c, "ERR AUTH <password> called without any password configured for the "
-                       "default user. Are you sure your configuration is correct?");
-        return;
-    }
-    int user_ok = argc == 2 || arg_eq(argv[1], argl[1], "default");
-    if (user_ok && srv_secret_eq(argv[argc - 1], argl[argc - 1], pass)) {
-        c->authed = 1;
-        reply_ok(c);
-    } else {
-        reply_error(c, "WRONGPASS invalid username-password pair or user is disabled.");
-    }
-}
-
 static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)argc;
@@ -80,26 +60,6 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
     c->db = (unsigned)n;
     c->coll = w->s->dbs[n];
     reply_ok(c);
-}
-
-static void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
-{
-    if (arg_eq(argv[1], argl[1], "SETNAME") && argc == 3)
-        reply_ok(c);
-    else if (arg_eq(argv[1], argl[1], "GETNAME") && argc == 2)
-        reply_nil(c);
-    else if (arg_eq(argv[1], argl[1], "ID") && argc == 2)
-        reply_int(c, (int64_t)w->slot * 1000000 + c->fd);
-    else if (arg_eq(argv[1], argl[1], "SETINFO") && argc == 4)
-        reply_ok(c);
-    else {
-        char sub[64];
-        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
-        reply_error(c,
-                    "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
-                    "CLIENT HELP.",
-                    sub);
-    }
 }
 
 /* ---- COMMAND -------------------------------------------------------------------- */
@@ -129,7 +89,7 @@ static void command_entry(conn *c, const cmd_def *d)
         flags[nf++] = "fast";
     if (d->flags & CMD_NOAUTH)
         flags[nf++] = "no-auth";
-    reply_array(c, nf);
+    reply_set(c, nf);
     for (int i = 0; i < nf; i++)
         reply_simple(c, flags[i]);
     reply_int(c, d->first_key);
@@ -150,7 +110,7 @@ static void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv
     } else if (arg_eq(argv[1], argl[1], "COUNT")) {
         reply_int(c, n);
     } else if (arg_eq(argv[1], argl[1], "DOCS")) {
-        reply_array(c, 0);
+        reply_map(c, 0);
     } else if (arg_eq(argv[1], argl[1], "LIST")) {
         reply_array(c, n);
         for (unsigned i = 0; i < n; i++) {
@@ -217,7 +177,7 @@ static void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv,
                     break;
                 }
         }
-        reply_array(c, pairs * 2);
+        reply_map(c, pairs);
         out_add(c, tmp.out.p, tmp.out.len);
         free(tmp.out.p);
     } else if (arg_eq(argv[1], argl[1], "SET")) {
@@ -380,6 +340,10 @@ const cmd_def cmd_server_table[] = {
     {"ECHO", 2, CMD_FAST, cmd_echo, 0, 0, 0},
     {"QUIT", -1, CMD_NOAUTH | CMD_FAST, cmd_quit, 0, 0, 0},
     {"AUTH", -2, CMD_NOAUTH | CMD_FAST, cmd_auth, 0, 0, 0},
+    {"HELLO", -1, CMD_NOAUTH | CMD_FAST, cmd_hello, 0, 0, 0},
+    {"RESET", 1, CMD_NOAUTH | CMD_FAST, cmd_reset, 0, 0, 0},
+    {"MEMORY", -2, CMD_READONLY, cmd_memory, 0, 0, 0},
+    {"OBJECT", -2, CMD_READONLY, cmd_object, 2, 2, 1},
     {"SELECT", 2, CMD_FAST, cmd_select, 0, 0, 0},
     {"CLIENT", -2, 0, cmd_client, 0, 0, 0},
     {"COMMAND", -1, 0, cmd_command, 0, 0, 0},

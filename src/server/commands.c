@@ -103,9 +103,9 @@ void reply_pc_error(conn *c, int rc)
 
 /* ---- lookup ----------------------------------------------------------------- */
 
-#define CMD_MAX 128
+#define CMD_MAX SRV_CMD_SLOTS
 static const cmd_def *cmd_sorted[CMD_MAX];
-static const cmd_def *cmd_get, *cmd_set; /* the hot two, found without searching */
+static int cmd_get = -1, cmd_set = -1; /* the hot two, found without searching */
 static unsigned cmd_n;
 
 static int cmd_cmp(const void *a, const void *b)
@@ -125,9 +125,9 @@ static void cmd_init(void)
     qsort(cmd_sorted, cmd_n, sizeof cmd_sorted[0], cmd_cmp);
     for (unsigned i = 0; i < cmd_n; i++) {
         if (strcmp(cmd_sorted[i]->name, "GET") == 0)
-            cmd_get = cmd_sorted[i];
+            cmd_get = (int)i;
         if (strcmp(cmd_sorted[i]->name, "SET") == 0)
-            cmd_set = cmd_sorted[i];
+            cmd_set = (int)i;
     }
 }
 
@@ -140,21 +140,23 @@ unsigned cmd_all(const cmd_def **out, unsigned cap)
     return n;
 }
 
-static const cmd_def *cmd_lookup(const char *name, size_t len)
+/* The index of a command in the sorted table (its commandstats slot), or
+ * -1 when unknown. */
+static int cmd_lookup(const char *name, size_t len)
 {
     if (cmd_n == 0)
         cmd_init();
     /* hot path: GET and SET without the case fold and the search */
     if (len == 3 && (name[1] | 0x20) == 'e' && (name[2] | 0x20) == 't') {
         char c0 = (char)(name[0] | 0x20);
-        if (c0 == 'g' && cmd_get != NULL)
+        if (c0 == 'g' && cmd_get >= 0)
             return cmd_get;
-        if (c0 == 's' && cmd_set != NULL)
+        if (c0 == 's' && cmd_set >= 0)
             return cmd_set;
     }
     char up[32];
     if (len == 0 || len >= sizeof up)
-        return NULL;
+        return -1;
     for (size_t i = 0; i < len; i++) {
         char ch = name[i];
         up[i] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
@@ -165,13 +167,13 @@ static const cmd_def *cmd_lookup(const char *name, size_t len)
         unsigned mid = (lo + hi) / 2;
         int r = strcmp(up, cmd_sorted[mid]->name);
         if (r == 0)
-            return cmd_sorted[mid];
+            return (int)mid;
         if (r < 0)
             hi = mid;
         else
             lo = mid + 1;
     }
-    return NULL;
+    return -1;
 }
 
 void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
@@ -194,23 +196,43 @@ static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_
     reply_error(c, "ERR unknown command '%s', with args beginning with: %s", name, args);
 }
 
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+const cmd_def *cmd_at(unsigned i)
+{
+    if (cmd_n == 0)
+        cmd_init();
+    return i < cmd_n ? cmd_sorted[i] : NULL;
+}
+
+/* INFO commandstats and errorstats: a command's counters live in our
+ * worker's row of shared memory (one writer, relaxed); an error reply is
+ * told by reply_error's count (c->nerr), so no reply is re-read. */
 void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
-    const cmd_def *d = cmd_lookup(argv[0], argl[0]);
+    int idx = cmd_lookup(argv[0], argl[0]);
+    const cmd_def *d = idx >= 0 ? cmd_sorted[idx] : NULL;
+    struct srv_cmdstat_shm *st = d != NULL ? &w->s->shm->cmdstats[w->slot][idx] : NULL;
+    uint32_t nerr = c->nerr;
     int is_perf = d == NULL && argl[0] > 5 && strncasecmp(argv[0], "PERF.", 5) == 0;
     if (w->s->cfg.requirepass[0] != '\0' && !c->authed && (d == NULL || !(d->flags & CMD_NOAUTH))) {
         reply_error(c, "NOAUTH Authentication required.");
-        return;
+        goto rejected;
     }
     if (is_perf) {
         if (c->txn == NULL || !cmd_txn_queue(w, c, "PERF.*", argc, argv, argl))
             cmd_perf(w, c, argc, argv, argl);
-        return;
+        goto out;
     }
     if (d == NULL) {
         reply_unknown(c, argc, argv, argl);
         cmd_txn_flag(c);
-        return;
+        goto out;
     }
     if ((d->arity > 0 && argc != (unsigned)d->arity) ||
         (d->arity < 0 && argc < (unsigned)-d->arity)) {
@@ -220,12 +242,30 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
             lower[i] =
                 (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32) : d->name[i];
         reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
-        cmd_txn_flag(c);
-        return;
+        goto rejected;
     }
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
-        return;
+        goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
+    c->lastcmd = d->name;
+    int64_t t0 = now_us();
     d->fn(w, c, argc, argv, argl);
+    int64_t t1 = now_us();
+    atomic_store_explicit(&st->calls, atomic_load_explicit(&st->calls, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&st->usec,
+                          atomic_load_explicit(&st->usec, memory_order_relaxed) +
+                              (uint64_t)(t1 - t0),
+                          memory_order_relaxed);
+    if (c->nerr != nerr)
+        atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
+    goto out;
+rejected:
+    cmd_txn_flag(c);
+    if (st != NULL)
+        atomic_fetch_add_explicit(&st->rejected, 1, memory_order_relaxed);
+out:
+    if (c->nerr != nerr)
+        srv_errstat_count(w, c->errcode);
 }
 
 /* ---- the slot: requests to the maintenance process ------------------------------ */

@@ -235,6 +235,9 @@ static int setup(srv *s)
     }
     atomic_store(&s->shm->start_unix, (int64_t)time(NULL));
     atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+    atomic_store(&s->shm->next_client_id, 1);
+    srv_run_id(s->shm->run_id, sizeof s->shm->run_id);
+    srv_run_id(s->shm->replid, sizeof s->shm->replid);
     s->maint_efd = eventfd(0, EFD_NONBLOCK);
     for (unsigned i = 0; i < s->cfg.workers; i++)
         if ((s->done_efd[i] = eventfd(0, EFD_NONBLOCK)) < 0)

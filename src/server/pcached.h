@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #define SRV_VERSION pcache_version() /* the project version (src/engine/version.c) */
+#define SRV_REDIS_VERSION "7.0.0" /* what INFO and HELLO report as redis_version */
 #define SRV_MAX_WORKERS 64u
 #define SRV_MAX_DBS 64u
 #define SRV_MAX_PEERS 64u
@@ -149,8 +150,26 @@ struct srv_wstats_shm {
 };
 _Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker");
 
+/* INFO commandstats: per worker slot and per command (its index in the
+ * sorted command table, cmd_index), written by that worker only (relaxed),
+ * summed by INFO. usec is measured on every command (two vDSO clock reads). */
+#define SRV_CMD_SLOTS 128u
+struct srv_cmdstat_shm {
+    _Atomic uint64_t calls, usec, rejected, failed;
+};
+/* INFO errorstats: error replies by code (the first word of the error),
+ * per worker slot; codes outside the list count under the last entry
+ * (srv_err_codes, cmd_info.c). */
+#define SRV_ERR_CODES 16u
+struct srv_errstat_shm {
+    _Atomic uint64_t count[SRV_ERR_CODES];
+};
+
 struct srv_shm {
     _Atomic int64_t start_unix; /* master's start time */
+    char run_id[48];            /* 40 hex digits and a NUL, written before the fork */
+    char replid[48];            /* INFO master_replid: the same kind, another draw */
+    _Atomic uint64_t next_client_id; /* CLIENT ID: one counter for every worker */
     _Atomic int64_t last_save;  /* unix seconds of the last successful save (LASTSAVE) */
     _Atomic int32_t last_save_rc;
     _Atomic uint32_t saving;         /* 1 while the maintenance process saves */
@@ -159,6 +178,8 @@ struct srv_shm {
     _Atomic int64_t maint_pid;
     struct srv_wstats_shm wstats[SRV_MAX_WORKERS];
     struct srv_slot_shm slots[SRV_MAX_WORKERS];
+    struct srv_cmdstat_shm cmdstats[SRV_MAX_WORKERS][SRV_CMD_SLOTS];
+    struct srv_errstat_shm errstats[SRV_MAX_WORKERS];
 };
 
 /* ---- the process-wide server context ------------------------------------------ */
@@ -205,6 +226,9 @@ void srv_notify_busy_end(void);
 int srv_check_run(srv *s, const char *file);
 /* the persistence policy of s->cfg, for pc_persist_open and --check */
 void srv_persist_config_fill(srv *s, pc_persist_config *pc);
+/* cmd_info.c: 40 random hex digits (INFO run_id, master_replid) into buf
+ * (at least 41 bytes), from getrandom, the clock and the pid otherwise. */
+void srv_run_id(char *buf, size_t cap);
 /* instance.c: one instance per pidfile, port and unix socket. Each logs
  * why it refuses (naming the other process's pid when it can be told) and
  * returns -1; 0 when the way is free. */

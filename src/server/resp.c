@@ -1,5 +1,6 @@
 /*
- * resp.c - the RESP2 request parser and the reply writers of a worker.
+ * resp.c - the RESP request parser and the reply writers of a worker
+ * (RESP2, and RESP3 after HELLO 3: conn.proto).
  *
  * The parser is incremental: it keeps how far it got in the connection
  * (see resp.h), so a command that arrives in many reads is scanned once. It
@@ -277,7 +278,7 @@ void resp_consume(conn *c)
 void out_add(conn *c, const void *p, size_t n)
 {
     sbuf *b = &c->out;
-    if (n == 0)
+    if (n == 0 || c->mute)
         return;
     if (b->cap - b->len < n) {
         if (b->off > 0 && b->off == b->len) {
@@ -340,6 +341,14 @@ void reply_error(conn *c, const char *fmt, ...)
     for (size_t i = 0; i < len; i++) /* an error is one line, whatever it quotes */
         if (msg[i] == '\r' || msg[i] == '\n')
             msg[i] = ' ';
+    /* the code Redis's errorstats counts: the first word */
+    size_t k = 0;
+    while (k < len && k + 1 < sizeof c->errcode && msg[k] != ' ') {
+        c->errcode[k] = msg[k];
+        k++;
+    }
+    c->errcode[k] = '\0';
+    c->nerr++;
     out_add(c, "-", 1);
     out_add(c, msg, len);
     out_add(c, "\r\n", 2);
@@ -376,7 +385,10 @@ void reply_bulk(conn *c, const void *p, size_t n)
 
 void reply_nil(conn *c)
 {
-    out_add(c, "$-1\r\n", 5);
+    if (c->proto == 3)
+        out_add(c, "_\r\n", 3);
+    else
+        out_add(c, "$-1\r\n", 5);
 }
 
 void reply_array(conn *c, int64_t n)
@@ -386,5 +398,62 @@ void reply_array(conn *c, int64_t n)
 
 void reply_nil_array(conn *c)
 {
-    out_add(c, "*-1\r\n", 5);
+    if (c->proto == 3)
+        out_add(c, "_\r\n", 3);
+    else
+        out_add(c, "*-1\r\n", 5);
+}
+
+void reply_map(conn *c, int64_t pairs)
+{
+    if (c->proto == 3)
+        reply_prefixed(c, '%', pairs);
+    else
+        reply_prefixed(c, '*', pairs * 2);
+}
+
+void reply_set(conn *c, int64_t n)
+{
+    reply_prefixed(c, c->proto == 3 ? '~' : '*', n);
+}
+
+void reply_double(conn *c, double d)
+{
+    /* Redis 7.0's addReplyDouble: "%.17g" (inf / -inf spelled out) */
+    char buf[64];
+    int n;
+    if (d != d)
+        n = snprintf(buf, sizeof buf, "nan");
+    else if (d > 1.7976931348623157e308)
+        n = snprintf(buf, sizeof buf, "inf");
+    else if (d < -1.7976931348623157e308)
+        n = snprintf(buf, sizeof buf, "-inf");
+    else
+        n = snprintf(buf, sizeof buf, "%.17g", d);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        n = 0;
+    if (c->proto == 3) {
+        out_add(c, ",", 1);
+        out_add(c, buf, (size_t)n);
+        out_add(c, "\r\n", 2);
+    } else {
+        reply_bulk(c, buf, (size_t)n);
+    }
+}
+
+void reply_verbatim(conn *c, const char *txt, size_t n)
+{
+    if (c->proto != 3) {
+        reply_bulk(c, txt, n);
+        return;
+    }
+    reply_prefixed(c, '=', (int64_t)n + 4);
+    out_add(c, "txt:", 4);
+    out_add(c, txt, n);
+    out_add(c, "\r\n", 2);
+}
+
+void reply_bulk_str(conn *c, const char *s)
+{
+    reply_bulk(c, s, strlen(s));
 }

@@ -38,6 +38,17 @@ typedef struct conn {
     uint64_t discard_bytes; /* bytes of the current skipped bulk (with its CRLF) */
     size_t want;            /* bytes the parser needs from in.off to progress */
     /* session */
+    int proto;       /* 2 or 3 (HELLO); RESP2 until HELLO 3 */
+    int mute;        /* replies of the running command are dropped (CLIENT REPLY) */
+    int reply_mode;  /* CLIENT REPLY: 0 ON, 1 OFF, 2 SKIP (the next command) */
+    int no_evict;    /* CLIENT NO-EVICT (accepted, changes nothing) */
+    uint32_t nerr;   /* error replies written (reply_error): for errorstats */
+    char errcode[16]; /* the code (first word) of the last error reply */
+    uint64_t id;     /* CLIENT ID: unique across the workers of the instance */
+    char *name;      /* CLIENT SETNAME (malloc'd), or NULL */
+    int64_t born_ms; /* accepted at (monotonic), for CLIENT LIST age= */
+    char addr[112], laddr[112]; /* peer and local address, "ip:port" or "path:0" */
+    const char *lastcmd;      /* the last command's name (CLIENT LIST cmd=), static */
     int authed;
     unsigned db;
     pc_coll *coll;
@@ -99,6 +110,13 @@ void reply_bulk(conn *c, const void *p, size_t n);
 void reply_nil(conn *c);
 void reply_array(conn *c, int64_t n);
 void reply_nil_array(conn *c);
+/* RESP3-aware writers: each writes the RESP3 type after HELLO 3 and the
+ * RESP2 shape Redis 7 uses otherwise (docs/pcached.md, "RESP3"). */
+void reply_map(conn *c, int64_t pairs);     /* %n, or *2n */
+void reply_set(conn *c, int64_t n);         /* ~n, or *n */
+void reply_double(conn *c, double d);       /* ,d, or a bulk string */
+void reply_verbatim(conn *c, const char *txt, size_t n); /* =len txt:..., or a bulk */
+void reply_bulk_str(conn *c, const char *s); /* a NUL-terminated bulk */
 /* Writes text for an error message: printable ASCII kept, other bytes '?',
  * at most cap - 1 bytes. */
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
@@ -218,5 +236,21 @@ void reply_pc_error(conn *c, int rc);
 void reply_set_persist(const pc_persist *p);
 /* The command table as one sorted list (for COMMAND). */
 unsigned cmd_all(const cmd_def **out, unsigned cap);
+/* The i-th command of that list (its commandstats slot), or NULL. */
+const cmd_def *cmd_at(unsigned i);
+/* cmd_info.c: counts an error reply under its code (errorstats). */
+void srv_errstat_count(srv_worker *w, const char *code);
+/* cmd_client.c: CLIENT, HELLO, AUTH, RESET; the client-list line of c. */
+void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+/* The hook RESET calls before it resets the rest of the connection, for
+ * the transaction state (MULTI/WATCH) another part may keep in conn: it
+ * must drop it. A no-op until that state exists. */
+void conn_reset_txn(srv_worker *w, conn *c);
+/* cmd_object.c: MEMORY, OBJECT */
+void cmd_memory(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void cmd_object(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 
 #endif /* PCACHED_RESP_H */

@@ -43,7 +43,9 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define W_READ_CHUNK 16384u
@@ -110,6 +113,7 @@ static void conn_close(srv_worker *w, conn *c)
 static void conn_free(conn *c)
 {
     cmd_txn_conn_free(c);
+    free(c->name);
     free(c->in.p);
     free(c->out.p);
     free(c->args);
@@ -488,7 +492,15 @@ void conn_process(srv_worker *w, conn *c)
             w->argl[i] = c->args[i].len;
         }
         uint64_t staged = w->gc != NULL ? pc_persist_commit_pending(w->gc) : 0;
+        if (c->reply_mode != 0) { /* CLIENT REPLY OFF / SKIP: this reply is dropped */
+            if (c->reply_mode == 2)
+                c->reply_mode = 3;
+            c->mute = 1;
+        }
         cmd_dispatch(w, c, c->nargs, w->argv, w->argl);
+        if (c->reply_mode == 3)
+            c->reply_mode = 0;
+        c->mute = 0;
         if (w->gc != NULL && !c->wrote && pc_persist_commit_pending(w->gc) != staged) {
             c->wrote = 1;
             w->gc_writers++;
@@ -579,6 +591,42 @@ static void conn_read(srv_worker *w, conn *c)
         (void)conn_flush(w, c);
 }
 
+/* "ip:port" of both ends, for CLIENT LIST and CLIENT KILL ADDR / LADDR. */
+static void sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+        port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+        port = ntohs(a->sin6_port);
+    } else if (ss->ss_family == AF_UNIX) { /* as Redis: "<socket path>:0" */
+        const struct sockaddr_un *a = (const struct sockaddr_un *)ss;
+        snprintf(buf, cap, "%.*s:0", (int)strnlen(a->sun_path, sizeof a->sun_path), a->sun_path);
+        return;
+    }
+    snprintf(buf, cap, "%s:%u", ip, port);
+}
+
+static void conn_addrs(conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) == 0)
+        sockaddr_text(&ss, c->laddr, sizeof c->laddr);
+    sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
+        sockaddr_text(&ss, c->addr, sizeof c->addr);
+    if (ss.ss_family == AF_UNIX) /* a unix peer has no name: the socket's */
+        memcpy(c->addr, c->laddr, sizeof c->addr);
+}
+
 static void accept_all(srv_worker *w, int lfd)
 {
     for (;;) {
@@ -618,6 +666,10 @@ static void accept_all(srv_worker *w, int lfd)
         c->bulk_len = -1;
         c->coll = w->s->dbs[0];
         c->last_ms = pc_mono_ms();
+        c->born_ms = c->last_ms;
+        c->proto = 2;
+        c->id = atomic_fetch_add_explicit(&w->s->shm->next_client_id, 1, memory_order_relaxed);
+        conn_addrs(c);
         c->events = EPOLLIN;
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {

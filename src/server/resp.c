@@ -132,33 +132,36 @@ static int inl_hex(char ch)
 /* Splits one inline line p[0, n) into arguments with Redis's sdssplitargs
  * rules: blanks separate; "double quotes" take the escapes \xHH \n \r \t
  * \b \a and \<any> (that byte); 'single quotes' take \' only; a closing
- * quote must be followed by a blank or the end; a NUL ends the line. The
+ * quote must be followed by a blank or the end. A NUL is an ordinary byte
+ * (Redis's C-string splitter would end the line there). The
  * arguments are decoded in place (each decoded byte consumes at least one
  * input byte, so the write position never passes the read position) and
  * recorded in c->args. Returns the argument count, -1 for unbalanced
  * quotes, -2 past max_args, -3 out of memory. */
 static long inline_split(conn *c, char *p, size_t n, unsigned max_args)
 {
-#define AT(i) ((i) < n ? p[i] : '\0')
+#define AT(i) ((i) < n ? p[i] : '\0') /* only for look-ahead that a NUL cannot satisfy */
     size_t r = 0, w = 0;
     c->nargs = 0;
     for (;;) {
         while (r < n && inl_space(p[r]))
             r++;
-        if (AT(r) == '\0')
+        if (r >= n)
             break;
         size_t start = w;
         int inq = 0, insq = 0, done = 0;
         while (!done) {
             char ch = AT(r);
             if (inq) {
-                if (ch == '\\' && AT(r + 1) == 'x' && inl_hex(AT(r + 2)) >= 0 &&
-                    inl_hex(AT(r + 3)) >= 0) {
+                if (r >= n) {
+                    return -1; /* unterminated */
+                } else if (ch == '\\' && AT(r + 1) == 'x' && inl_hex(AT(r + 2)) >= 0 &&
+                           inl_hex(AT(r + 3)) >= 0) {
                     p[w++] = (char)(inl_hex(AT(r + 2)) * 16 + inl_hex(AT(r + 3)));
                     r += 3;
-                } else if (ch == '\\' && AT(r + 1) != '\0') {
+                } else if (ch == '\\' && r + 1 < n) {
                     r++;
-                    char e = AT(r);
+                    char e = p[r];
                     p[w++] = e == 'n'   ? '\n'
                              : e == 'r' ? '\r'
                              : e == 't' ? '\t'
@@ -166,28 +169,26 @@ static long inline_split(conn *c, char *p, size_t n, unsigned max_args)
                              : e == 'a' ? '\a'
                                         : e;
                 } else if (ch == '"') {
-                    if (AT(r + 1) != '\0' && !inl_space(AT(r + 1)))
+                    if (r + 1 < n && !inl_space(p[r + 1]))
                         return -1;
                     done = 1;
-                } else if (ch == '\0') {
-                    return -1;
                 } else {
                     p[w++] = ch;
                 }
             } else if (insq) {
-                if (ch == '\\' && AT(r + 1) == '\'') {
+                if (r >= n) {
+                    return -1;
+                } else if (ch == '\\' && AT(r + 1) == '\'') {
                     r++;
                     p[w++] = '\'';
                 } else if (ch == '\'') {
-                    if (AT(r + 1) != '\0' && !inl_space(AT(r + 1)))
+                    if (r + 1 < n && !inl_space(p[r + 1]))
                         return -1;
                     done = 1;
-                } else if (ch == '\0') {
-                    return -1;
                 } else {
                     p[w++] = ch;
                 }
-            } else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t' || ch == '\0') {
+            } else if (r >= n || ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
                 done = 1;
             } else if (ch == '"') {
                 inq = 1;
@@ -196,7 +197,7 @@ static long inline_split(conn *c, char *p, size_t n, unsigned max_args)
             } else {
                 p[w++] = ch;
             }
-            if (AT(r) != '\0')
+            if (r < n)
                 r++;
         }
         if (c->nargs >= max_args)

@@ -193,6 +193,11 @@ extern const unsigned cmd_string2_count;
 extern const cmd_def cmd_keys2_table[];
 extern const unsigned cmd_keys2_count;
 
+/* cmd_config.c */
+void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+/* Sets w->lim and w->lim_preauth from w->s->cfg. */
+void cmd_config_limits(srv_worker *w);
+
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 

@@ -37,11 +37,16 @@ static const struct rt_param {
     const char *key;  /* pcached's configuration key */
     int redis_level;  /* 1: the value is a Redis loglevel (debug verbose notice warning) */
 } rt_params[] = {
-    {"timeout", "idle_timeout_s", 0},   {"loglevel", "log_level", 1},
-    {"idle_timeout_s", "idle_timeout_s", 0}, {"log_level", "log_level", 0},
-    {"maxclients", "maxclients", 0},    {"max_output_mb", "max_output_mb", 0},
-    {"max_args", "max_args", 0},        {"max_bulk", "max_bulk", 0},
-    {"max_inline", "max_inline", 0},    {"max_request_mb", "max_request_mb", 0},
+    {"timeout", "idle_timeout_s", 0},
+    {"loglevel", "log_level", 1},
+    {"idle_timeout_s", "idle_timeout_s", 0},
+    {"log_level", "log_level", 0},
+    {"maxclients", "maxclients", 0},
+    {"max_output_mb", "max_output_mb", 0},
+    {"max_args", "max_args", 0},
+    {"max_bulk", "max_bulk", 0},
+    {"max_inline", "max_inline", 0},
+    {"max_request_mb", "max_request_mb", 0},
 };
 #define RT_N (sizeof rt_params / sizeof rt_params[0])
 
@@ -52,9 +57,8 @@ static void rt_publish(srv *s)
     struct srv_runtime_shm *rt = &s->shm->rt;
     uint64_t g = atomic_load_explicit(&rt->gen, memory_order_relaxed);
     for (;;) { /* take the writer's side: even -> odd */
-        if (g % 2 == 0 &&
-            atomic_compare_exchange_weak_explicit(&rt->gen, &g, g + 1, memory_order_acquire,
-                                                  memory_order_relaxed))
+        if (g % 2 == 0 && atomic_compare_exchange_weak_explicit(
+                              &rt->gen, &g, g + 1, memory_order_acquire, memory_order_relaxed))
             break;
         g = atomic_load_explicit(&rt->gen, memory_order_relaxed);
     }
@@ -165,8 +169,7 @@ static int any_match(unsigned argc, const char **argv, const size_t *argl, const
     return 0;
 }
 
-static void config_get(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void config_get(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     const char *names[REDIS_NAMES_MAX], *vals[REDIS_NAMES_MAX];
     char bufs[REDIS_NAMES_MAX][32], buf[32];
@@ -227,8 +230,8 @@ static int is_immutable(const srv *s, const char *p, size_t n, const char **cur,
         const char *name;
         const char *v = srv_config_get(&s->cfg, i, &name, buf, 32);
         if (arg_eq(p, n, name)) {
-            int secret = strcmp(name, "requirepass") == 0 ||
-                         strcmp(name, "management_password") == 0;
+            int secret =
+                strcmp(name, "requirepass") == 0 || strcmp(name, "management_password") == 0;
             *cur = secret ? NULL : v;
             return 1;
         }
@@ -247,8 +250,7 @@ static void set_failed(conn *c, const char *p, size_t n, const char *why)
     reply_error(c, "ERR CONFIG SET failed (possibly related to argument '%s') - %s", name, why);
 }
 
-static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     if (argc < 4) {
         reply_error(c, "ERR wrong number of arguments for 'config|set' command");

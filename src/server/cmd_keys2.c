@@ -104,8 +104,7 @@ static pc_coll *db_arg(srv_worker *w, conn *c, const char *p, size_t n)
         return NULL;
     }
     if (id < INT_MIN || id > INT_MAX) {
-        reply_error(c, "ERR value is out of range, value must between %d and %d", INT_MIN,
-                    INT_MAX);
+        reply_error(c, "ERR value is out of range, value must between %d and %d", INT_MIN, INT_MAX);
         return NULL;
     }
     if (id < 0 || id >= (int64_t)w->s->ndbs) {
@@ -365,7 +364,7 @@ static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv
     static const struct {
         const char *name;
         int arity; /* as Redis's subcommand table: n exact, -n at least n */
-    } subs[] = {{"HISTORY", 3}, {"GRAPH", 3},     {"LATEST", 2}, {"DOCTOR", 2},
+    } subs[] = {{"HISTORY", 3}, {"GRAPH", 3},      {"LATEST", 2}, {"DOCTOR", 2},
                 {"RESET", -2},  {"HISTOGRAM", -2}, {"HELP", 2}};
     const char *sub = argv[1];
     size_t sl = argl[1];

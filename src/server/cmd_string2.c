@@ -32,8 +32,7 @@
 
 static void reply_too_long(conn *c)
 {
-    reply_error(c, "ERR string exceeds maximum allowed size (values up to %u bytes)",
-                PC_VALUE_MAX);
+    reply_error(c, "ERR string exceeds maximum allowed size (values up to %u bytes)", PC_VALUE_MAX);
 }
 
 /* Reads key into w->scratch: 0 (*len set), PC_ENOTFOUND, or an error. A
@@ -296,8 +295,8 @@ enum { FLOAT_OK, FLOAT_NOTNUM, FLOAT_NANINF };
  * expiry kept. FLOAT_NOTNUM when the stored value is not a float,
  * FLOAT_NANINF when the result is not finite (nothing written), or a
  * negative engine code. */
-static int rmw_incrbyfloat(srv_worker *w, pc_coll *coll, const char *k, size_t kl,
-                           long double incr, char *out, size_t cap, size_t *outl)
+static int rmw_incrbyfloat(srv_worker *w, pc_coll *coll, const char *k, size_t kl, long double incr,
+                           char *out, size_t cap, size_t *outl)
 {
     size_t len = 0;
     long double v = 0;
@@ -425,8 +424,9 @@ static void lcs_reply(conn *c, const unsigned char *a, size_t alen, const unsign
 {
     uint64_t cells = (uint64_t)(alen + 1) * (blen + 1);
     if (cells > LCS_TABLE_MAX / sizeof(uint32_t)) {
-        reply_error(c, "ERR Insufficient memory, transient memory for LCS exceeds %u bytes "
-                       "(pcached's limit)",
+        reply_error(c,
+                    "ERR Insufficient memory, transient memory for LCS exceeds %u bytes "
+                    "(pcached's limit)",
                     LCS_TABLE_MAX);
         return;
     }
@@ -485,8 +485,10 @@ static void cmd_lcs(srv_worker *w, conn *c, unsigned argc, const char **argv, co
     void *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
     /* Redis reads the keys first, then the options */
-    int ra = argl[1] > PC_KEY_MAX ? PC_ENOTFOUND : pc_get(c->coll, argv[1], argl[1], &a, &alen, NULL);
-    int rb = argl[2] > PC_KEY_MAX ? PC_ENOTFOUND : pc_get(c->coll, argv[2], argl[2], &b, &blen, NULL);
+    int ra =
+        argl[1] > PC_KEY_MAX ? PC_ENOTFOUND : pc_get(c->coll, argv[1], argl[1], &a, &alen, NULL);
+    int rb =
+        argl[2] > PC_KEY_MAX ? PC_ENOTFOUND : pc_get(c->coll, argv[2], argl[2], &b, &blen, NULL);
     if ((ra != 0 && ra != PC_ENOTFOUND) || (rb != 0 && rb != PC_ENOTFOUND)) {
         reply_pc_error(c, ra != 0 && ra != PC_ENOTFOUND ? ra : rb);
         goto out;

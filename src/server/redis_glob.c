@@ -19,11 +19,12 @@
  */
 #include "resp.h"
 
-#include <ctype.h>
 
+/* tolower() of the C locale on a (signed) char, as Redis calls it: ASCII
+ * letters only, every other value unchanged. */
 static int fold(int ch, int nocase)
 {
-    return nocase ? tolower((unsigned char)ch) : ch;
+    return nocase && ch >= 'A' && ch <= 'Z' ? ch + 32 : ch;
 }
 
 static int match_impl(const char *p, size_t pl, const char *s, size_t sl, int nocase, int *skip)
@@ -74,12 +75,8 @@ static int match_impl(const char *p, size_t pl, const char *s, size_t sl, int no
                 } else if (p[0] == ']') {
                     break;
                 } else if (pl >= 3 && p[1] == '-') {
-                    int lo = (signed char)p[0], hi = (signed char)p[2], ch = (signed char)s[0];
-                    if (nocase) {
-                        lo = tolower((unsigned char)p[0]);
-                        hi = tolower((unsigned char)p[2]);
-                        ch = tolower((unsigned char)s[0]);
-                    }
+                    int lo = fold((signed char)p[0], nocase), hi = fold((signed char)p[2], nocase);
+                    int ch = fold((signed char)s[0], nocase);
                     if (lo > hi) {
                         int t = lo;
                         lo = hi;

@@ -15,7 +15,8 @@
  * like work). Each process has its own copy of the configuration, so the
  * new values go through srv_shm.rt, a small seqlock: the worker that runs
  * CONFIG SET takes it (gen even -> odd), writes every run-time value, and
- * releases it (gen even again); every process compares gen with the one it
+ * releases it (gen even again; a writer killed half way is taken over
+ * after 100 ms); every process compares gen with the one it
  * last applied (srv_runtime_poll: a worker on its one-second tick and
  * before its first command, the maintenance process on each loop turn) and
  * copies the values into its srv_config and its log level. A worker the
@@ -55,11 +56,23 @@ static uint64_t rt_seen; /* the generation this process applied last */
 static void rt_publish(srv *s)
 {
     struct srv_runtime_shm *rt = &s->shm->rt;
-    uint64_t g = atomic_load_explicit(&rt->gen, memory_order_relaxed);
+    uint64_t g = atomic_load_explicit(&rt->gen, memory_order_relaxed), odd_seen = 0;
+    int64_t odd_since = 0;
     for (;;) { /* take the writer's side: even -> odd */
         if (g % 2 == 0 && atomic_compare_exchange_weak_explicit(
                               &rt->gen, &g, g + 1, memory_order_acquire, memory_order_relaxed))
             break;
+        if (g % 2 != 0) {
+            /* a writer takes a few stores; one odd for 100 ms was killed
+             * mid-write: end its turn (this writer rewrites every value) */
+            int64_t now = pc_mono_ms();
+            if (g != odd_seen) {
+                odd_seen = g;
+                odd_since = now;
+            } else if (now - odd_since > 100) {
+                (void)atomic_compare_exchange_strong(&rt->gen, &g, g + 1);
+            }
+        }
         g = atomic_load_explicit(&rt->gen, memory_order_relaxed);
     }
     const srv_config *c = &s->cfg;

@@ -175,11 +175,15 @@ static void cmd_persist(srv_worker *w, conn *c, unsigned argc, const char **argv
 struct key_list {
     conn tmp; /* only its out buffer is used */
     int64_t n;
+    const char *glob; /* NULL = every key; else Redis's glob (redis_glob.c) */
+    size_t glen;
 };
 
 static int collect_key(void *ctx, const pc_entry *e)
 {
     struct key_list *kl = ctx;
+    if (kl->glob != NULL && !srv_glob_match(kl->glob, kl->glen, e->key, e->klen, 0))
+        return 0;
     reply_bulk(&kl->tmp, e->key, e->klen);
     kl->n++;
     return kl->tmp.closing ? PC_EHEAP : 0;
@@ -192,6 +196,8 @@ static void flush_key_list(conn *c, struct key_list *kl)
     free(kl->tmp.out.p);
 }
 
+/* KEYS and SCAN MATCH filter with Redis's own glob rules (redis_glob.c),
+ * not the engine's: a malformed pattern finds what Redis finds. */
 static void cmd_keys(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
@@ -201,7 +207,11 @@ static void cmd_keys(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     }
     struct key_list kl;
     memset(&kl, 0, sizeof kl);
-    int rc = pc_walk(c->coll, argv[1], argl[1], 0, collect_key, &kl);
+    if (!(argl[1] == 1 && argv[1][0] == '*')) {
+        kl.glob = argv[1];
+        kl.glen = argl[1];
+    }
+    int rc = pc_walk(c->coll, NULL, 0, 0, collect_key, &kl);
     if (rc != 0) {
         free(kl.tmp.out.p);
         reply_pc_error(c, rc);
@@ -273,15 +283,17 @@ static void cmd_scan(srv_worker *w, conn *c, unsigned argc, const char **argv, c
     uint64_t next = 0;
     int rc = 0;
     if (strings) {
-        if (glob != NULL && glen == 1 && glob[0] == '*')
-            glob = NULL;
+        if (glob != NULL && !(glen == 1 && glob[0] == '*')) {
+            kl.glob = glob;
+            kl.glen = glen;
+        }
         /* COUNT is Redis's "about this many keys": visit buckets COUNT at a
          * time until that many were found, the walk ended, or 64 x COUNT
          * buckets were visited (a sparse table answers short, never slow) */
         uint64_t visited = 0, budget = (uint64_t)count * 64;
         next = cursor;
         do {
-            rc = pc_scan(c->coll, next, (uint64_t)count, glob, glen, 0, collect_key, &kl, &next);
+            rc = pc_scan(c->coll, next, (uint64_t)count, NULL, 0, 0, collect_key, &kl, &next);
             visited += (uint64_t)count;
         } while (rc == 0 && next != 0 && kl.n < count && visited < budget);
         if (rc == PC_EINVAL) { /* a cursor past the end: the scan is over */

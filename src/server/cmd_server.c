@@ -140,62 +140,7 @@ static void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv
 
 /* ---- CONFIG ----------------------------------------------------------------------- */
 
-static void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
-{
-    if (arg_eq(argv[1], argl[1], "GET") && argc >= 3) {
-        /* Redis names clients ask for, then pcached's own keys. */
-        char dbs[16], mem[32], buf[32];
-        snprintf(dbs, sizeof dbs, "%u", w->s->ndbs);
-        snprintf(mem, sizeof mem, "%llu", (unsigned long long)w->s->cfg.mem_mb << 20);
-        const char *compat[][2] = {{"save", ""},
-                                   {"appendonly", "no"},
-                                   {"databases", dbs},
-                                   {"maxmemory", mem},
-                                   {"maxmemory-policy", "noeviction"},
-                                   {"timeout", "0"}}; /* idle clients are never closed */
-        conn tmp;
-        memset(&tmp, 0, sizeof tmp);
-        int64_t pairs = 0;
-        for (unsigned i = 0; i < sizeof compat / sizeof compat[0]; i++)
-            for (unsigned a = 2; a < argc; a++)
-                if (pc_glob_match(argv[a], argl[a], compat[i][0], strlen(compat[i][0]))) {
-                    reply_bulk(&tmp, compat[i][0], strlen(compat[i][0]));
-                    reply_bulk(&tmp, compat[i][1], strlen(compat[i][1]));
-                    pairs++;
-                    break;
-                }
-        for (unsigned i = 0; i < srv_config_count(); i++) {
-            const char *name;
-            const char *v = srv_config_get(&w->s->cfg, i, &name, buf, sizeof buf);
-            if (strcmp(name, "requirepass") == 0 || strcmp(name, "management_password") == 0)
-                continue; /* never on the wire */
-            for (unsigned a = 2; a < argc; a++)
-                if (pc_glob_match(argv[a], argl[a], name, strlen(name))) {
-                    reply_bulk(&tmp, name, strlen(name));
-                    reply_bulk(&tmp, v, strlen(v));
-                    pairs++;
-                    break;
-                }
-        }
-        reply_map(c, pairs);
-        out_add(c, tmp.out.p, tmp.out.len);
-        free(tmp.out.p);
-    } else if (arg_eq(argv[1], argl[1], "SET")) {
-        reply_error(c, "ERR CONFIG SET is not supported by pcached: edit the configuration file "
-                       "and restart");
-    } else if (arg_eq(argv[1], argl[1], "RESETSTAT") && argc == 2) {
-        for (unsigned i = 0; i < pc_coll_count(w->s->cache); i++)
-            (void)pc_stats_reset(pc_coll_at(w->s->cache, i));
-        reply_ok(c);
-    } else {
-        char sub[64];
-        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
-        reply_error(c,
-                    "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
-                    "CONFIG HELP.",
-                    sub);
-    }
-}
+/* cmd_config (cmd_config.c): CONFIG GET/SET/RESETSTAT/HELP */
 
 /* ---- persistence and PERF.<NAME> ---------------------------------------------------- */
 

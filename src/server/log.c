@@ -86,6 +86,12 @@ void srv_log_quiet(void)
     lg.level = PC_LOG_WARN;
 }
 
+void srv_log_set_level(int level)
+{
+    if (level >= PC_LOG_ERR && level <= PC_LOG_DEBUG)
+        lg.level = level;
+}
+
 int srv_log_level(void)
 {
     return lg.level;

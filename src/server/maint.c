@@ -293,6 +293,7 @@ void srv_maint_main(srv *s)
         _exit(1);
     }
     for (;;) {
+        (void)srv_runtime_poll(s); /* CONFIG SET loglevel */
         struct pollfd pf[5 + 256] = {{sfd, POLLIN, 0},
                                      {s->maint_efd, POLLIN, 0},
                                      {s->http_fd, POLLIN, 0},

@@ -122,6 +122,7 @@ void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* pc_log_fn for the libraries */
 void srv_log_cb(void *ctx, int level, const char *msg);
 int srv_log_level(void);
+void srv_log_set_level(int level); /* PC_LOG_*: CONFIG SET loglevel */
 
 /* ---- shared state (lives in one MAP_SHARED mapping made by the master) ---- */
 #define SRV_SLOT_BUF (64u * 1024u)
@@ -153,7 +154,7 @@ _Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker")
 /* INFO commandstats: per worker slot and per command (its index in the
  * sorted command table, cmd_index), written by that worker only (relaxed),
  * summed by INFO. usec is measured on every command (two vDSO clock reads). */
-#define SRV_CMD_SLOTS 128u
+#define SRV_CMD_SLOTS 256u
 struct srv_cmdstat_shm {
     _Atomic uint64_t calls, usec, rejected, failed;
 };
@@ -163,6 +164,18 @@ struct srv_cmdstat_shm {
 #define SRV_ERR_CODES 16u
 struct srv_errstat_shm {
     _Atomic uint64_t count[SRV_ERR_CODES];
+};
+
+/* The settings CONFIG SET changes at run time (cmd_config.c): a seqlock.
+ * gen is odd while the one writer that took it (CAS even -> odd) writes the
+ * values, even after; a process applies them when gen is even and differs
+ * from the one it applied last, and is unchanged after its reads. 0 = never
+ * set (the configuration's values stand). */
+struct srv_runtime_shm {
+    _Atomic uint64_t gen;
+    _Atomic uint32_t idle_timeout_s, maxclients, max_output_mb, max_args, max_bulk, max_inline,
+        max_request_mb;
+    _Atomic int32_t log_level; /* PC_LOG_* */
 };
 
 struct srv_shm {
@@ -180,6 +193,7 @@ struct srv_shm {
     struct srv_slot_shm slots[SRV_MAX_WORKERS];
     struct srv_cmdstat_shm cmdstats[SRV_MAX_WORKERS][SRV_CMD_SLOTS];
     struct srv_errstat_shm errstats[SRV_MAX_WORKERS];
+    struct srv_runtime_shm rt;
 };
 
 /* ---- the process-wide server context ------------------------------------------ */
@@ -212,6 +226,11 @@ int srv_sync_push(void *ctx, const char *coll, uint64_t gen, const char *source)
 void srv_sync_receive(srv *s); /* maintenance: drains the socket */
 /* sql_odbc.c / sql_none.c: the SQL backend of db_url odbc://, or NULL */
 const pc_persist_backend *srv_sql_backend(void);
+
+/* cmd_config.c: applies the run-time settings CONFIG SET published in
+ * s->shm->rt to s->cfg and this process's log level; 1 when it changed
+ * something (a worker then recomputes its limits: cmd_config_limits). */
+int srv_runtime_poll(srv *s);
 
 /* master.c */
 int srv_master_run(srv *s);

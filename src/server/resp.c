@@ -5,7 +5,8 @@
  * The parser is incremental: it keeps how far it got in the connection
  * (see resp.h), so a command that arrives in many reads is scanned once. It
  * takes the multibulk form (*N then N $len bulks) and the inline form (one
- * line, arguments split on blanks, no quoting), like Redis.
+ * line, arguments split on blanks with Redis's quoting: inline_split), like
+ * Redis.
  *
  * Limits and what happens past them:
  *  - N above max_args, or a bulk above max_bulk: the command is refused
@@ -112,9 +113,109 @@ static int skip_refused(conn *c)
     return 1;
 }
 
+/* isspace() in the C locale, as Redis's sdssplitargs uses it */
+static int inl_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+static int inl_hex(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Splits one inline line p[0, n) into arguments with Redis's sdssplitargs
+ * rules: blanks separate; "double quotes" take the escapes \xHH \n \r \t
+ * \b \a and \<any> (that byte); 'single quotes' take \' only; a closing
+ * quote must be followed by a blank or the end. A NUL is an ordinary byte
+ * (Redis's C-string splitter would end the line there). The
+ * arguments are decoded in place (each decoded byte consumes at least one
+ * input byte, so the write position never passes the read position) and
+ * recorded in c->args. Returns the argument count, -1 for unbalanced
+ * quotes, -2 past max_args, -3 out of memory. */
+static long inline_split(conn *c, char *p, size_t n, unsigned max_args)
+{
+#define AT(i) ((i) < n ? p[i] : '\0') /* only for look-ahead that a NUL cannot satisfy */
+    size_t r = 0, w = 0;
+    c->nargs = 0;
+    for (;;) {
+        while (r < n && inl_space(p[r]))
+            r++;
+        if (r >= n)
+            break;
+        size_t start = w;
+        int inq = 0, insq = 0, done = 0;
+        while (!done) {
+            char ch = AT(r);
+            if (inq) {
+                if (r >= n) {
+                    return -1; /* unterminated */
+                } else if (ch == '\\' && AT(r + 1) == 'x' && inl_hex(AT(r + 2)) >= 0 &&
+                           inl_hex(AT(r + 3)) >= 0) {
+                    p[w++] = (char)(inl_hex(AT(r + 2)) * 16 + inl_hex(AT(r + 3)));
+                    r += 3;
+                } else if (ch == '\\' && r + 1 < n) {
+                    r++;
+                    char e = p[r];
+                    p[w++] = e == 'n'   ? '\n'
+                             : e == 'r' ? '\r'
+                             : e == 't' ? '\t'
+                             : e == 'b' ? '\b'
+                             : e == 'a' ? '\a'
+                                        : e;
+                } else if (ch == '"') {
+                    if (r + 1 < n && !inl_space(p[r + 1]))
+                        return -1;
+                    done = 1;
+                } else {
+                    p[w++] = ch;
+                }
+            } else if (insq) {
+                if (r >= n) {
+                    return -1;
+                } else if (ch == '\\' && AT(r + 1) == '\'') {
+                    r++;
+                    p[w++] = '\'';
+                } else if (ch == '\'') {
+                    if (r + 1 < n && !inl_space(p[r + 1]))
+                        return -1;
+                    done = 1;
+                } else {
+                    p[w++] = ch;
+                }
+            } else if (r >= n || ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+                done = 1;
+            } else if (ch == '"') {
+                inq = 1;
+            } else if (ch == '\'') {
+                insq = 1;
+            } else {
+                p[w++] = ch;
+            }
+            if (r < n)
+                r++;
+        }
+        if (c->nargs >= max_args)
+            return -2;
+        if (args_reserve(c, c->nargs + 1u) != 0)
+            return -3;
+        c->args[c->nargs].off = start;
+        c->args[c->nargs].len = w - start;
+        c->nargs++;
+    }
+    return (long)c->nargs;
+#undef AT
+}
+
 static int parse_inline(conn *c, const resp_limits *lim)
 {
-    const char *base = c->in.p + c->in.off;
+    char *base = c->in.p + c->in.off;
     size_t avail = c->in.len - c->in.off;
     const char *nl = memchr(base, '\n', avail);
     if (nl == NULL) {
@@ -126,29 +227,20 @@ static int parse_inline(conn *c, const resp_limits *lim)
     size_t n = (size_t)(nl - base);
     if (n > lim->max_inline)
         return proto_error(c, "too big inline request");
-    c->nargs = 0;
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && (base[i] == ' ' || base[i] == '\t' || base[i] == '\r'))
-            i++;
-        if (i >= n)
-            break;
-        size_t s = i;
-        while (i < n && base[i] != ' ' && base[i] != '\t' && base[i] != '\r')
-            i++;
-        if (c->nargs >= lim->max_args) {
-            c->ppos = n + 1;
-            resp_consume(c);
-            reply_error(c, "ERR too many arguments (max_args is %u)", lim->max_args);
-            return RESP_REFUSED;
-        }
-        if (args_reserve(c, c->nargs + 1u) != 0)
-            return proto_error(c, "out of memory");
-        c->args[c->nargs].off = s;
-        c->args[c->nargs].len = i - s;
-        c->nargs++;
-    }
+    /* the arguments are decoded in place: they start at in.off, as the
+     * offsets of c->args are relative to it */
+    size_t line = n > 0 && base[n - 1] == '\r' ? n - 1 : n;
+    long got = inline_split(c, base, line, lim->max_args);
+    if (got == -1)
+        return proto_error(c, "unbalanced quotes in request");
+    if (got == -3)
+        return proto_error(c, "out of memory");
     c->ppos = n + 1;
+    if (got == -2) {
+        resp_consume(c);
+        reply_error(c, "ERR too many arguments (max_args is %u)", lim->max_args);
+        return RESP_REFUSED;
+    }
     c->need_args = c->nargs;
     if (c->nargs == 0) { /* an empty line: nothing to run */
         resp_consume(c);

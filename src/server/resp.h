@@ -120,6 +120,9 @@ void reply_bulk_str(conn *c, const char *s); /* a NUL-terminated bulk */
 /* Writes text for an error message: printable ASCII kept, other bytes '?',
  * at most cap - 1 bytes. */
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
+/* redis_glob.c: whether s[0, slen) matches the glob pat[0, plen) as Redis's
+ * KEYS, SCAN MATCH (nocase 0) and CONFIG GET (nocase 1) match it. */
+int srv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int nocase);
 
 /* ---- commands ------------------------------------------------------------ */
 typedef struct srv_worker {
@@ -203,6 +206,16 @@ extern const cmd_def cmd_keys_table[];
 extern const unsigned cmd_keys_count;
 extern const cmd_def cmd_server_table[];
 extern const unsigned cmd_server_count;
+/* cmd_string2.c, cmd_keys2.c */
+extern const cmd_def cmd_string2_table[];
+extern const unsigned cmd_string2_count;
+extern const cmd_def cmd_keys2_table[];
+extern const unsigned cmd_keys2_count;
+
+/* cmd_config.c */
+void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+/* Sets w->lim and w->lim_preauth from w->s->cfg. */
+void cmd_config_limits(srv_worker *w);
 
 /* cmd_txn.c: MULTI EXEC DISCARD WATCH UNWATCH; cmd_script.c: EVAL & co */
 extern const cmd_def cmd_txn_table[];

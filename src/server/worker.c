@@ -719,12 +719,8 @@ void srv_worker_main(srv *s, unsigned slot)
     w->s = s;
     w->slot = slot;
     w->st = &s->shm->wstats[slot];
-    w->lim.max_args = s->cfg.max_args;
-    w->lim.max_bulk = s->cfg.max_bulk;
-    w->lim.max_inline = s->cfg.max_inline;
-    w->lim.max_request = (uint64_t)s->cfg.max_request_mb << 20;
-    w->lim_preauth = w->lim;
-    w->lim_preauth.preauth = 1;
+    (void)srv_runtime_poll(s); /* what CONFIG SET changed before this worker started */
+    cmd_config_limits(w);
     w->scratch_cap = PC_VALUE_MAX + 64;
     w->scratch = malloc(w->scratch_cap);
     int rc = 0;
@@ -835,6 +831,8 @@ void srv_worker_main(srv *s, unsigned slot)
         }
         if (now >= next_tick) {
             next_tick = now + 1000;
+            if (srv_runtime_poll(s)) /* another worker ran CONFIG SET */
+                cmd_config_limits(w);
             if (s->persist != NULL)
                 (void)pc_persist_worker_tick(s->persist);
             if (s->cfg.idle_timeout_s > 0)

@@ -94,6 +94,17 @@ def glob():
     write("glob", "nul-bytes", bytes([3]) + b"a\x00*" + b"a\x00bc")
 
 
+# ---- redis_glob: byte 0 is the pattern length, Redis's lenient globs -----------
+def redis_glob():
+    cases = [("[", "["), ("[^]", "x"), ("a\\", "a\\"), ("[!x]", "x"), ("[^x", "["),
+             ("[abc", "b"), ("[z-a]", "m"), ("[x-]", "-"), ("\\[", "["), ("**x", "x"),
+             ("*", ""), ("x*", "x"), ("a*b*c", "aXbYc"), ("*a*a*a*a*b", "a" * 40),
+             ("[\\]]", "]"), ("[\xff-\x01]", "\x80"), ("TIME*", "timeout")]
+    for i, (p, s) in enumerate(cases):
+        pb, sb = p.encode("latin-1"), s.encode("latin-1")
+        write("redis_glob", "%02d" % i, bytes([len(pb)]) + pb + sb)
+
+
 # ---- store ------------------------------------------------------------------
 def varint(v):
     out = b""
@@ -326,7 +337,7 @@ def url():
         w("odbc-%02d" % i, u)
 
 
-TARGETS = {"resp": resp, "jsonrpc": jsonrpc, "config": config, "url": url, "glob": glob, "store": store, "journal": journal,
+TARGETS = {"resp": resp, "jsonrpc": jsonrpc, "config": config, "url": url, "glob": glob, "redis_glob": redis_glob, "store": store, "journal": journal,
            "sync_wire": sync_wire}
 
 if __name__ == "__main__":

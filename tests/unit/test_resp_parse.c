@@ -181,10 +181,58 @@ static void protocol_cases(void **state)
     expect("*99999999999999999999999999999999999\r\n", "",
            "-ERR Protocol error: invalid multibulk length\r\n", 1);
     expect("*2000000\r\n", "", "-ERR Protocol error: invalid multibulk length\r\n", 1);
+    /* inline quoting as Redis's sdssplitargs (test_redis_compat.py checks
+     * the same against a real redis-server) */
+    expect("SET \"a b\" c\r\n", "SET|a b|c;", "", 0);
+    expect("GET 'it\\'s'\r\nECHO \"\"\r\n", "GET|it's;ECHO|;", "", 0);
+    expect("ECHO \"\\x41\\x4a\\n\\q\"\r\n", "ECHO|AJ\nq;", "", 0);
+    expect("ECHO \"\\x4\" 'a\\b'\r\n", "ECHO|x4|a\\b;", "", 0);
+    expect("ECHO \"a\"b\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n", 1);
+    expect("ECHO 'abc\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n", 1);
+    expect("ECHO \"ab\\\"\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n",
+           1);
+    expect("ECHO \"ab\\", "", "", 0); /* no line end yet: nothing */
     char inl[300];
     memset(inl, 'a', sizeof inl - 1);
     inl[sizeof inl - 1] = '\0';
     expect(inl, "", "-ERR Protocol error: too big inline request\r\n", 1);
+}
+
+/* KEYS / SCAN MATCH / CONFIG GET globs as Redis matches them, malformed
+ * patterns included (the answers redis-server 7.0 gives). */
+static void redis_glob_cases(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pat, *s;
+        int nocase, want;
+    } cases[] = {
+        {"[", "[", 0, 0},        {"[", "", 0, 0},          {"[^]", "x", 0, 1},
+        {"[^]", "[", 0, 1},      {"[^]", "", 0, 0},        {"[^]", "ab", 0, 0},
+        {"a\\", "a\\", 0, 1},  {"a\\", "a", 0, 0},      {"[!x]", "x", 0, 1},
+        {"[!x]", "!", 0, 1},     {"[!x]", "y", 0, 0},      {"[^x", "[", 0, 1},
+        {"[^x", "x", 0, 0},      {"[abc", "b", 0, 1},      {"[abc", "d", 0, 0},
+        {"[z-a]", "m", 0, 1},    {"[x-]", "-", 0, 0},      {"[x-]", "x", 0, 1},
+        {"\\[", "[", 0, 1},      {"[\\]]", "]", 0, 1},     {"*x", "abx", 0, 1},
+        {"**x", "x", 0, 1},      {"x*", "x", 0, 1},        {"x**", "x", 0, 1},
+        {"?", "", 0, 0},         {"*", "", 0, 0},          {"a*b*c", "aXbYc", 0, 1},
+        {"a*b*c", "aXbY", 0, 0}, {"TIME*", "timeout", 1, 1}, {"TIME*", "timeout", 0, 0},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = srv_glob_match(cases[i].pat, strlen(cases[i].pat), cases[i].s,
+                                 strlen(cases[i].s), cases[i].nocase);
+        if (got != cases[i].want)
+            fail_msg("glob '%s' on '%s': %d, want %d", cases[i].pat, cases[i].s, got,
+                     cases[i].want);
+    }
+    /* many stars against a long miss: polynomial, not exponential */
+    char pat[200], str[4000];
+    for (unsigned i = 0; i < sizeof pat - 2; i++)
+        pat[i] = i % 2 ? '*' : 'a';
+    pat[sizeof pat - 2] = 'b';
+    pat[sizeof pat - 1] = '\0';
+    memset(str, 'a', sizeof str);
+    assert_int_equal(srv_glob_match(pat, strlen(pat), str, sizeof str, 0), 0);
 }
 
 static void mutated_pipelines(void **state)
@@ -322,6 +370,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(protocol_cases),
+        cmocka_unit_test(redis_glob_cases),
         cmocka_unit_test(mutated_pipelines),
         cmocka_unit_test(rpc_requests),
     };

@@ -57,6 +57,13 @@ static void count_repairs(void *ctx, int level, const char *msg)
         repairs++;
 }
 
+/* tk0's value, 0 while absent. */
+static int64_t counter0(struct ctx *x)
+{
+    int64_t v = 0;
+    return pc_get_counter(x->b, "tk0", 3, &v) == 0 ? v : 0;
+}
+
 static void sleep_us(long us)
 {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
@@ -74,6 +81,7 @@ static void killed_commits_do_not_wedge(void **state)
     struct ctx x = {pc_fx_coll(c, "a"), pc_fx_coll(c, "b")};
     srand(20261202);
     for (int r = 0; r < ROUNDS; r++) {
+        int64_t v0 = counter0(&x);
         pid_t kids[KIDS];
         for (int i = 0; i < KIDS; i++) {
             kids[i] = fork();
@@ -84,7 +92,11 @@ static void killed_commits_do_not_wedge(void **state)
                         _exit(1);
             }
         }
-        sleep_us(2000 + rand() % 30000);
+        /* once the children commit (a forked sanitizer build starts slowly),
+         * at a random point of their work */
+        for (int w = 0; w < 5000 && counter0(&x) < v0 + 3; w++)
+            sleep_us(1000);
+        sleep_us(rand() % 5000);
         for (int i = 0; i < KIDS; i++)
             kill(kids[i], SIGKILL);
         for (int i = 0; i < KIDS; i++) {

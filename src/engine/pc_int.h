@@ -509,10 +509,9 @@ void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const vo
                  size_t vlen, uint8_t flags, int64_t expires);
 void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes);
 unsigned pc_hooked(const pc_coll *coll);
-int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
-               const void *val, size_t vlen, int64_t counter, int64_t expires, uint32_t stamp);
-bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
-                 pc_off prev);
+int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen, const void *val,
+               size_t vlen, int64_t counter, int64_t expires, uint32_t stamp);
+bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine, pc_off prev);
 bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old);
 int64_t pc_deadline(int64_t now, int64_t ttl_ms);
 
@@ -520,8 +519,7 @@ int64_t pc_deadline(int64_t now, int64_t ttl_ms);
  * Called by the public operations, after their argument checks, when
  * c->txn is set; same contracts as the public calls. */
 int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
-                  const pc_allocator *a, void **aval, size_t *vlen, size_t *needed,
-                  pc_meta *meta);
+                  const pc_allocator *a, void **aval, size_t *vlen, size_t *needed, pc_meta *meta);
 int pc_txn_op_probe(pc_txn *t, pc_coll *coll, const void *key, size_t klen, pc_meta *meta);
 int pc_txn_op_counter(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t *out);
 int pc_txn_op_set(pc_txn *t, pc_coll *coll, const void *key, size_t klen, const void *val,

@@ -47,11 +47,11 @@ struct pc_txn_ent {
     bool watch;  /* made by pc_txn_watch: kept by pc_txn_reset */
     bool loaded; /* oval holds the value (a watch copies none until read) */
     /* the observation */
-    uint64_t idx;  /* bucket the key routed to */
-    uint32_t ver;  /* that bucket's even version */
-    pc_off rec;    /* record found, 0 = absent */
-    int64_t rexp;  /* its expiry */
-    bool rlive;    /* live when observed */
+    uint64_t idx; /* bucket the key routed to */
+    uint32_t ver; /* that bucket's even version */
+    pc_off rec;   /* record found, 0 = absent */
+    int64_t rexp; /* its expiry */
+    bool rlive;   /* live when observed */
     uint8_t oflags;
     unsigned char *oval; /* the value (counters: 8 raw bytes) */
     size_t olen, ocap;
@@ -352,8 +352,7 @@ static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bo
     return 0;
 }
 
-static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen,
-                    struct pc_txn_ent **out)
+static int tx_entry(pc_txn *t, pc_coll *coll, const void *key, size_t klen, struct pc_txn_ent **out)
 {
     return tx_entry_v(t, coll, key, klen, true, out);
 }
@@ -422,8 +421,7 @@ static void tx_fill_meta(pc_meta *meta, uint8_t flags, size_t vlen, int64_t exp,
 /* ---- the data operations of a bound transaction ----------------------------- */
 
 int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
-                  const pc_allocator *a, void **aval, size_t *vlen, size_t *needed,
-                  pc_meta *meta)
+                  const pc_allocator *a, void **aval, size_t *vlen, size_t *needed, pc_meta *meta)
 {
     struct pc_txn_ent *e;
     int rc = tx_entry(t, coll, key, klen, &e);
@@ -557,7 +555,8 @@ int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_
         if (rc != 0)
             return PC_ENOTNUM; /* a stored string past int64 is not a counter's text */
     }
-    if (neg ? __builtin_sub_overflow(base, delta, &value) : __builtin_add_overflow(base, delta, &value))
+    if (neg ? __builtin_sub_overflow(base, delta, &value)
+            : __builtin_add_overflow(base, delta, &value))
         return PC_ERANGE;
     if (ttl_ms > 0)
         exp = pc_deadline(now, ttl_ms);
@@ -879,8 +878,8 @@ int pc_txn_commit(pc_txn *t)
     for (unsigned i = 0; i < nl; i++)
         pc_wend(locks[i].b);
     for (unsigned i = 0; i < t->n; i++)
-        t->e[i].stamp = atomic_load_explicit(&tx_bucket(locks, nl, &t->e[i])->version,
-                                             memory_order_relaxed);
+        t->e[i].stamp =
+            atomic_load_explicit(&tx_bucket(locks, nl, &t->e[i])->version, memory_order_relaxed);
     for (unsigned i = nl; i-- > 0;)
         pc_bucket_unlock(locks[i].b);
     for (unsigned i = 0; i < t->n; i++) {

@@ -123,9 +123,8 @@ static uint32_t pc_stamp(const struct pc_loc *loc)
 }
 
 /* Hands an acknowledged write to the mutation hook (no lock held). */
-int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
-                      const void *val, size_t vlen, int64_t counter, int64_t expires,
-                      uint32_t stamp)
+int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen, const void *val,
+               size_t vlen, int64_t counter, int64_t expires, uint32_t stamp)
 {
     pc_mutation m = {.coll = coll,
                      .op = op,
@@ -183,8 +182,8 @@ static void pc_replace(pc_cache *c, struct pc_loc *loc, pc_off rec_off)
 /* Inserts a new key: into the bucket when it has a free slot, else into
  * the chain using the prebuilt node. Returns false when a node is needed
  * but none was built (the caller unlocks, allocates, retries). */
-bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
-                  int64_t expires, pc_off *node, bool br)
+bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off, int64_t expires,
+                  pc_off *node, bool br)
 {
     struct pc_bucket_shm *b = loc->b;
     unsigned n = pc_used(b);
@@ -275,8 +274,7 @@ static void pc_unlink_found(pc_coll *coll, struct pc_loc *loc, pc_off *freed_nod
 /* The write put record mine where prev was (0: the key was absent). On
  * success prev is in the table again (the caller must not free it) and
  * mine is freed. */
-bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine,
-                        pc_off prev)
+bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine, pc_off prev)
 {
     pc_cache *c = coll->c;
     struct pc_loc loc;
@@ -415,7 +413,7 @@ static bool pc_refresh_locked(pc_coll *coll, struct pc_loc *loc, size_t klen, co
 }
 
 void pc_fill_rec(pc_cache *c, pc_off off, const void *key, size_t klen, const void *val,
-                        size_t vlen, uint8_t flags, int64_t expires)
+                 size_t vlen, uint8_t flags, int64_t expires)
 {
     struct pc_rec_shm *r = pc_cell(c, off);
     /* r->cls is the cell's class: never written (I2) */

@@ -18,7 +18,7 @@
 #include <strings.h>
 
 #define SCRIPT_REFUSED                                                                             \
-    "ERR scripting is not supported by pcached (EVAL, EVALSHA, SCRIPT and FCALL run only the "    \
+    "ERR scripting is not supported by pcached (EVAL, EVALSHA, SCRIPT and FCALL run only the "     \
     "scripts of redis-py's Lock); use MULTI/EXEC with WATCH for atomic updates"
 
 enum { SC_RELEASE, SC_EXTEND, SC_REACQUIRE };
@@ -96,8 +96,8 @@ static int script_body(void *ctx)
     size_t len = 0, need = 0;
     pc_meta m;
     r->result = 0;
-    int rc = pc_get_buf(r->coll, r->key, r->klen, r->w->scratch, r->w->scratch_cap, &len, &need,
-                        &m);
+    int rc =
+        pc_get_buf(r->coll, r->key, r->klen, r->w->scratch, r->w->scratch_cap, &len, &need, &m);
     if (rc == PC_ENOTFOUND)
         return 0;
     if (rc != 0)
@@ -145,13 +145,19 @@ static void script_exec(srv_worker *w, conn *c, const struct known_script *s, un
         return;
     }
     if (numkeys != 1 || argc - 2 != s->nargv) {
-        reply_error(c, "ERR pcached runs this script (redis-py's Lock) with 1 key and %u "
-                       "arguments only",
+        reply_error(c,
+                    "ERR pcached runs this script (redis-py's Lock) with 1 key and %u "
+                    "arguments only",
                     s->nargv);
         return;
     }
-    struct script_run r = {.w = w, .coll = c->coll, .s = s, .key = argv[1], .klen = argl[1],
-                           .argv = argv + 2, .argl = argl + 2};
+    struct script_run r = {.w = w,
+                           .coll = c->coll,
+                           .s = s,
+                           .key = argv[1],
+                           .klen = argl[1],
+                           .argv = argv + 2,
+                           .argl = argl + 2};
     if (s->kind != SC_RELEASE && arg_i64(argv[3], argl[3], &r.n2) != 0) {
         reply_error(c, "ERR value is not an integer or out of range");
         return;
@@ -186,8 +192,7 @@ static void cmd_evalsha(srv_worker *w, conn *c, unsigned argc, const char **argv
         script_exec(w, c, s, argc - 2, argv + 2, argl + 2);
 }
 
-static void cmd_script(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                       const size_t *argl)
+static void cmd_script(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
     if (arg_eq(argv[1], argl[1], "LOAD") && argc == 3) {
@@ -215,12 +220,9 @@ static void cmd_refused(srv_worker *w, conn *c, unsigned argc, const char **argv
 }
 
 const cmd_def cmd_script_table[] = {
-    {"EVAL", -3, 0, cmd_eval, 0, 0, 0},
-    {"EVALSHA", -3, 0, cmd_evalsha, 0, 0, 0},
+    {"EVAL", -3, 0, cmd_eval, 0, 0, 0},          {"EVALSHA", -3, 0, cmd_evalsha, 0, 0, 0},
     {"EVAL_RO", -3, 0, cmd_refused, 0, 0, 0}, /* the known scripts write */
-    {"EVALSHA_RO", -3, 0, cmd_refused, 0, 0, 0},
-    {"SCRIPT", -2, 0, cmd_script, 0, 0, 0},
-    {"FCALL", -3, 0, cmd_refused, 0, 0, 0},
-    {"FCALL_RO", -3, 0, cmd_refused, 0, 0, 0},
+    {"EVALSHA_RO", -3, 0, cmd_refused, 0, 0, 0}, {"SCRIPT", -2, 0, cmd_script, 0, 0, 0},
+    {"FCALL", -3, 0, cmd_refused, 0, 0, 0},      {"FCALL_RO", -3, 0, cmd_refused, 0, 0, 0},
 };
 const unsigned cmd_script_count = sizeof cmd_script_table / sizeof cmd_script_table[0];

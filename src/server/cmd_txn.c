@@ -37,7 +37,7 @@
 
 #define TXN_MAX_CMDS 100000u              /* queued commands per MULTI, watched keys */
 #define TXN_MAX_BYTES (64u * 1024 * 1024) /* bytes of queued arguments, of watched keys */
-#define TXN_MAX_ATTEMPTS 1000u          /* EXEC runs before it gives up on conflicts */
+#define TXN_MAX_ATTEMPTS 1000u            /* EXEC runs before it gives up on conflicts */
 
 /* One queued command: one allocation holding argl[argc], argv[argc] and
  * the argument bytes (each followed by a NUL). */
@@ -53,15 +53,15 @@ struct srv_txn {
     int running; /* EXEC is running the queue */
     unsigned nwatch;
     size_t wbytes; /* bytes of the watched keys */
-    pc_txn *t; /* the watches, then the EXEC's work; NULL until needed */
+    pc_txn *t;     /* the watches, then the EXEC's work; NULL until needed */
     struct txq *q;
     unsigned nq, qcap;
     size_t qbytes;
 };
 
 /* Commands refused inside MULTI: their key set is not known when queued. */
-static const char *const txn_refused[] = {"KEYS", "SCAN", "DBSIZE", "FLUSHDB", "FLUSHALL",
-                                          "RANDOMKEY", "SAVE", "BGSAVE"};
+static const char *const txn_refused[] = {"KEYS",     "SCAN",      "DBSIZE", "FLUSHDB",
+                                          "FLUSHALL", "RANDOMKEY", "SAVE",   "BGSAVE"};
 
 /* Commands that run at once inside MULTI instead of being queued. */
 static const char *const txn_immediate[] = {"MULTI", "EXEC", "DISCARD", "WATCH", "QUIT", "RESET"};
@@ -172,7 +172,8 @@ int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const
 {
     (void)w;
     struct srv_txn *x = c->txn;
-    if (x == NULL || !x->multi || x->running || name_in(name, txn_immediate, sizeof txn_immediate / sizeof txn_immediate[0]))
+    if (x == NULL || !x->multi || x->running ||
+        name_in(name, txn_immediate, sizeof txn_immediate / sizeof txn_immediate[0]))
         return 0;
     if (name_in(name, txn_refused, sizeof txn_refused / sizeof txn_refused[0]) ||
         strncmp(name, "PERF.", 5) == 0) {
@@ -247,8 +248,8 @@ static void cmd_watch(srv_worker *w, conn *c, unsigned argc, const char **argv, 
         if (argl[i] > PC_KEY_MAX)
             continue; /* no key that long can exist, nor be written */
         if (x->nwatch >= TXN_MAX_CMDS || argl[i] > TXN_MAX_BYTES - x->wbytes) {
-            reply_error(c, "ERR too many watched keys (at most %u keys and %u bytes)",
-                        TXN_MAX_CMDS, TXN_MAX_BYTES);
+            reply_error(c, "ERR too many watched keys (at most %u keys and %u bytes)", TXN_MAX_CMDS,
+                        TXN_MAX_BYTES);
             return;
         }
         int rc = pc_txn_watch(x->t, c->coll, argv[i], argl[i]);
@@ -350,10 +351,8 @@ static void cmd_exec(srv_worker *w, conn *c, unsigned argc, const char **argv, c
 }
 
 const cmd_def cmd_txn_table[] = {
-    {"MULTI", 1, CMD_FAST, cmd_multi, 0, 0, 0},
-    {"EXEC", 1, 0, cmd_exec, 0, 0, 0},
-    {"DISCARD", 1, CMD_FAST, cmd_discard, 0, 0, 0},
-    {"WATCH", -2, CMD_FAST, cmd_watch, 1, -1, 1},
+    {"MULTI", 1, CMD_FAST, cmd_multi, 0, 0, 0},     {"EXEC", 1, 0, cmd_exec, 0, 0, 0},
+    {"DISCARD", 1, CMD_FAST, cmd_discard, 0, 0, 0}, {"WATCH", -2, CMD_FAST, cmd_watch, 1, -1, 1},
     {"UNWATCH", 1, CMD_FAST, cmd_unwatch, 0, 0, 0},
 };
 const unsigned cmd_txn_count = sizeof cmd_txn_table / sizeof cmd_txn_table[0];

@@ -68,7 +68,8 @@ typedef struct conn {
     int wrote_infl;     /* ... a record of the batch in flight */
     struct conn *hnext; /* next on the held list */
     struct conn *inext; /* next on the in-flight list */
-    struct srv_txn *txn; /* MULTI/WATCH state (cmd_txn.c); NULL until the first */
+    /* MULTI/WATCH state (cmd_txn.c); NULL until the first */
+    struct srv_txn *txn;
 } conn;
 
 /* Parser results. */

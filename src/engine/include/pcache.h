@@ -61,7 +61,8 @@ extern "C" {
 #define PC_EHEAP (-19)    /* out of process memory (malloc and friends failed) */
 #define PC_EPROCS (-20)   /* every process slot (PC_MAX_PROCS) is held by a live process */
 #define PC_EREFUSED (-21) /* writes refused for now (pc_coll_set_write_block) */
-#define PC_ECONFLICT (-22) /* a transaction saw a key change before it committed */
+/* a transaction saw a key change before it committed (pc_txn_commit) */
+#define PC_ECONFLICT (-22)
 
 /* Returns a static, human-readable name for an engine code (never NULL;
  * "unknown error" for a code of another layer). */

@@ -448,7 +448,8 @@ class TestClients(unittest.TestCase):
                          {"maxmemory-policy": "noeviction"})
         self.assertEqual(r.info("replication")["role"], "master")
         self.assertTrue(r.client_list())
-        self.assertEqual(r.hello()["proto"] if hasattr(r, "hello") else 3, 3)
+        hello = r.execute_command("HELLO", "3")
+        self.assertEqual(hello.get(b"proto", hello.get("proto")), 3)
 
 
 if __name__ == "__main__":

@@ -394,6 +394,23 @@ static void client_kill(srv_worker *w, conn *c, unsigned argc, const char **argv
         c->closing = 1; /* after this reply, as Redis's CLIENT_CLOSE_AFTER_REPLY */
 }
 
+/* CLIENT UNBLOCK id [TIMEOUT|ERROR]: no client is ever blocked in Redis's
+ * sense, so a valid request unblocks nothing. */
+static void client_unblock(conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    int64_t id;
+    if (arg_i64(argv[2], argl[2], &id) != 0) {
+        reply_error(c, "ERR value is not an integer or out of range");
+    } else if (argc > 4) {
+        reply_error(c, "ERR syntax error");
+    } else if (argc == 4 && !arg_eq(argv[3], argl[3], "TIMEOUT") &&
+               !arg_eq(argv[3], argl[3], "ERROR")) {
+        reply_error(c, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+    } else {
+        reply_int(c, 0);
+    }
+}
+
 static const char *const client_help[] = {
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CACHING (YES|NO)",
@@ -450,8 +467,10 @@ static const struct {
     const char *name;
     int arity;
 } client_subs[] = {
-    {"ID", 2},      {"INFO", 2},     {"LIST", -2}, {"KILL", -3},    {"SETNAME", 3},
-    {"GETNAME", 2}, {"NO-EVICT", 3}, {"REPLY", 3}, {"GETREDIR", 2}, {"HELP", 2},
+    {"ID", 2},       {"INFO", 2},    {"LIST", -2},     {"KILL", -3},
+    {"SETNAME", 3},  {"GETNAME", 2}, {"NO-EVICT", 3},  {"REPLY", 3},
+    {"GETREDIR", 2}, {"HELP", 2},    {"UNBLOCK", -3},  {"TRACKINGINFO", 2},
+    {"UNPAUSE", 2},  {"PAUSE", -3},  {"TRACKING", -3}, {"CACHING", 3},
 };
 
 void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
@@ -519,6 +538,30 @@ void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const 
         }
     } else if (strcmp(sub, "GETREDIR") == 0) {
         reply_int(c, -1); /* no tracking */
+    } else if (strcmp(sub, "UNBLOCK") == 0) {
+        client_unblock(c, argc, argv, argl);
+    } else if (strcmp(sub, "TRACKINGINFO") == 0) {
+        reply_map(c, 3);
+        reply_bulk_str(c, "flags");
+        reply_set(c, 1);
+        reply_bulk_str(c, "off");
+        reply_bulk_str(c, "redirect");
+        reply_int(c, -1);
+        reply_bulk_str(c, "prefixes");
+        reply_array(c, 0);
+    } else if (strcmp(sub, "UNPAUSE") == 0) {
+        reply_ok(c); /* nothing is ever paused */
+    } else if (strcmp(sub, "PAUSE") == 0) {
+        reply_error(c, "ERR CLIENT PAUSE is not supported by pcached");
+    } else if (strcmp(sub, "TRACKING") == 0) {
+        if (arg_eq(v, vl, "off"))
+            reply_ok(c);
+        else
+            reply_error(c, "ERR client-side caching (CLIENT TRACKING) is not supported by "
+                           "pcached");
+    } else if (strcmp(sub, "CACHING") == 0) {
+        reply_error(c, "ERR CLIENT CACHING can be called only when the client is in tracking "
+                       "mode with OPTIN or OPTOUT mode enabled");
     } else {
         unsigned n = sizeof client_help / sizeof client_help[0];
         reply_array(c, n);

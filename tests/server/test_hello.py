@@ -112,6 +112,9 @@ CORPUS = [
     ("CLIENT", "REPLY", "FOO"), ("CLIENT", "NO-EVICT", "on"), ("CLIENT", "NO-EVICT", "off"),
     ("CLIENT", "NO-EVICT", "maybe"), ("CLIENT", "SETNAME"), ("CLIENT", "HELP"),
     ("CLIENT", "GETREDIR"), ("CLIENT", "LIST", "TYPE", "master"),
+    ("CLIENT", "UNBLOCK", "5"), ("CLIENT", "UNBLOCK", "x"), ("CLIENT", "UNBLOCK", "5", "ERROR"),
+    ("CLIENT", "UNBLOCK", "5", "FOO"), ("CLIENT", "TRACKINGINFO"), ("CLIENT", "UNPAUSE"),
+    ("CLIENT", "TRACKING", "off"), ("CLIENT", "CACHING", "yes"),
     ("CLIENT", "LIST", "TYPE", "nosuch"), ("CLIENT", "LIST", "FOO"),
     ("AUTH", "x"), ("AUTH", "default", "x"), ("AUTH", "foo", "x"), ("AUTH", "a", "b", "c"),
     ("SET", "hk:int", "123"), ("SET", "hk:big", "12345678901234567890"),
@@ -445,7 +448,8 @@ class TestClients(unittest.TestCase):
                          {"maxmemory-policy": "noeviction"})
         self.assertEqual(r.info("replication")["role"], "master")
         self.assertTrue(r.client_list())
-        self.assertEqual(r.hello()["proto"] if hasattr(r, "hello") else 3, 3)
+        hello = r.execute_command("HELLO", "3")
+        self.assertEqual(hello.get(b"proto", hello.get("proto")), 3)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@
  *
  * params is an object (named arguments) or an array (positional ones) of
  * strings, numbers, booleans (as 1/0) or null (the argument omitted). In a
- * string, the escapes \u0000..\u00ff stand for the single byte of that
- * value (so any binary key the JSON backend escapes comes back as it was);
- * other escapes are UTF-8. One request per connection (Connection: close);
+ * string, every escape is standard JSON (\u00ef is U+00EF, the UTF-8
+ * bytes c3 af); bytes that are not text travel as base64 under
+ * "<name>_b64" or as a positional {"b64":"..."} (pcache_mgmt.h). One request per connection (Connection: close);
  * batches are refused. With a management password (management_password,
  * else requirepass) a TCP request must carry it (Authorization: Bearer or
  * Basic); the unix socket is guarded by its mode (0600).
@@ -162,6 +162,59 @@ static const char *door_password(const srv *s)
     return pw[0] ? pw : NULL;
 }
 
+/* Runs the parsed request r (borrowed) and sets c's reply. */
+static void door_call(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct rpc_req *r)
+{
+    if (r->duplicate) {
+        rpc_error(d, c, -32600, "Invalid Request: a member is named twice", NULL, 0);
+        return;
+    }
+    if (!r->version_ok || !r->has_method) {
+        rpc_error(d, c, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r->id,
+                  r->id_len);
+        return;
+    }
+    if (pc_mgmt_cmd_find(m, r->method) == NULL) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Method not found: %s", r->method);
+        rpc_error(d, c, -32601, msg, r->id, r->id_len);
+        return;
+    }
+    if (r->bad_b64) {
+        rpc_error(d, c, -32602,
+                  "Invalid params: a \"<name>_b64\" or {\"b64\":...} argument is not "
+                  "canonical base64 (RFC 4648, padded)",
+                  r->id, r->id_len);
+        return;
+    }
+    if (r->bad_params) {
+        rpc_error(d, c, -32602,
+                  "Invalid params: an object or array of at most 32 strings or numbers", r->id,
+                  r->id_len);
+        return;
+    }
+    pc_mgmt_err err;
+    const char *text;
+    size_t tlen;
+    int rc = srv_maint_run_json(s, m, r->method, r->args, r->nargs, &err, &text, &tlen);
+    if (rc != 0) {
+        rpc_error(d, c, rpc_code(rc), err.msg, r->id, r->id_len);
+        return;
+    }
+    if (!r->has_id) { /* a notification: no answer */
+        http_reply(c, 204, "No Content", NULL, "", 0);
+        return;
+    }
+    size_t total = tlen + r->id_len + 64;
+    char *body = malloc(total);
+    if (body != NULL) {
+        int n = snprintf(body, total, "{\"jsonrpc\":\"2.0\",\"result\":%.*s,\"id\":%.*s}",
+                         (int)tlen, text, (int)r->id_len, r->id);
+        http_reply(c, 200, "OK", NULL, body, (size_t)n);
+        free(body);
+    }
+}
+
 /* c holds one whole request (framed as hr): runs it, sets the reply. */
 static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct http_req *hr)
 {
@@ -180,51 +233,16 @@ static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const 
         rpc_error(d, c, -32600, "Invalid Request: batches are not supported", NULL, 0);
         return;
     }
+    if (prc == -3) {
+        rpc_error(d, c, -32603, "Internal error: out of memory", NULL, 0);
+        return;
+    }
     if (prc != 0) {
-        rpc_error(d, c, -32700, "Parse error", NULL, 0);
+        rpc_error(d, c, -32700, "Parse error: not a JSON object in UTF-8", NULL, 0);
         return;
     }
-    if (r.duplicate) {
-        rpc_error(d, c, -32600, "Invalid Request: a member is named twice", NULL, 0);
-        return;
-    }
-    if (!r.version_ok || !r.has_method) {
-        rpc_error(d, c, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r.id,
-                  r.id_len);
-        return;
-    }
-    if (pc_mgmt_cmd_find(m, r.method) == NULL) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "Method not found: %s", r.method);
-        rpc_error(d, c, -32601, msg, r.id, r.id_len);
-        return;
-    }
-    if (r.bad_params) {
-        rpc_error(d, c, -32602,
-                  "Invalid params: an object or array of at most 32 strings or numbers", r.id,
-                  r.id_len);
-        return;
-    }
-    pc_mgmt_err err;
-    const char *text;
-    size_t tlen;
-    int rc = srv_maint_run_json(s, m, r.method, r.args, r.nargs, &err, &text, &tlen);
-    if (rc != 0) {
-        rpc_error(d, c, rpc_code(rc), err.msg, r.id, r.id_len);
-        return;
-    }
-    if (!r.has_id) { /* a notification: no answer */
-        http_reply(c, 204, "No Content", NULL, "", 0);
-        return;
-    }
-    size_t total = tlen + r.id_len + 64;
-    char *body = malloc(total);
-    if (body != NULL) {
-        int n = snprintf(body, total, "{\"jsonrpc\":\"2.0\",\"result\":%.*s,\"id\":%.*s}",
-                         (int)tlen, text, (int)r.id_len, r.id);
-        http_reply(c, 200, "OK", NULL, body, (size_t)n);
-        free(body);
-    }
+    door_call(s, d, m, c, &r);
+    srv_rpc_release(&r);
 }
 
 /* ---- connections -------------------------------------------------------------------- */

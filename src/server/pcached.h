@@ -212,17 +212,28 @@ int srv_slot_encode(struct srv_slot_shm *slot, const char *cmd, unsigned nargs,
  * object (members may still be missing or invalid: see the flags), -1 when
  * it is not JSON, -2 for a batch (an array). */
 struct rpc_req {
-    /* one request, as read */
+    /* one request, as read; the strings point into doc, num or the scratch
+     * buffer, valid until srv_rpc_release */
     char method[PC_MGMT_NAME_MAX + 1];
     int has_method, has_id, version_ok;
-    const char *id; /* raw JSON text of the id */
+    const char *id; /* compact JSON text of the id (a scalar), NUL-terminated */
     size_t id_len;
     pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
     unsigned nargs;
     int bad_params; /* 1: params not an object/array of scalars, or too many */
+    int bad_b64;    /* 1: a "*_b64" or {"b64"} argument that is not canonical base64 */
     int duplicate;  /* 1: a member of the request or of params is named twice */
+    char num[PC_MGMT_MAX_ARGS][32]; /* the decimal text of number arguments */
+    void *doc;                      /* the parsed document (jansson), owned */
+    char *id_text;                  /* owned */
 };
+/* Parses body (len bytes, borrowed) into *r; scratch (at least len bytes,
+ * borrowed while *r is used) receives decoded base64. Returns 0 (then call
+ * srv_rpc_release), -1 not JSON (or not an object), -2 a batch (an array),
+ * -3 no memory. */
 int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
+/* Frees what srv_rpc_parse kept; accepts a released or zeroed request. */
+void srv_rpc_release(struct rpc_req *r);
 
 /* jsonrpc_http.c: the HTTP request framing of the management door, strict:
  * "POST <path> HTTP/1.0|1.1", exactly one Content-Length (digits only, at

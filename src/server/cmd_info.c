@@ -168,6 +168,14 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         }
         ib_add(&b, "\r\n");
     }
+    if (want_section(argc, argv, argl, "metrics")) { /* metrics.c: /metrics's figures */
+        char *mt;
+        size_t ml;
+        if (srv_metrics_info(s, &mt, &ml) == 0) {
+            ib_add(&b, "%.*s", (int)ml, mt);
+            free(mt);
+        }
+    }
     if (b.p == NULL) {
         reply_bulk(c, "", 0);
         return;

@@ -6,6 +6,9 @@
  *   POST <any path> HTTP/1.1, Content-Length: n, body:
  *   {"jsonrpc":"2.0","method":"perf_stats","params":{"collection":"th"},"id":1}
  *
+ * and GET /metrics (OpenMetrics / Prometheus text) and GET /health
+ * (metrics.c).
+ *
  * params is an object (named arguments) or an array (positional ones) of
  * strings, numbers, booleans (as 1/0) or null (the argument omitted). In a
  * string, every escape is standard JSON (\u00ef is U+00EF, the UTF-8
@@ -65,14 +68,14 @@ struct srv_door {
 
 /* Sets c's reply: a status line, headers and body (copied). On no memory
  * the connection is just closed (c->out stays NULL). */
-static void http_reply(struct rpc_conn *c, int status, const char *reason, const char *extra,
-                       const char *body, size_t blen)
+static void http_reply_ct(struct rpc_conn *c, int status, const char *reason, const char *ctype,
+                          const char *extra, const char *body, size_t blen)
 {
-    char hdr[384];
+    char hdr[512];
     int n = snprintf(hdr, sizeof hdr,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "%sConnection: close\r\n\r\n",
-                     status, reason, blen, extra != NULL ? extra : "");
+                     status, reason, ctype, blen, extra != NULL ? extra : "");
     free(c->out);
     c->out = malloc((size_t)n + blen);
     c->out_off = c->out_len = 0;
@@ -82,6 +85,12 @@ static void http_reply(struct rpc_conn *c, int status, const char *reason, const
     if (blen > 0)
         memcpy(c->out + n, body, blen);
     c->out_len = (size_t)n + blen;
+}
+
+static void http_reply(struct rpc_conn *c, int status, const char *reason, const char *extra,
+                       const char *body, size_t blen)
+{
+    http_reply_ct(c, status, reason, "application/json", extra, body, blen);
 }
 
 /* {"jsonrpc":"2.0","error":{"code":c,"message":m},"id":id} with the JSON
@@ -137,6 +146,8 @@ static const char *status_reason(int status)
     switch (status) {
     case 400:
         return "Bad Request";
+    case 404:
+        return "Not Found";
     case 405:
         return "Method Not Allowed";
     case 411:
@@ -215,9 +226,64 @@ static void door_call(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const
     }
 }
 
+/* Whether the Accept value (alen bytes) asks for OpenMetrics. */
+static int wants_openmetrics(const char *a, size_t alen)
+{
+    static const char om[] = "application/openmetrics-text";
+    return a != NULL && memmem(a, alen, om, sizeof om - 1) != NULL;
+}
+
+/* GET /metrics and GET /health (docs/pcached.md, "Metrics and health"):
+ * no password unless metrics_auth = 1 (the listener is on loopback by
+ * default); any other path is 404. A query string is ignored. */
+static void door_get(srv *s, struct rpc_conn *c, const struct http_req *hr)
+{
+    const char *pw = door_password(s);
+    if (c->tcp && pw != NULL && s->cfg.metrics_auth &&
+        !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
+        static const char msg[] = "{\"error\":\"authentication required (metrics_auth = 1)\"}";
+        http_reply(c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n", msg,
+                   sizeof msg - 1);
+        return;
+    }
+    const char *q = memchr(hr->path, '?', hr->path_len);
+    size_t plen = q != NULL ? (size_t)(q - hr->path) : hr->path_len;
+    char *body = NULL;
+    size_t blen = 0;
+    if (plen == 8 && memcmp(hr->path, "/metrics", 8) == 0) {
+        int om = wants_openmetrics(hr->accept, hr->accept_len);
+        if (srv_metrics_text(s, om, &body, &blen) != 0) {
+            static const char msg[] = "{\"error\":\"out of memory\"}";
+            http_reply(c, 500, "Internal Server Error", NULL, msg, sizeof msg - 1);
+            return;
+        }
+        http_reply_ct(c, 200, "OK",
+                      om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                         : "text/plain; version=0.0.4; charset=utf-8",
+                      NULL, body, blen);
+    } else if (plen == 7 && memcmp(hr->path, "/health", 7) == 0) {
+        int st = srv_health(s, &body, &blen);
+        if (st < 0) {
+            static const char msg[] = "{\"error\":\"out of memory\"}";
+            http_reply(c, 500, "Internal Server Error", NULL, msg, sizeof msg - 1);
+            return;
+        }
+        http_reply(c, st, st == 200 ? "OK" : "Service Unavailable", NULL, body, blen);
+    } else {
+        static const char msg[] =
+            "{\"error\":\"not found: GET serves /metrics and /health; JSON-RPC is POST\"}";
+        http_reply(c, 404, "Not Found", NULL, msg, sizeof msg - 1);
+    }
+    free(body);
+}
+
 /* c holds one whole request (framed as hr): runs it, sets the reply. */
 static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct http_req *hr)
 {
+    if (hr->get) {
+        door_get(s, c, hr);
+        return;
+    }
     const char *pw = door_password(s);
     if (c->tcp && pw != NULL && !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
         rpc_error_status(d, c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n",

@@ -117,7 +117,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(hr.hdr_end >= 9 && hr.hdr_end + hr.clen == len);
         FUZZ_CHECK(memcmp(buf + hr.hdr_end - 4, "\r\n\r\n", 4) == 0);
         FUZZ_CHECK(memmem(buf, hr.hdr_end, "\r\n\r\n", 4) == buf + hr.hdr_end - 4);
-        FUZZ_CHECK(memcmp(buf, "POST ", 5) == 0 && hr.clen <= BODY_MAX);
+        FUZZ_CHECK((memcmp(buf, "POST ", 5) == 0 && !hr.get && hr.clen <= BODY_MAX) ||
+                   (memcmp(buf, "GET ", 4) == 0 && hr.get && hr.clen == 0));
+        FUZZ_CHECK(hr.path != NULL && hr.path_len > 0 && hr.path >= buf &&
+                   hr.path + hr.path_len < buf + hr.hdr_end);
+        if (hr.accept != NULL)
+            FUZZ_CHECK(hr.accept >= buf && hr.accept + hr.accept_len <= buf + hr.hdr_end);
         if (hr.auth != NULL) {
             FUZZ_CHECK(hr.auth >= buf && hr.auth + hr.auth_len <= buf + hr.hdr_end);
             (void)srv_http_auth_ok(hr.auth, hr.auth_len, "pw");

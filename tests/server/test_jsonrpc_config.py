@@ -155,7 +155,10 @@ class JsonRpc(unittest.TestCase):
         st, body = rpc_http({"jsonrpc": "2.0", "method": "perf_stats"})
         self.assertEqual(st, 204)
         c = http.client.HTTPConnection("127.0.0.1", S.opts["http_port"], timeout=5)
-        c.request("GET", "/")
+        c.request("GET", "/")  # GET serves /metrics and /health only
+        self.assertEqual(c.getresponse().status, 404)
+        c = http.client.HTTPConnection("127.0.0.1", S.opts["http_port"], timeout=5)
+        c.request("PUT", "/", body="{}")
         self.assertEqual(c.getresponse().status, 405)
         # the server is still fine
         self.assertEqual(call("perf_get", ["nothing"])["error"]["code"], -32001)

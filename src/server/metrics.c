@@ -40,6 +40,7 @@ struct figures {
     unsigned ncoll;
     const char *names[PC_MAX_COLLECTIONS];
     pc_coll_stats cs[PC_MAX_COLLECTIONS];
+    pc_persist_save_stats ps[PC_MAX_COLLECTIONS]; /* zero without a store */
 };
 
 static void gather(const srv *s, struct figures *f)
@@ -75,6 +76,8 @@ static void gather(const srv *s, struct figures *f)
         pc_coll *c = pc_coll_at(s->cache, i);
         f->names[i] = pc_coll_name(c);
         (void)pc_coll_stats_total(c, &f->cs[i]);
+        if (s->persist != NULL)
+            (void)pc_persist_save_stats_get(s->persist, c, &f->ps[i]);
     }
 }
 
@@ -293,6 +296,34 @@ int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len)
             mb_add(&b, "\"} %llu\n", (unsigned long long)cval(&f->cs[i], crows[r].off));
         }
     }
+    /* the persisted collections' own last save (every save path: SAVE,
+     * periodic, shutdown, perf_save, the journal bound) */
+    int64_t now_ms = pc_wall_ms();
+    family_head(&b, "collection_last_save_timestamp_seconds", M_GAUGE,
+                "Unix time of the collection's last successful save, 0 = never.", openmetrics);
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted) {
+            mb_add(&b, "pcache_collection_last_save_timestamp_seconds{collection=\"");
+            mb_label(&b, f->names[i]);
+            mb_add(&b, "\"} %lld\n", (long long)(f->ps[i].last_save_ms / 1000));
+        }
+    family_head(&b, "collection_last_save_age_seconds", M_GAUGE,
+                "Seconds since the collection's last successful save (saved ones only).",
+                openmetrics);
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted && f->ps[i].last_save_ms > 0) {
+            mb_add(&b, "pcache_collection_last_save_age_seconds{collection=\"");
+            mb_label(&b, f->names[i]);
+            mb_add(&b, "\"} %.3f\n", (double)(now_ms - f->ps[i].last_save_ms) / 1000.0);
+        }
+    family_head(&b, "collection_last_save_ok", M_GAUGE,
+                "1 when the collection's last save attempt succeeded (or none ran).", openmetrics);
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted) {
+            mb_add(&b, "pcache_collection_last_save_ok{collection=\"");
+            mb_label(&b, f->names[i]);
+            mb_add(&b, "\"} %d\n", f->ps[i].last_save_rc == 0 ? 1 : 0);
+        }
     if (openmetrics)
         mb_add(&b, "# EOF\n");
     free(f);
@@ -315,6 +346,12 @@ int srv_metrics_info(const srv *s, char **out, size_t *len)
         for (size_t r = 0; r < sizeof crows / sizeof crows[0]; r++)
             mb_add(&b, "pcache_coll_%s_%s:%llu\r\n", f->names[i], crows[r].name + 11,
                    (unsigned long long)cval(&f->cs[i], crows[r].off));
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted)
+            mb_add(&b, "pcache_coll_%s_last_save_timestamp_seconds:%lld\r\n"
+                       "pcache_coll_%s_last_save_ok:%d\r\n",
+                   f->names[i], (long long)(f->ps[i].last_save_ms / 1000), f->names[i],
+                   f->ps[i].last_save_rc == 0 ? 1 : 0);
     mb_add(&b, "\r\n");
     free(f);
     return mb_done(&b, out, len);
@@ -328,9 +365,12 @@ int srv_health(const srv *s, char **out, size_t *len)
     gather(s, f);
     struct mbuf b = {0};
     bool journal_bad = f->journal_on && f->jh.failing;
-    bool save_bad = f->persist && f->last_save_rc != 0;
+    bool saves_ok = !f->persist || f->last_save_rc == 0;
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted && f->ps[i].last_save_rc != 0)
+            saves_ok = false;
     bool workers_bad = f->workers_alive < f->workers;
-    int status = journal_bad || save_bad ? 503 : 200;
+    int status = journal_bad || !saves_ok ? 503 : 200;
     mb_add(&b, "{\"status\":\"%s\",\"reasons\":[", status == 200 ? "ok" : "failing");
     const char *sep = "";
     if (journal_bad) {
@@ -338,14 +378,22 @@ int srv_health(const srv *s, char **out, size_t *len)
                (long long)(f->jh.since_wall_ms / 1000), strerror(f->jh.err));
         sep = ",";
     }
-    if (save_bad)
+    if (f->persist && f->last_save_rc != 0) {
         mb_add(&b, "%s\"the last save failed: %s\"", sep, pc_store_strerror(f->last_save_rc));
+        sep = ",";
+    }
+    for (unsigned i = 0; i < f->ncoll; i++)
+        if (f->ps[i].persisted && f->ps[i].last_save_rc != 0) {
+            /* collection names are letters, digits, _ - . (the engine checks) */
+            mb_add(&b, "%s\"collection %s: the last save failed: %s\"", sep, f->names[i],
+                   pc_store_strerror(f->ps[i].last_save_rc));
+            sep = ",";
+        }
     mb_add(&b,
            "],\"journal\":\"%s\",\"last_save_ok\":%s,\"last_save\":%lld,\"saving\":%s,"
            "\"workers\":%u,\"workers_alive\":%u%s}\n",
-           !f->journal_on ? "off" : f->jh.failing ? "failing" : "ok",
-           f->last_save_rc == 0 ? "true" : "false", (long long)f->last_save,
-           f->saving ? "true" : "false", f->workers, f->workers_alive,
+           !f->journal_on ? "off" : f->jh.failing ? "failing" : "ok", saves_ok ? "true" : "false",
+           (long long)f->last_save, f->saving ? "true" : "false", f->workers, f->workers_alive,
            workers_bad ? ",\"note\":\"a worker is being restarted\"" : "");
     free(f);
     int rc = mb_done(&b, out, len);

@@ -657,6 +657,14 @@ def run_lmdb(args, work, cap, nodes):
         check(stats.get("cachedb_perf:stores", 0) >= 200 and
               stats.get("cachedb_perf:entries", 0) >= 200 and
               "cachedb_perf:splits" in stats, "statistics: %s" % stats)
+        # the figures pcached's /metrics has (docs/pcached.md "Metrics and health")
+        check(stats.get("cachedb_perf:memory_used", 0) > 0 and
+              stats.get("cachedb_perf:reads", 0) > 0 and
+              stats.get("cachedb_perf:journal_failing", -1) == 0 and
+              stats.get("cachedb_perf:saves_failing", -1) == 0 and
+              "cachedb_perf:last_save_age" in stats and
+              "cachedb_perf:lock_fallbacks" in stats and
+              "cachedb_perf:memory_free" in stats, "monitoring statistics: %s" % stats)
         print("ok  every MI command (perf_stats, perf_stats_reset, perf_keys, perf_scan, "
               "perf_dump, perf_get, perf_set, perf_ttl, perf_del, perf_mget, perf_mget_json, "
               "perf_save, perf_load, perf_sync), errors, statistics")

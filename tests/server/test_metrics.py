@@ -87,6 +87,10 @@ class Metrics(unittest.TestCase):
             self.assertIn(name + '{collection="th"}', m)
         self.assertIn("pcache_memory_used_bytes", m)
         self.assertIn("pcache_last_save_ok", m)
+        # per persisted collection: its own last save
+        self.assertEqual(m['pcache_collection_last_save_ok{collection="default"}'], 1)
+        self.assertIn('pcache_collection_last_save_timestamp_seconds{collection="default"}', m)
+        self.assertNotIn('pcache_collection_last_save_ok{collection="th"}', m)
         self.assertNotIn("# EOF", body)
 
     def test_figures_move_and_agree_with_info(self):

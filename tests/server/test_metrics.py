@@ -151,6 +151,57 @@ class Metrics(unittest.TestCase):
         self.assertEqual(get(self.port, "/nope")[0], 404)
 
 
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+
+
+class Dashboards(unittest.TestCase):
+    """docs/grafana/pcache.json and docs/prometheus/pcache-alerts.yml name
+    only metrics /metrics serves, and their expressions are valid PromQL."""
+
+    def test_names_exist_and_rules_parse(self):
+        s = Server(workers=1, http_port=free_port(), persist_collections="default")
+        s.opts["db_url"] = os.path.join(s.dir, "store")
+        try:
+            s.start()
+            text = get(s.opts["http_port"], "/metrics")[2]
+            served = {k.split("{")[0] for k in samples(text)}
+            served |= set(re.findall(r"^# TYPE (\S+)", text, re.M))  # families without samples
+        finally:
+            s.cleanup()
+        import json
+        with open(os.path.join(DOCS, "grafana", "pcache.json")) as f:
+            dash = json.load(f)
+        exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+        exprs += [v["query"] for v in dash["templating"]["list"] if v["type"] == "query"]
+        with open(os.path.join(DOCS, "prometheus", "pcache-alerts.yml")) as f:
+            rules = f.read()
+        used = set(re.findall(r"pcache_[a-z_]+", " ".join(exprs) + rules))
+        self.assertGreater(len(used), 15)
+        self.assertEqual(sorted(used - served), [])
+        if PROMTOOL is None:
+            print("SKIPPED part: promtool not installed")
+            return
+        p = subprocess.run([PROMTOOL, "check", "rules",
+                            os.path.join(DOCS, "prometheus", "pcache-alerts.yml")],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        # the dashboard's queries, as recording rules promtool parses
+        with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+            f.write("groups:\n  - name: dash\n    rules:\n")
+            for i, e in enumerate(exprs):
+                e = (e.replace("$__rate_interval", "5m").replace("$instance", ".*")
+                     .replace("$collection", ".*"))
+                if e.startswith("label_values("):
+                    e = e[len("label_values("):].rsplit(",", 1)[0]
+                f.write("      - record: pcache:dash%d\n        expr: %s\n" % (i, json.dumps(e)))
+            path = f.name
+        try:
+            p = subprocess.run([PROMTOOL, "check", "rules", path], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            os.unlink(path)
+
+
 class Auth(unittest.TestCase):
     def test_metrics_auth(self):
         for auth in (0, 1):

@@ -15,6 +15,8 @@ PKGS="$PKGS redis-tools redis-server python3-redis"
 # prometheus package, ~95 MB with the server, which the tests never start)
 # and prometheus_client's strict OpenMetrics parser.
 PKGS="$PKGS prometheus python3-prometheus-client"
+# bench/plot's charts (tests/tools/test_bench_plot.py).
+PKGS="$PKGS python3-matplotlib"
 # A CI run with fuzzing (.ci/run, PCACHE_CI_FUZZ_SECONDS): clang and its
 # runtime libraries (libFuzzer, the sanitizers).
 if [ "${PCACHE_CI_FUZZ_SECONDS:-0}" != 0 ]; then

@@ -21,6 +21,12 @@ PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"
 # pcached's tests: redis-cli and python3-redis as real clients; redis-server as
 # the anchor of the comparison benchmarks and tests (started on a private port).
 PKGS="$PKGS redis-tools redis-server python3-redis"
+# GET /metrics (tests/server/test_metrics.py): promtool (in Debian's
+# prometheus package, ~95 MB with the server, which the tests never start)
+# and prometheus_client's strict OpenMetrics parser.
+PKGS="$PKGS prometheus python3-prometheus-client"
+# bench/plot's charts (tests/tools/test_bench_plot.py).
+PKGS="$PKGS python3-matplotlib"
 # A CI run with fuzzing (.ci/run, PCACHE_CI_FUZZ_SECONDS): clang and its
 # runtime libraries (libFuzzer, the sanitizers).
 if [ "${PCACHE_CI_FUZZ_SECONDS:-0}" != 0 ]; then

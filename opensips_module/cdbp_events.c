@@ -20,6 +20,7 @@
 #include <dprint.h>
 #include <ut.h>
 #include <statistics.h>
+#include <time.h>
 #include <evi/evi_modules.h>
 #include <evi/evi_params.h>
 
@@ -221,6 +222,70 @@ CDBP_STAT_FN(destroyed)
 CDBP_STAT_FN(seqlock_retries)
 CDBP_STAT_FN(nomem)
 CDBP_STAT_FN(splits)
+CDBP_STAT_FN(reads)
+CDBP_STAT_FN(lock_fallbacks)
+
+/* The same figures as pcached's /metrics (docs/pcached.md, "Metrics and
+ * health"): memory, the journal's state, and the persisted collections'
+ * saves. */
+static unsigned long cdbp_stat_memory_used(void *ctx)
+{
+    (void)ctx;
+    pc_mem_stats m;
+    if (cdbp_cache == NULL || pc_mem_stats_get(cdbp_cache, &m) != 0)
+        return 0;
+    return (unsigned long)(m.chunk_bytes + m.table_bytes);
+}
+
+static unsigned long cdbp_stat_memory_free(void *ctx)
+{
+    (void)ctx;
+    pc_mem_stats m;
+    if (cdbp_cache == NULL || pc_mem_stats_get(cdbp_cache, &m) != 0)
+        return 0;
+    return (unsigned long)(m.hugepage_free + m.plain_free);
+}
+
+static unsigned long cdbp_stat_journal_failing(void *ctx)
+{
+    (void)ctx;
+    pc_journal_health h;
+    if (cdbp_persist == NULL || pc_persist_journal_health(cdbp_persist, &h) != 0)
+        return 0;
+    return h.failing ? 1 : 0;
+}
+
+/* Persisted collections whose last save attempt failed. */
+static unsigned long cdbp_stat_saves_failing(void *ctx)
+{
+    (void)ctx;
+    unsigned long n = 0;
+    for (unsigned i = 0; cdbp_persist != NULL && i < pc_coll_count(cdbp_cache); i++) {
+        pc_persist_save_stats ps;
+        if (pc_persist_save_stats_get(cdbp_persist, pc_coll_at(cdbp_cache, i), &ps) == 0 &&
+            ps.persisted && ps.last_save_rc != 0)
+            n++;
+    }
+    return n;
+}
+
+/* Seconds since the stalest persisted collection's last successful save
+ * (0 when none has saved yet). */
+static unsigned long cdbp_stat_last_save_age(void *ctx)
+{
+    (void)ctx;
+    int64_t oldest = 0;
+    for (unsigned i = 0; cdbp_persist != NULL && i < pc_coll_count(cdbp_cache); i++) {
+        pc_persist_save_stats ps;
+        if (pc_persist_save_stats_get(cdbp_persist, pc_coll_at(cdbp_cache, i), &ps) == 0 &&
+            ps.persisted && ps.last_save_ms > 0 && (oldest == 0 || ps.last_save_ms < oldest))
+            oldest = ps.last_save_ms;
+    }
+    if (oldest == 0)
+        return 0;
+    int64_t age = (int64_t)time(NULL) - oldest / 1000;
+    return age > 0 ? (unsigned long)age : 0;
+}
 
 #define CDBP_STAT(field)                                                                           \
     {                                                                                              \
@@ -232,4 +297,7 @@ const stat_export_t cdbp_stats[] = {
     CDBP_STAT(hits),    CDBP_STAT(misses),          CDBP_STAT(stores),
     CDBP_STAT(removes), CDBP_STAT(expired),         CDBP_STAT(destroyed),
     CDBP_STAT(nomem),   CDBP_STAT(seqlock_retries), CDBP_STAT(splits),
+    CDBP_STAT(reads),   CDBP_STAT(lock_fallbacks),  CDBP_STAT(memory_used),
+    CDBP_STAT(memory_free), CDBP_STAT(journal_failing), CDBP_STAT(saves_failing),
+    CDBP_STAT(last_save_age),
     {0, 0, 0}};

@@ -18,11 +18,11 @@
  * optional parameter means "omitted". Numbers may be sent as JSON numbers
  * or strings.
  *
- * Strings in the reply: the layer's strings are byte strings. MI items are
- * C strings of UTF-8, so a value that is not valid UTF-8 is carried with
- * each invalid byte as the Latin-1 character of the same number (U+0080 ..
- * U+00FF), the mapping the JSON backend documents; a NUL byte, which a C
- * string cannot hold, appears as U+2400 (the visible "symbol for null").
+ * Strings in the reply: the layer's strings are byte strings; they follow
+ * the one convention of every pcache JSON surface (pcache_mgmt.h): text
+ * (UTF-8 without NUL, which MI's C strings can hold) as a string, anything
+ * else as base64 under "<name>_b64" (or {"b64": ...} in an array), the same
+ * fields pcached's JSON-RPC and pcache-snapshot write.
  */
 #include <dprint.h>
 #include <mem/mem.h>
@@ -31,6 +31,7 @@
 
 #include "cdbp.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,79 +96,35 @@ static mi_item_t *b_top(cdbp_mi_b *b)
     return b->depth > 0 ? b->stack[b->depth - 1] : NULL;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    if (c < 0x80)
-        return c == 0 ? 0 : 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, min = 0x10000;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    unsigned cp = c & (0xffu >> (len + 1));
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
+/* A byte string by the one convention (pcache_mgmt.h, docs/management.md
+ * "Strings in JSON"): text as an MI string; anything else as the base64
+ * string "<name>_b64", or {"b64": ...} inside an array. */
 static int b_str(void *r, const char *name, const void *s, size_t len)
 {
     cdbp_mi_b *b = r;
     mi_item_t *to = b_top(b);
-    if (to == NULL)
+    if (to == NULL || len > (size_t)INT_MAX / 2)
         return PC_EINVAL;
-    const unsigned char *p = s;
-    size_t i = 0, out = 0;
-    int clean = 1;
-    while (i < len) {
-        size_t l = utf8_seq(p + i, len - i);
-        if (l == 0) {
-            clean = 0;
-            out += p[i] == 0 ? 3 : 2;
-            i++;
-        } else {
-            out += l;
-            i += l;
-        }
-    }
-    if (clean)
+    if (pc_text_ok(s, len))
         return add_mi_string(to, (char *)name, nlen(name), (const char *)s, (int)len) < 0 ? PC_EHEAP
                                                                                           : 0;
-    char *t = pkg_malloc(out ? out : 1);
+    size_t cap = pc_b64_len(len), out;
+    char *t = pkg_malloc(cap ? cap : 1);
     if (t == NULL)
         return PC_EHEAP;
-    size_t o = 0;
-    for (i = 0; i < len;) {
-        size_t l = utf8_seq(p + i, len - i);
-        if (l != 0) {
-            memcpy(t + o, p + i, l);
-            o += l;
-            i += l;
-        } else if (p[i] == 0) {
-            memcpy(t + o, "\xe2\x90\x80", 3); /* U+2400 */
-            o += 3;
-            i++;
-        } else { /* the Latin-1 character of the byte */
-            t[o++] = (char)(0xc0 | (p[i] >> 6));
-            t[o++] = (char)(0x80 | (p[i] & 0x3f));
-            i++;
-        }
+    int rc = pc_b64_encode(s, len, t, cap, &out);
+    if (rc == 0 && name != NULL) {
+        char nm[80];
+        int n = snprintf(nm, sizeof nm, "%s_b64", name);
+        if (n < 0 || (size_t)n >= sizeof nm)
+            rc = PC_EINVAL;
+        else if (add_mi_string(to, nm, n, t, (int)out) < 0)
+            rc = PC_EHEAP;
+    } else if (rc == 0) {
+        mi_item_t *o = add_mi_object(to, NULL, 0);
+        if (o == NULL || add_mi_string(o, "b64", 3, t, (int)out) < 0)
+            rc = PC_EHEAP;
     }
-    int rc = add_mi_string(to, (char *)name, nlen(name), t, (int)o) < 0 ? PC_EHEAP : 0;
     pkg_free(t);
     return rc;
 }

@@ -8,12 +8,20 @@ if(TARGET pcached)
                test_journal_bound test_crash_all test_mgmt_door test_buffers
                test_group_commit test_systemd test_config_alias
                test_txn test_hello
-               test_redis_compat test_config_set test_benchmark_strings)
+               test_redis_compat test_config_set test_benchmark_strings test_metrics)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
+  # the backup and restore drill of docs/operations.md (pcache-snapshot verify)
+  if(TARGET pcache-snapshot)
+    add_test(NAME server_test_backup_drill
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_backup_drill.py)
+    set_tests_properties(server_test_backup_drill PROPERTIES TIMEOUT 300 LABELS "server"
+      SKIP_RETURN_CODE 77
+      ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHE_SNAPSHOT=$<TARGET_FILE:pcache-snapshot>;PYTHONDONTWRITEBYTECODE=1")
+  endif()
   # a full file system: mounts a small tmpfs, skipped (77) where it cannot
   add_test(NAME server_test_diskfull
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_diskfull.py)

@@ -2,10 +2,10 @@
  * mgmt_json.c - the JSON backend of the result builder: compact JSON text in
  * a growing buffer, for pcached's JSON-RPC replies, the docs and the tests.
  *
- * The escaping (documented in pcache_mgmt.h) makes every byte string a valid
- * JSON string and keeps it recoverable: literal text is either ASCII or
- * well-formed UTF-8 copied as is, and an escape \u00XX always stands for the
- * single byte XX. The writer keeps a small stack of open containers to
+ * Byte strings follow the one convention (pcache_mgmt.h, mgmt_text.c): text
+ * as a standard JSON string, anything else as base64 under "<name>_b64" (or
+ * {"b64":...} in an array), so any standard JSON reader gets the bytes back
+ * without a private unescaping rule. The writer keeps a small stack of open containers to
  * place commas and to refuse misuse (a member without a name, a value after
  * the root closed); the first failure sticks and is reported by
  * pc_json_text, so a host can run a command and check the document once.
@@ -20,6 +20,7 @@
 #include <string.h>
 
 #define PC_JSON_DEPTH 32u
+#define PC_JSON_NAME_MAX 64u /* a builder member name that may gain "_b64" */
 
 struct pc_json {
     char *buf;
@@ -67,37 +68,8 @@ static int pc_json_put(pc_json *j, const void *s, size_t n)
     return 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
-static size_t pc_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        need = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* no overlong forms */
-        else if (c == 0xed)
-            hi = 0x9f; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f; /* nothing past U+10FFFF */
-    } else
-        return 0;
-    if (n < need || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < need; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return need;
-}
-
-/* Appends s as a quoted, escaped JSON string. */
+/* Appends s, which is text (pc_text_ok) or an ASCII name, as a quoted,
+ * escaped JSON string. */
 static int pc_json_put_str(pc_json *j, const void *str, size_t len)
 {
     const unsigned char *s = str;
@@ -106,10 +78,9 @@ static int pc_json_put_str(pc_json *j, const void *str, size_t len)
         rc = pc_json_put(j, "\"", 1);
     for (size_t i = 0; rc == 0 && i < len;) {
         size_t run = i; /* a run of bytes copied as they are */
-        while (run < len && s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')
-            run++;
-        if (run == i && s[i] >= 0x80)
-            run += pc_utf8_len(s + i, len - i);
+        while (run < len && (s[run] >= 0x80 || (s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' &&
+                                                  s[run] != '\\')))
+            run++; /* UTF-8 is copied as it is: the caller checked it */
         if (run > i) {
             rc = pc_json_put(j, s + i, run - i);
             i = run;
@@ -140,7 +111,7 @@ static int pc_json_put_str(pc_json *j, const void *str, size_t len)
         case '\t':
             e[1] = 't';
             break;
-        default: /* other control bytes, DEL, bytes of no UTF-8 sequence */
+        default: /* other control bytes and DEL */
             memcpy(e + 1, "u00", 3);
             e[4] = pc_hex_digit(c >> 4);
             e[5] = pc_hex_digit(c);
@@ -243,17 +214,63 @@ static int pc_json_arr_end(void *rctx)
     return pc_json_close(rctx, false);
 }
 
-static int pc_json_str(void *rctx, const char *name, const void *s, size_t len)
+/* Appends "<base64 of s>" (quoted). */
+static int pc_json_put_b64(pc_json *j, const void *s, size_t len)
 {
-    pc_json *j = rctx;
+    size_t n = pc_b64_len(len), w;
+    if (len > SIZE_MAX / 2)
+        return pc_json_fail(j, PC_ETOOBIG);
+    int rc = pc_json_reserve(j, n + 2);
+    if (rc != 0)
+        return rc;
+    j->buf[j->len++] = '"';
+    rc = pc_b64_encode(s, len, j->buf + j->len, j->cap - j->len, &w);
+    if (rc != 0)
+        return pc_json_fail(j, rc);
+    j->len += w;
+    j->buf[j->len++] = '"';
+    j->buf[j->len] = '\0';
+    return 0;
+}
+
+/* A byte string by the one convention (pcache_mgmt.h): "name":"text",
+ * "name_b64":"base64", or in an array "text" / {"b64":"base64"}. */
+static int pc_json_bytes(pc_json *j, const void *name, size_t nlen, const void *s, size_t len)
+{
     if (s == NULL && len > 0)
         return pc_json_fail(j, PC_EINVAL);
-    int rc = pc_json_pre(j, name, name ? strlen(name) : 0);
-    if (rc == 0)
-        rc = pc_json_put_str(j, s, len);
+    bool text = pc_text_ok(s, len);
+    int rc;
+    if (text || (j->depth > 0 && j->is_obj[j->depth - 1])) {
+        char nm[PC_JSON_NAME_MAX + 5];
+        if (!text) { /* the member's name gains "_b64" */
+            if (nlen > PC_JSON_NAME_MAX)
+                return pc_json_fail(j, PC_EINVAL);
+            memcpy(nm, name, nlen);
+            memcpy(nm + nlen, "_b64", 4);
+            name = nm;
+            nlen += 4;
+        }
+        rc = pc_json_pre(j, name, nlen);
+        if (rc == 0)
+            rc = text ? pc_json_put_str(j, s, len) : pc_json_put_b64(j, s, len);
+    } else {
+        rc = pc_json_pre(j, NULL, 0);
+        if (rc == 0)
+            rc = pc_json_put(j, "{\"b64\":", 7);
+        if (rc == 0)
+            rc = pc_json_put_b64(j, s, len);
+        if (rc == 0)
+            rc = pc_json_put(j, "}", 1);
+    }
     if (rc == 0)
         pc_json_after(j);
     return rc;
+}
+
+static int pc_json_str(void *rctx, const char *name, const void *s, size_t len)
+{
+    return pc_json_bytes(rctx, name, name ? strlen(name) : 0, s, len);
 }
 
 static int pc_json_i64(void *rctx, const char *name, int64_t v)
@@ -356,11 +373,46 @@ int pc_json_text(const pc_json *j, const char **text, size_t *len)
 
 int pc_json_member_bin(pc_json *j, const void *name, size_t nlen, const void *v, size_t vlen)
 {
-    if (name == NULL && nlen > 0)
+    if ((name == NULL && nlen > 0) || (v == NULL && vlen > 0))
         return pc_json_fail(j, PC_EINVAL);
-    int rc = pc_json_pre(j, name == NULL ? "" : name, nlen);
+    if (name == NULL)
+        name = "";
+    if (pc_text_ok(name, nlen)) {
+        if (pc_text_ok(v, vlen))
+            return pc_json_bytes(j, name, nlen, v, vlen);
+        /* "key":{"b64":"..."} */
+        int rc = pc_json_pre(j, name, nlen);
+        if (rc == 0)
+            rc = pc_json_put(j, "{\"b64\":", 7);
+        if (rc == 0)
+            rc = pc_json_put_b64(j, v, vlen);
+        if (rc == 0)
+            rc = pc_json_put(j, "}", 1);
+        if (rc == 0)
+            pc_json_after(j);
+        return rc;
+    }
+    /* A key that is not text: the member is named by its base64 and its
+     * value is an object {"key_b64":...,"value"|"value_b64":...}, never a
+     * string or a {"b64"} object, so a reader tells the two forms apart. */
+    if (j->err != 0)
+        return j->err;
+    if (j->depth == 0 || !j->is_obj[j->depth - 1])
+        return pc_json_fail(j, PC_EINVAL);
+    int rc = 0;
+    if (j->any[j->depth - 1])
+        rc = pc_json_put(j, ",", 1);
+    j->any[j->depth - 1] = true;
+    if (rc == 0 && (rc = pc_json_put_b64(j, name, nlen)) == 0 && (rc = pc_json_put(j, ":{", 2)) == 0 &&
+        (rc = pc_json_put(j, "\"key_b64\":", 10)) == 0 &&
+        (rc = pc_json_put_b64(j, name, nlen)) == 0 && (rc = pc_json_put(j, ",", 1)) == 0) {
+        if (pc_text_ok(v, vlen))
+            rc = pc_json_put(j, "\"value\":", 8) == 0 ? pc_json_put_str(j, v, vlen) : j->err;
+        else
+            rc = pc_json_put(j, "\"value_b64\":", 12) == 0 ? pc_json_put_b64(j, v, vlen) : j->err;
+    }
     if (rc == 0)
-        rc = pc_json_put_str(j, v, vlen);
+        rc = pc_json_put(j, "}", 1);
     if (rc == 0)
         pc_json_after(j);
     return rc;

@@ -167,11 +167,13 @@ enum {
     S_CLUSTER,
     S_KEYSPACE,
     S_PCACHE,
+    S_METRICS, /* metrics.c: the figures of GET /metrics, flat */
     S_COUNT
 };
 static const char *const sec_names[S_COUNT] = {
     "server",  "clients",      "memory",     "persistence", "stats",    "replication", "cpu",
-    "modules", "commandstats", "errorstats", "cluster",     "keyspace", "pcache"};
+    "modules", "commandstats", "errorstats", "cluster",     "keyspace", "pcache",
+    "metrics"};
 
 static void pick_sections(unsigned argc, const char **argv, const size_t *argl, int *want)
 {
@@ -511,6 +513,14 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                    (unsigned long long)st->splits);
         }
         ib_add(&b, "\r\n");
+    }
+    if (want[S_METRICS]) { /* metrics.c: /metrics's figures */
+        char *mt;
+        size_t ml;
+        if (srv_metrics_info(s, &mt, &ml) == 0) {
+            ib_add(&b, "%.*s", (int)ml, mt);
+            free(mt);
+        }
     }
     if (b.p == NULL) {
         reply_verbatim(c, "", 0);

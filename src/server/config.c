@@ -78,6 +78,8 @@ static const srv_key srv_keys[] = {
     STR(unix_socket, "", "JSON-RPC over HTTP on this unix socket (mode 0600); empty = off"),
     STR(management_password, "",
         "password JSON-RPC over TCP requires (HTTP Basic or Bearer); empty = requirepass"),
+    UINT(metrics_auth, "0", 0, 1,
+         "1 = GET /metrics and /health over TCP also require the management password"),
     STR(store_root, "",
         "perf_save/perf_load [store] must be under this directory; empty = db_url's parent"),
     UINT(store_sql_targets, "0", 0, 1, "1 = perf_save/perf_load [store] may be an SQL target"),

@@ -6,11 +6,14 @@
  *   POST <any path> HTTP/1.1, Content-Length: n, body:
  *   {"jsonrpc":"2.0","method":"perf_stats","params":{"collection":"th"},"id":1}
  *
+ * and GET /metrics (OpenMetrics / Prometheus text) and GET /health
+ * (metrics.c).
+ *
  * params is an object (named arguments) or an array (positional ones) of
  * strings, numbers, booleans (as 1/0) or null (the argument omitted). In a
- * string, the escapes \u0000..\u00ff stand for the single byte of that
- * value (so any binary key the JSON backend escapes comes back as it was);
- * other escapes are UTF-8. One request per connection (Connection: close);
+ * string, every escape is standard JSON (\u00ef is U+00EF, the UTF-8
+ * bytes c3 af); bytes that are not text travel as base64 under
+ * "<name>_b64" or as a positional {"b64":"..."} (pcache_mgmt.h). One request per connection (Connection: close);
  * batches are refused. With a management password (management_password,
  * else requirepass) a TCP request must carry it (Authorization: Bearer or
  * Basic); the unix socket is guarded by its mode (0600).
@@ -65,14 +68,14 @@ struct srv_door {
 
 /* Sets c's reply: a status line, headers and body (copied). On no memory
  * the connection is just closed (c->out stays NULL). */
-static void http_reply(struct rpc_conn *c, int status, const char *reason, const char *extra,
-                       const char *body, size_t blen)
+static void http_reply_ct(struct rpc_conn *c, int status, const char *reason, const char *ctype,
+                          const char *extra, const char *body, size_t blen)
 {
-    char hdr[384];
+    char hdr[512];
     int n = snprintf(hdr, sizeof hdr,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "%sConnection: close\r\n\r\n",
-                     status, reason, blen, extra != NULL ? extra : "");
+                     status, reason, ctype, blen, extra != NULL ? extra : "");
     free(c->out);
     c->out = malloc((size_t)n + blen);
     c->out_off = c->out_len = 0;
@@ -82,6 +85,12 @@ static void http_reply(struct rpc_conn *c, int status, const char *reason, const
     if (blen > 0)
         memcpy(c->out + n, body, blen);
     c->out_len = (size_t)n + blen;
+}
+
+static void http_reply(struct rpc_conn *c, int status, const char *reason, const char *extra,
+                       const char *body, size_t blen)
+{
+    http_reply_ct(c, status, reason, "application/json", extra, body, blen);
 }
 
 /* {"jsonrpc":"2.0","error":{"code":c,"message":m},"id":id} with the JSON
@@ -137,6 +146,8 @@ static const char *status_reason(int status)
     switch (status) {
     case 400:
         return "Bad Request";
+    case 404:
+        return "Not Found";
     case 405:
         return "Method Not Allowed";
     case 411:
@@ -162,9 +173,117 @@ static const char *door_password(const srv *s)
     return pw[0] ? pw : NULL;
 }
 
+/* Runs the parsed request r (borrowed) and sets c's reply. */
+static void door_call(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct rpc_req *r)
+{
+    if (r->duplicate) {
+        rpc_error(d, c, -32600, "Invalid Request: a member is named twice", NULL, 0);
+        return;
+    }
+    if (!r->version_ok || !r->has_method) {
+        rpc_error(d, c, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r->id,
+                  r->id_len);
+        return;
+    }
+    if (pc_mgmt_cmd_find(m, r->method) == NULL) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Method not found: %s", r->method);
+        rpc_error(d, c, -32601, msg, r->id, r->id_len);
+        return;
+    }
+    if (r->bad_b64) {
+        rpc_error(d, c, -32602,
+                  "Invalid params: a \"<name>_b64\" or {\"b64\":...} argument is not "
+                  "canonical base64 (RFC 4648, padded)",
+                  r->id, r->id_len);
+        return;
+    }
+    if (r->bad_params) {
+        rpc_error(d, c, -32602,
+                  "Invalid params: an object or array of at most 32 strings or numbers", r->id,
+                  r->id_len);
+        return;
+    }
+    pc_mgmt_err err;
+    const char *text;
+    size_t tlen;
+    int rc = srv_maint_run_json(s, m, r->method, r->args, r->nargs, &err, &text, &tlen);
+    if (rc != 0) {
+        rpc_error(d, c, rpc_code(rc), err.msg, r->id, r->id_len);
+        return;
+    }
+    if (!r->has_id) { /* a notification: no answer */
+        http_reply(c, 204, "No Content", NULL, "", 0);
+        return;
+    }
+    size_t total = tlen + r->id_len + 64;
+    char *body = malloc(total);
+    if (body != NULL) {
+        int n = snprintf(body, total, "{\"jsonrpc\":\"2.0\",\"result\":%.*s,\"id\":%.*s}",
+                         (int)tlen, text, (int)r->id_len, r->id);
+        http_reply(c, 200, "OK", NULL, body, (size_t)n);
+        free(body);
+    }
+}
+
+/* Whether the Accept value (alen bytes) asks for OpenMetrics. */
+static int wants_openmetrics(const char *a, size_t alen)
+{
+    static const char om[] = "application/openmetrics-text";
+    return a != NULL && memmem(a, alen, om, sizeof om - 1) != NULL;
+}
+
+/* GET /metrics and GET /health (docs/pcached.md, "Metrics and health"):
+ * no password unless metrics_auth = 1 (the listener is on loopback by
+ * default); any other path is 404. A query string is ignored. */
+static void door_get(srv *s, struct rpc_conn *c, const struct http_req *hr)
+{
+    const char *pw = door_password(s);
+    if (c->tcp && pw != NULL && s->cfg.metrics_auth &&
+        !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
+        static const char msg[] = "{\"error\":\"authentication required (metrics_auth = 1)\"}";
+        http_reply(c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n", msg,
+                   sizeof msg - 1);
+        return;
+    }
+    const char *q = memchr(hr->path, '?', hr->path_len);
+    size_t plen = q != NULL ? (size_t)(q - hr->path) : hr->path_len;
+    char *body = NULL;
+    size_t blen = 0;
+    if (plen == 8 && memcmp(hr->path, "/metrics", 8) == 0) {
+        int om = wants_openmetrics(hr->accept, hr->accept_len);
+        if (srv_metrics_text(s, om, &body, &blen) != 0) {
+            static const char msg[] = "{\"error\":\"out of memory\"}";
+            http_reply(c, 500, "Internal Server Error", NULL, msg, sizeof msg - 1);
+            return;
+        }
+        http_reply_ct(c, 200, "OK",
+                      om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                         : "text/plain; version=0.0.4; charset=utf-8",
+                      NULL, body, blen);
+    } else if (plen == 7 && memcmp(hr->path, "/health", 7) == 0) {
+        int st = srv_health(s, &body, &blen);
+        if (st < 0) {
+            static const char msg[] = "{\"error\":\"out of memory\"}";
+            http_reply(c, 500, "Internal Server Error", NULL, msg, sizeof msg - 1);
+            return;
+        }
+        http_reply(c, st, st == 200 ? "OK" : "Service Unavailable", NULL, body, blen);
+    } else {
+        static const char msg[] =
+            "{\"error\":\"not found: GET serves /metrics and /health; JSON-RPC is POST\"}";
+        http_reply(c, 404, "Not Found", NULL, msg, sizeof msg - 1);
+    }
+    free(body);
+}
+
 /* c holds one whole request (framed as hr): runs it, sets the reply. */
 static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const struct http_req *hr)
 {
+    if (hr->get) {
+        door_get(s, c, hr);
+        return;
+    }
     const char *pw = door_password(s);
     if (c->tcp && pw != NULL && !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
         rpc_error_status(d, c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n",
@@ -180,51 +299,16 @@ static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const 
         rpc_error(d, c, -32600, "Invalid Request: batches are not supported", NULL, 0);
         return;
     }
+    if (prc == -3) {
+        rpc_error(d, c, -32603, "Internal error: out of memory", NULL, 0);
+        return;
+    }
     if (prc != 0) {
-        rpc_error(d, c, -32700, "Parse error", NULL, 0);
+        rpc_error(d, c, -32700, "Parse error: not a JSON object in UTF-8", NULL, 0);
         return;
     }
-    if (r.duplicate) {
-        rpc_error(d, c, -32600, "Invalid Request: a member is named twice", NULL, 0);
-        return;
-    }
-    if (!r.version_ok || !r.has_method) {
-        rpc_error(d, c, -32600, "Invalid Request: needs \"jsonrpc\":\"2.0\" and a method", r.id,
-                  r.id_len);
-        return;
-    }
-    if (pc_mgmt_cmd_find(m, r.method) == NULL) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "Method not found: %s", r.method);
-        rpc_error(d, c, -32601, msg, r.id, r.id_len);
-        return;
-    }
-    if (r.bad_params) {
-        rpc_error(d, c, -32602,
-                  "Invalid params: an object or array of at most 32 strings or numbers", r.id,
-                  r.id_len);
-        return;
-    }
-    pc_mgmt_err err;
-    const char *text;
-    size_t tlen;
-    int rc = srv_maint_run_json(s, m, r.method, r.args, r.nargs, &err, &text, &tlen);
-    if (rc != 0) {
-        rpc_error(d, c, rpc_code(rc), err.msg, r.id, r.id_len);
-        return;
-    }
-    if (!r.has_id) { /* a notification: no answer */
-        http_reply(c, 204, "No Content", NULL, "", 0);
-        return;
-    }
-    size_t total = tlen + r.id_len + 64;
-    char *body = malloc(total);
-    if (body != NULL) {
-        int n = snprintf(body, total, "{\"jsonrpc\":\"2.0\",\"result\":%.*s,\"id\":%.*s}",
-                         (int)tlen, text, (int)r.id_len, r.id);
-        http_reply(c, 200, "OK", NULL, body, (size_t)n);
-        free(body);
-    }
+    door_call(s, d, m, c, &r);
+    srv_rpc_release(&r);
 }
 
 /* ---- connections -------------------------------------------------------------------- */

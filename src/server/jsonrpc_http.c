@@ -43,24 +43,37 @@ int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body,
             *why = "request header too large";
             return 431;
         }
-        /* say no early to what cannot become a POST */
-        if (len >= 5 && memcmp(buf, "POST ", 5) != 0) {
-            *why = "use POST with a JSON-RPC 2.0 body";
+        /* say no early to what cannot become a POST or a GET */
+        if ((len >= 5 && memcmp(buf, "POST ", 5) != 0 && memcmp(buf, "GET ", 4) != 0) ||
+            (len >= 4 && len < 5 && memcmp(buf, "POST", 4) != 0 && memcmp(buf, "GET ", 4) != 0)) {
+            *why = "use POST with a JSON-RPC 2.0 body, or GET /metrics or /health";
             return 405;
         }
         return 0;
     }
     r->hdr_end = (size_t)(end - buf) + 4;
     const char *line_end = memmem(buf, r->hdr_end, "\r\n", 2);
-    if (r->hdr_end < 5 || memcmp(buf, "POST ", 5) != 0) {
-        *why = "use POST with a JSON-RPC 2.0 body";
+    size_t mlen;
+    if (r->hdr_end >= 5 && memcmp(buf, "POST ", 5) == 0) {
+        mlen = 5;
+    } else if (r->hdr_end >= 4 && memcmp(buf, "GET ", 4) == 0) {
+        mlen = 4;
+        r->get = 1;
+    } else {
+        *why = "use POST with a JSON-RPC 2.0 body, or GET /metrics or /health";
         return 405;
     }
-    /* "POST <path> HTTP/1.x" */
-    const char *sp = memchr(buf + 5, ' ', (size_t)(line_end - (buf + 5)));
-    if (sp == NULL || sp == buf + 5 || line_end - sp != 9 ||
+    /* "POST <path> HTTP/1.x" or "GET <path> HTTP/1.x" */
+    const char *sp = memchr(buf + mlen, ' ', (size_t)(line_end - (buf + mlen)));
+    if (sp == NULL || sp == buf + mlen || line_end - sp != 9 ||
         (memcmp(sp + 1, "HTTP/1.1", 8) != 0 && memcmp(sp + 1, "HTTP/1.0", 8) != 0)) {
         *why = "a request line 'POST <path> HTTP/1.1' is required";
+        return 400;
+    }
+    r->path = buf + mlen;
+    r->path_len = (size_t)(sp - (buf + mlen));
+    if (memchr(r->path, '\0', r->path_len) != NULL) {
+        *why = "a NUL byte in the request line";
         return 400;
     }
     int have_len = 0;
@@ -100,6 +113,9 @@ int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body,
         } else if ((v = hdr_value(p, e, "Transfer-Encoding", &vl)) != NULL) {
             *why = "Transfer-Encoding is not supported: send a Content-Length";
             return 501;
+        } else if ((v = hdr_value(p, e, "Accept", &vl)) != NULL) {
+            r->accept = v;
+            r->accept_len = vl;
         } else if ((v = hdr_value(p, e, "Authorization", &vl)) != NULL) {
             if (r->auth != NULL) {
                 *why = "more than one Authorization";
@@ -109,6 +125,17 @@ int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body,
             r->auth_len = vl;
         }
         p = e + 2;
+    }
+    if (r->get) { /* a GET has no body */
+        if (have_len && clen != 0) {
+            *why = "a GET carries no body";
+            return 400;
+        }
+        if (len > r->hdr_end) {
+            *why = "bytes after the request: one request per connection";
+            return 400;
+        }
+        return 1;
     }
     if (!have_len) {
         *why = "a Content-Length up to 1 MiB is required";

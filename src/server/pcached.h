@@ -68,6 +68,7 @@ typedef struct srv_config {
     unsigned http_port;            /* 0 = off */
     char unix_socket[512];         /* "" = off */
     char management_password[256]; /* JSON-RPC over TCP; "" = requirepass */
+    unsigned metrics_auth;         /* 1 = GET /metrics and /health need it too */
     char store_root[1024];         /* where a [store] parameter may point; "" = db_url's parent */
     unsigned store_sql_targets;    /* 1 = a [store] parameter may be an SQL target */
     char log_file[1024];           /* "" = stderr */
@@ -273,27 +274,55 @@ int srv_slot_encode(struct srv_slot_shm *slot, const char *cmd, unsigned nargs,
  * object (members may still be missing or invalid: see the flags), -1 when
  * it is not JSON, -2 for a batch (an array). */
 struct rpc_req {
-    /* one request, as read */
+    /* one request, as read; the strings point into doc, num or the scratch
+     * buffer, valid until srv_rpc_release */
     char method[PC_MGMT_NAME_MAX + 1];
     int has_method, has_id, version_ok;
-    const char *id; /* raw JSON text of the id */
+    const char *id; /* compact JSON text of the id (a scalar), NUL-terminated */
     size_t id_len;
     pc_mgmt_arg args[PC_MGMT_MAX_ARGS];
     unsigned nargs;
     int bad_params; /* 1: params not an object/array of scalars, or too many */
+    int bad_b64;    /* 1: a "*_b64" or {"b64"} argument that is not canonical base64 */
     int duplicate;  /* 1: a member of the request or of params is named twice */
+    char num[PC_MGMT_MAX_ARGS][32]; /* the decimal text of number arguments */
+    void *doc;                      /* the parsed document (jansson), owned */
+    char *id_text;                  /* owned */
 };
+/* Parses body (len bytes, borrowed) into *r; scratch (at least len bytes,
+ * borrowed while *r is used) receives decoded base64. Returns 0 (then call
+ * srv_rpc_release), -1 not JSON (or not an object), -2 a batch (an array),
+ * -3 no memory. */
 int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
+/* Frees what srv_rpc_parse kept; accepts a released or zeroed request. */
+void srv_rpc_release(struct rpc_req *r);
+
+/* metrics.c: the monitoring figures (docs/pcached.md, "Metrics and
+ * health"). On success *out is caller-owned (free()), *len its length.
+ * srv_metrics_text: Prometheus text 0.0.4, or OpenMetrics 1.0 when
+ * openmetrics. srv_metrics_info: INFO's "# Metrics" section (flat
+ * key:value lines, CRLF, ending with a blank line). Both return 0 or
+ * PC_EHEAP. srv_health: the JSON body of GET /health; returns the HTTP
+ * status (200 or 503) or PC_EHEAP. */
+int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len);
+int srv_metrics_info(const srv *s, char **out, size_t *len);
+int srv_health(const srv *s, char **out, size_t *len);
 
 /* jsonrpc_http.c: the HTTP request framing of the management door, strict:
- * "POST <path> HTTP/1.0|1.1", exactly one Content-Length (digits only, at
- * most max_body), no Transfer-Encoding, header lines without bare CR or
- * NUL, and exactly Content-Length bytes of body (nothing after it: one
- * request per connection). Returns 0 while the request is incomplete, 1
- * when buf[0, len) is exactly one request (hdr_end, clen and the
- * Authorization value set), or an HTTP status (400, 405, 411, 413, 431,
- * 501) with *why a static reason. */
+ * "POST <path> HTTP/1.0|1.1" with exactly one Content-Length (digits only,
+ * at most max_body) and exactly Content-Length bytes of body, or
+ * "GET <path> HTTP/1.0|1.1" with no body (Content-Length absent or 0); no
+ * Transfer-Encoding, header lines without bare CR or NUL, nothing after
+ * the request (one request per connection). Returns 0 while the request
+ * is incomplete, 1 when buf[0, len) is exactly one request (get, path,
+ * hdr_end, clen and the Authorization and Accept values set), or an HTTP
+ * status (400, 405, 411, 413, 431, 501) with *why a static reason. */
 struct http_req {
+    int get;          /* 1: GET (no body), 0: POST */
+    const char *path; /* the request target (not NUL-terminated), inside buf */
+    size_t path_len;
+    const char *accept; /* the Accept header's value (not NUL-terminated), or NULL */
+    size_t accept_len;
     size_t hdr_end;   /* offset of the body */
     size_t clen;      /* its length */
     const char *auth; /* the Authorization header's value (not NUL-terminated), or NULL */

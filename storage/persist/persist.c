@@ -1001,6 +1001,25 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     return rc;
 }
 
+int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll,
+                              pc_persist_save_stats *out)
+{
+    if (p == NULL || coll == NULL || out == NULL)
+        return PC_EINVAL;
+    unsigned i = pp_index(p, coll);
+    const struct pc_persist_coll_shm *st = &p->shm[i];
+    pc_persist_save_stats s;
+    memset(&s, 0, sizeof s);
+    s.persisted = p->persist[i] ? 1 : 0;
+    s.last_save_ms = atomic_load(&st->last_save_ms);
+    s.last_save_rc = atomic_load(&st->last_save_rc);
+    s.last_save_entries = atomic_load(&st->last_save_count);
+    s.last_load_ms = atomic_load(&st->last_load_ms);
+    s.last_load_rc = atomic_load(&st->last_load_rc);
+    *out = s;
+    return 0;
+}
+
 /* perf_stats: the last save and load of each collection. */
 static int pp_stats(void *ctx, pc_coll *coll, const pc_result_ops *ops, void *rctx)
 {

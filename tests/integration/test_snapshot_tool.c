@@ -549,6 +549,12 @@ static void test_ls_keys(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "shown")), NC);
     assert_true(json_is_false(json_object_get(j, "truncated")));
     json_decref(j);
+    /* the one JSON convention: text is "key", a NUL byte makes it "key_b64"
+     * (base64 of "bin\0key"), like pcached's JSON-RPC and the MI replies */
+    expect_exit(0, "ls", dir, "c", "bin*", "--json");
+    expect_in(tool_out, "\"key_b64\":\"YmluAGtleQ==\"");
+    expect_exit(0, "ls", dir, "c", "alpha", "--json");
+    expect_in(tool_out, "\"key\":\"alpha\"");
     expect_exit(0, "keys", dir, "c", "u*", "--limit", "7", "--json");
     j = parse_json(tool_out);
     assert_int_equal(json_array_size(json_object_get(j, "keys")), 7);

@@ -31,6 +31,7 @@ usage: opensips_e2e.py --opensips BIN --mpath DIR --module cachedb_perf.so
        (FILE: MI invocations and replies, JSON)
 """
 import argparse
+import base64
 import json
 import os
 import sqlite3
@@ -347,7 +348,8 @@ class OpenSIPS:
                "X-Op: %s\r\nX-Key: %s\r\nX-Val: %s\r\n%s"
                "Content-Length: 0\r\n\r\n"
                % (self.sip_port, lport, n, n, n, op, key, val, hdrs))
-        s.sendto(msg.encode(), ("127.0.0.1", self.sip_port))
+        # surrogateescape: "\udcff" in a test string is the raw byte 0xff
+        s.sendto(msg.encode("utf-8", "surrogateescape"), ("127.0.0.1", self.sip_port))
         data = s.recv(65535).decode(errors="replace")
         s.close()
         check(data.startswith("SIP/2.0 200"), "SIP %s: reply %r" % (op, data[:60]))
@@ -590,6 +592,13 @@ def run_lmdb(args, work, cap, nodes):
         r = result(cap.mi(a, "cachedb_perf:perf_set", ["bin", "caf\u00e9\u00ff"]), "perf_set utf8")
         g = result(a.mi("perf_get", ["bin"]), "perf_get utf8")
         check(g["value"] == "caf\u00e9\u00ff", "UTF-8 round trip: %r" % g)
+        # a value that is not UTF-8 (stored from the script): base64 under value_b64,
+        # the one JSON convention (docs/management.md "Strings in JSON")
+        check(a.sip("store", "raw-ff", "v\udcffz", ttl=0) == "stored", "store a non-UTF-8 value")
+        g = result(a.mi("perf_get", ["raw-ff"]), "perf_get non-text")
+        check("value" not in g and base64.b64decode(g.get("value_b64", "")) == b"v\xffz",
+              "a non-UTF-8 value as value_b64: %r" % g)
+        result(a.mi("perf_del", ["raw-ff"]), "perf_del raw-ff")
         t = result(cap.mi(a, "cachedb_perf:perf_ttl", ["user-*", 1800]), "perf_ttl")
         check(t["updated"] == 3, "perf_ttl: %s" % t)
         g = result(a.mi("perf_get", ["user-alice"]), "perf_get after ttl")
@@ -657,6 +666,14 @@ def run_lmdb(args, work, cap, nodes):
         check(stats.get("cachedb_perf:stores", 0) >= 200 and
               stats.get("cachedb_perf:entries", 0) >= 200 and
               "cachedb_perf:splits" in stats, "statistics: %s" % stats)
+        # the figures pcached's /metrics has (docs/pcached.md "Metrics and health")
+        check(stats.get("cachedb_perf:memory_used", 0) > 0 and
+              stats.get("cachedb_perf:reads", 0) > 0 and
+              stats.get("cachedb_perf:journal_failing", -1) == 0 and
+              stats.get("cachedb_perf:saves_failing", -1) == 0 and
+              "cachedb_perf:last_save_age" in stats and
+              "cachedb_perf:lock_fallbacks" in stats and
+              "cachedb_perf:memory_free" in stats, "monitoring statistics: %s" % stats)
         print("ok  every MI command (perf_stats, perf_stats_reset, perf_keys, perf_scan, "
               "perf_dump, perf_get, perf_set, perf_ttl, perf_del, perf_mget, perf_mget_json, "
               "perf_save, perf_load, perf_sync), errors, statistics")

@@ -1,6 +1,7 @@
 """pcached's management door (JSON-RPC 2.0 over HTTP on loopback and on a
 unix socket, pcachectl) and its configuration (file, overrides, --check,
 errors naming key and line, docs/pcached.md listing every key)."""
+import base64
 import http.client
 import json
 import os
@@ -96,10 +97,43 @@ class JsonRpc(unittest.TestCase):
         self.assertEqual(call("perf_get", ["j:1"], id="abc")["id"], "abc")
 
     def test_binary_key_round_trip(self):
+        # bytes that are not text travel as base64: "key_b64" in, "value_b64" out
         key = b"b\x00\xff\r\n"
         redis.Redis(port=S.port).set(key, b"\x00\x01\xfe")
-        res = call("perf_get", [key.decode("latin-1")])["result"]
-        self.assertEqual(res["value"].encode("latin-1"), b"\x00\x01\xfe")
+        k64 = base64.b64encode(key).decode()
+        res = call("perf_get", {"key_b64": k64})["result"]
+        self.assertEqual(res["key_b64"], k64)
+        self.assertNotIn("key", res)
+        self.assertEqual(base64.b64decode(res["value_b64"]), b"\x00\x01\xfe")
+        res = call("perf_get", [{"b64": k64}])["result"]  # positional
+        self.assertEqual(base64.b64decode(res["value_b64"]), b"\x00\x01\xfe")
+        keys = call("perf_mget", {"glob": "b*"})["result"]["keys"]
+        self.assertIn({"b64": k64}, keys)
+        # the old byte mapping is gone: "b\u0000\u00ff\r\n" is the UTF-8 of U+00FF
+        self.assertEqual(call("perf_get", [key.decode("latin-1")])["error"]["code"], -32001)
+        bad = call("perf_get", {"key_b64": "not base64!"})["error"]
+        self.assertEqual(bad["code"], -32602)
+        self.assertIn("base64", bad["message"])
+        both = call("perf_get", {"key": "a", "key_b64": "YQ=="})["error"]
+        self.assertEqual(both["code"], -32600)
+
+    def test_standard_json_finds_utf8_key(self):
+        # Python's json.dumps("naïve") sends "na\u00efve" (ensure_ascii): the key is found
+        redis.Redis(port=S.port).set("naïve".encode(), "café".encode())
+        body = json.dumps({"jsonrpc": "2.0", "method": "perf_get", "params": ["naïve"], "id": 9})
+        self.assertIn("na\\u00efve", body)
+        st, rep = rpc_http(body, raw_body=True)
+        self.assertEqual(rep["result"]["key"], "naïve")
+        self.assertEqual(rep["result"]["value"], "café")
+        # and as raw UTF-8 (ensure_ascii=False)
+        body = json.dumps({"jsonrpc": "2.0", "method": "perf_get", "params": {"key": "naïve"},
+                           "id": 10}, ensure_ascii=False).encode()
+        st, rep = rpc_http(body, raw_body=True)
+        self.assertEqual(rep["result"]["value"], "café")
+        # a body that is not UTF-8 is not JSON
+        st, rep = rpc_http(b'{"jsonrpc":"2.0","method":"perf_get","params":["\xff"],"id":1}',
+                           raw_body=True)
+        self.assertEqual(rep["error"]["code"], -32700)
 
     def test_errors(self):
         st, body = rpc_http("{not json", raw_body=True)
@@ -121,7 +155,10 @@ class JsonRpc(unittest.TestCase):
         st, body = rpc_http({"jsonrpc": "2.0", "method": "perf_stats"})
         self.assertEqual(st, 204)
         c = http.client.HTTPConnection("127.0.0.1", S.opts["http_port"], timeout=5)
-        c.request("GET", "/")
+        c.request("GET", "/")  # GET serves /metrics and /health only
+        self.assertEqual(c.getresponse().status, 404)
+        c = http.client.HTTPConnection("127.0.0.1", S.opts["http_port"], timeout=5)
+        c.request("PUT", "/", body="{}")
         self.assertEqual(c.getresponse().status, 405)
         # the server is still fine
         self.assertEqual(call("perf_get", ["nothing"])["error"]["code"], -32001)

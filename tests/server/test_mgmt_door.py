@@ -225,8 +225,12 @@ class Door(unittest.TestCase):
         # a bad request line, another method
         got = self.raw(b"POST /mi HTTP/2.0\r\nContent-Length: 2\r\n\r\n{}")
         self.assertTrue(got.startswith(b"HTTP/1.1 400"), got[:100])
-        got = self.raw(b"GET /mi HTTP/1.1\r\n\r\n")
+        got = self.raw(b"GET /mi HTTP/1.1\r\n\r\n")  # GET: /metrics and /health only
+        self.assertTrue(got.startswith(b"HTTP/1.1 404"), got[:100])
+        got = self.raw(b"DELETE /mi HTTP/1.1\r\n\r\n")
         self.assertTrue(got.startswith(b"HTTP/1.1 405"), got[:100])
+        got = self.raw(b"GET /health HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        self.assertTrue(got.startswith(b"HTTP/1.1 400"), got[:100])
         # the body arriving in pieces is fine
         s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
         s.sendall(b"POST /mi HTTP/1.1\r\n" + auth + b"Content-Length: " + n + b"\r\n\r\n")

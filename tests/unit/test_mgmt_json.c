@@ -1,8 +1,10 @@
 /*
- * test_mgmt_json.c - the management layer's JSON backend (src/mgmt/): its
- * byte escaping and its structure, and binary keys and values staying
- * valid JSON in every command's reply (mgmt_testlib.h: a strict validator
- * and a decoder that must give the original bytes back).
+ * test_mgmt_json.c - the management layer's JSON backend (src/mgmt/): the
+ * one convention for byte strings (text as a JSON string, anything else as
+ * "<name>_b64" / {"b64":...}), the base64 helpers, its structure, and
+ * binary keys and values staying valid JSON in every command's reply
+ * (mgmt_testlib.h's strict validator, then jansson, a standard parser,
+ * must give the original bytes back).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,26 +18,77 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "mgmt_testlib.h"
 #include "pcache_mgmt.h"
 
 /* ---- the JSON backend ----------------------------------------------------- */
+
+/* The bytes of byte-string member name of object o by the convention:
+ * "name" (a string) or "name_b64" (base64); a {"b64"} object when o is
+ * that object itself (name NULL). Returns the length, or (size_t)-1. */
+static size_t member_bytes(json_t *o, const char *name, unsigned char *out, size_t cap)
+{
+    json_t *v = name != NULL ? json_object_get(o, name) : NULL;
+    if (v != NULL) {
+        assert_true(json_is_string(v));
+        size_t n = json_string_length(v);
+        assert_true(n <= cap);
+        memcpy(out, json_string_value(v), n);
+        assert_false(json_object_get(o, "v_b64") != NULL && strcmp(name, "v") == 0);
+        return n;
+    }
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s_b64", name != NULL ? name : "b64");
+    v = json_object_get(o, name != NULL ? nm : "b64");
+    if (!json_is_string(v))
+        return (size_t)-1;
+    size_t n;
+    assert_int_equal(
+        pc_b64_decode(json_string_value(v), json_string_length(v), out, cap, &n), 0);
+    assert_false(pc_text_ok(out, n)); /* base64 only for what is not text */
+    return n;
+}
+
 static char *json_of(const void *s, size_t n, pc_json *j)
 {
     const pc_result_ops *o = pc_json_ops();
     pc_json_reset(j);
     assert_int_equal(o->obj_begin(j, NULL), 0);
     assert_int_equal(o->str(j, "v", s, n), 0);
+    assert_int_equal(o->arr_begin(j, "a"), 0);
+    assert_int_equal(o->str(j, NULL, s, n), 0);
+    assert_int_equal(o->arr_end(j), 0);
     assert_int_equal(o->obj_end(j), 0);
     const char *t;
     size_t len;
     assert_int_equal(pc_json_text(j, &t, &len), 0);
     assert_true(json_valid(t, len));
+    json_error_t e;
+    json_t *doc = json_loadb(t, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &e);
+    if (doc == NULL)
+        fail_msg("jansson: %s: %s", e.text, t);
     unsigned char back[4096];
-    size_t bl = json_decode(t + 5, back, sizeof back); /* {"v":"... */
+    size_t bl = member_bytes(doc, "v", back, sizeof back);
     assert_int_equal(bl, n);
     assert_memory_equal(back, s, n);
-    return strdup(t);
+    json_t *el = json_array_get(json_object_get(doc, "a"), 0);
+    if (json_is_string(el)) {
+        assert_true(pc_text_ok(s, n));
+        assert_int_equal(json_string_length(el), n);
+        assert_memory_equal(json_string_value(el), s, n);
+    } else {
+        assert_false(pc_text_ok(s, n));
+        assert_int_equal(json_object_size(el), 1);
+        bl = member_bytes(el, NULL, back, sizeof back);
+        assert_int_equal(bl, n);
+        assert_memory_equal(back, s, n);
+    }
+    json_decref(doc);
+    char *r = strdup(t);
+    *strstr(r, ",\"a\":") = '\0'; /* the member alone, for the cases below */
+    return r;
 }
 
 static void test_json_escaping(void **state)
@@ -48,19 +101,20 @@ static void test_json_escaping(void **state)
         size_t n;
         const char *out;
     } cases[] = {
-        {S("plain"), "{\"v\":\"plain\"}"},
-        {S("\0"), "{\"v\":\"\\u0000\"}"},
-        {S("q\"b\\s/"), "{\"v\":\"q\\\"b\\\\s/\"}"},
-        {S("\b\f\n\r\t\x01\x1f\x7f"), "{\"v\":\"\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f\"}"},
-        {S("\xc3\xa9"), "{\"v\":\"\xc3\xa9\"}"},                             /* é: copied */
-        {S("\xf0\x9f\x98\x80"), "{\"v\":\"\xf0\x9f\x98\x80\"}"},             /* U+1F600 */
-        {S("\xff\xfe"), "{\"v\":\"\\u00ff\\u00fe\"}"},                       /* never UTF-8 */
-        {S("\xc0\x80"), "{\"v\":\"\\u00c0\\u0080\"}"},                       /* overlong NUL */
-        {S("\xed\xa0\x80"), "{\"v\":\"\\u00ed\\u00a0\\u0080\"}"},            /* a surrogate */
-        {S("\xf4\x90\x80\x80"), "{\"v\":\"\\u00f4\\u0090\\u0080\\u0080\"}"}, /* > U+10FFFF */
-        {S("\xe2\x82"), "{\"v\":\"\\u00e2\\u0082\"}"},                       /* truncated */
-        {S("a\xe2\x82\xacz"), "{\"v\":\"a\xe2\x82\xacz\"}"},                 /* € between */
-        {S("\xc3\xc3\xa9"), "{\"v\":\"\\u00c3\xc3\xa9\"}"}, /* bad lead, good pair */
+        {S("plain"), "{\"v\":\"plain\""},
+        {S(""), "{\"v\":\"\""},
+        {S("\0"), "{\"v_b64\":\"AA==\""}, /* NUL: not text (MI strings are C strings) */
+        {S("q\"b\\s/"), "{\"v\":\"q\\\"b\\\\s/\""},
+        {S("\b\f\n\r\t\x01\x1f\x7f"), "{\"v\":\"\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f\""},
+        {S("\xc3\xa9"), "{\"v\":\"\xc3\xa9\""},                 /* é: copied */
+        {S("na\xc3\xafve"), "{\"v\":\"na\xc3\xafve\""},         /* naïve */
+        {S("\xf0\x9f\x98\x80"), "{\"v\":\"\xf0\x9f\x98\x80\""}, /* U+1F600 */
+        {S("\xff\xfe"), "{\"v_b64\":\"//4=\""},                   /* never UTF-8 */
+        {S("\xc0\x80"), "{\"v_b64\":\"wIA=\""},                   /* overlong NUL */
+        {S("\xed\xa0\x80"), "{\"v_b64\":\"7aCA\""},              /* a surrogate */
+        {S("\xf4\x90\x80\x80"), "{\"v_b64\":\"9JCAgA==\""},     /* > U+10FFFF */
+        {S("\xe2\x82"), "{\"v_b64\":\"4oI=\""},                   /* truncated */
+        {S("a\xe2\x82\xacz"), "{\"v\":\"a\xe2\x82\xacz\""},     /* € between */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *t = json_of(cases[i].in, cases[i].n, j);
@@ -83,6 +137,42 @@ static void test_json_escaping(void **state)
         free(json_of(buf, n, j));
     }
     pc_json_destroy(j);
+}
+
+/* RFC 4648 §10's vectors, both ways, and what the decoder refuses. */
+static void test_base64(void **state)
+{
+    (void)state;
+    static const char *const vec[][2] = {{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},
+                                         {"foo", "Zm9v"},  {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+                                         {"foobar", "Zm9vYmFy"}};
+    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+        char out[16];
+        unsigned char back[16];
+        size_t n, m;
+        assert_int_equal(pc_b64_encode(vec[i][0], strlen(vec[i][0]), out, sizeof out, &n), 0);
+        assert_int_equal(n, strlen(vec[i][1]));
+        assert_int_equal(n, pc_b64_len(strlen(vec[i][0])));
+        assert_memory_equal(out, vec[i][1], n);
+        assert_int_equal(pc_b64_decode(vec[i][1], n, back, sizeof back, &m), 0);
+        assert_int_equal(m, strlen(vec[i][0]));
+        assert_memory_equal(back, vec[i][0], m);
+    }
+    static const char *const bad[] = {"Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zg==Zg==", "Zm9v\n",
+                                      "Zm 9", "Zm-v", "=Zg="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned char back[16];
+        size_t m;
+        if (pc_b64_decode(bad[i], strlen(bad[i]), back, sizeof back, &m) != PC_EINVAL)
+            fail_msg("'%s' decoded", bad[i]);
+    }
+    char small[3];
+    size_t n;
+    assert_int_equal(pc_b64_encode("f", 1, small, sizeof small, &n), PC_ETOOBIG);
+    unsigned char b2[2];
+    assert_int_equal(pc_b64_decode("Zm9v", 4, b2, sizeof b2, &n), PC_ETOOBIG);
+    assert_true(pc_text_ok("", 0));
+    assert_false(pc_text_ok("a\0", 2));
 }
 
 static void test_json_structure(void **state)
@@ -163,31 +253,72 @@ static void test_binary_json(void **state)
     unsigned char inner[4096];
     size_t il = json_decode(strstr(f->out, "\"json\":") + 7, inner, sizeof inner);
     assert_true(json_valid((const char *)inner, il));
-    /* every key and value comes back byte for byte through perf_get */
+    /* every key and value comes back byte for byte through perf_get, read
+     * by a standard parser */
     for (size_t i = 0; i < n; i++) {
         pc_mgmt_arg a[] = {{"key", 3, kv[i].k, kv[i].kl}, {"collection", 10, S("th")}};
         assert_int_equal(runv(f, "perf_get", a, 2), 0);
+        json_t *doc = json_loadb(f->out, f->outlen, JSON_ALLOW_NUL, NULL);
+        assert_non_null(doc);
         unsigned char back[256];
-        size_t bl = json_decode(strstr(f->out, "\"key\":") + 6, back, sizeof back);
+        size_t bl = member_bytes(doc, "key", back, sizeof back);
         assert_int_equal(bl, kv[i].kl);
         assert_memory_equal(back, kv[i].k, bl);
-        bl = json_decode(strstr(f->out, "\"value\":") + 8, back, sizeof back);
+        bl = member_bytes(doc, "value", back, sizeof back);
+        assert_int_equal(bl, kv[i].vl);
+        assert_memory_equal(back, kv[i].v, bl);
+        json_decref(doc);
+    }
+    /* perf_mget_json: "key":"text", "key":{"b64"}, and a key that is not
+     * text named by its base64 with {"key_b64","value"|"value_b64"} */
+    ok(f, "perf_mget_json \"bin*\" th");
+    json_t *doc = json_loadb(f->out, f->outlen, 0, NULL);
+    assert_non_null(doc);
+    json_t *in2 = json_loads(json_string_value(json_object_get(doc, "json")), 0, NULL);
+    assert_non_null(in2);
+    assert_int_equal(json_object_size(in2), n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char back[256];
+        size_t bl;
+        json_t *m;
+        if (pc_text_ok(kv[i].k, kv[i].kl)) {
+            m = json_object_getn(in2, kv[i].k, kv[i].kl);
+            assert_non_null(m);
+            if (json_is_string(m)) {
+                assert_int_equal(json_string_length(m), kv[i].vl);
+                assert_memory_equal(json_string_value(m), kv[i].v, kv[i].vl);
+                continue;
+            }
+            bl = member_bytes(m, NULL, back, sizeof back);
+        } else {
+            char k64[64];
+            size_t kn;
+            assert_int_equal(pc_b64_encode(kv[i].k, kv[i].kl, k64, sizeof k64, &kn), 0);
+            m = json_object_getn(in2, k64, kn);
+            assert_non_null(m);
+            bl = member_bytes(m, "key", back, sizeof back);
+            assert_int_equal(bl, kv[i].kl);
+            assert_memory_equal(back, kv[i].k, bl);
+            bl = member_bytes(m, "value", back, sizeof back);
+        }
         assert_int_equal(bl, kv[i].vl);
         assert_memory_equal(back, kv[i].v, bl);
     }
+    json_decref(in2);
+    json_decref(doc);
     /* and through perf_set from a command line with \x escapes */
     ok(f, "perf_set \"b\\x00\\xff\\\"\\\\\" \"\\x01\\x80\\xc3\\xa9\" 0 th");
     pc_mgmt_arg g[] = {{NULL, 0, "b\0\xff\"\\", 5}, {NULL, 0, S("th")}};
     assert_int_equal(runv(f, "perf_get", g, 2), 0);
-    assert_string_equal(f->out,
-                        "{\"collection\":\"th\",\"key\":\"b\\u0000\\u00ff\\\"\\\\\",\"value\":"
-                        "\"\\u0001\\u0080\xc3\xa9\",\"ttl\":-1,\"size\":4,\"counter\":false}");
+    assert_string_equal(f->out, "{\"collection\":\"th\",\"key_b64\":\"YgD/Ilw=\",\"value_b64\":"
+                                "\"AYDDqQ==\",\"ttl\":-1,\"size\":4,\"counter\":false}");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_escaping),
+        cmocka_unit_test(test_base64),
         cmocka_unit_test(test_json_structure),
         cmocka_unit_test_setup_teardown(test_binary_json, fx_setup, fx_teardown),
     };

@@ -311,6 +311,7 @@ static void rpc_requests(void **state)
 {
     (void)state;
     struct rpc_req r;
+    /* standard JSON: \u00ff is U+00FF (UTF-8 c3 bf), \u0000 a NUL byte */
     assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"perf_get\",\"params\":"
                          "{\"key\":\"a\\u0000\\u00ff\\n\",\"ttl\":5,\"x\":null},\"id\":7}",
                          &r),
@@ -318,19 +319,72 @@ static void rpc_requests(void **state)
     assert_true(r.version_ok && r.has_method && r.has_id && !r.bad_params);
     assert_string_equal(r.method, "perf_get");
     assert_int_equal(r.nargs, 2);
-    assert_int_equal(r.args[0].len, 4);
-    assert_memory_equal(r.args[0].val, "a\0\xff\n", 4);
+    assert_int_equal(r.args[0].len, 5);
+    assert_memory_equal(r.args[0].val, "a\0\xc3\xbf\n", 5);
     assert_memory_equal(r.args[0].name, "key", 3);
     assert_memory_equal(r.args[1].val, "5", 1);
     assert_int_equal(r.id_len, 1);
+    srv_rpc_release(&r);
+    /* Python's json.dumps("na\u00efve") finds the key "naïve" */
+    assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":[\"na\\u00efve\"],"
+                         "\"id\":\"x\"}",
+                         &r),
+                     0);
+    assert_int_equal(r.args[0].len, 6);
+    assert_memory_equal(r.args[0].val, "na\xc3\xafve", 6);
+    assert_string_equal(r.id, "\"x\"");
+    srv_rpc_release(&r);
+    /* base64: "<name>_b64" and a positional {"b64":...} */
+    assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":"
+                         "{\"key_b64\":\"/wA=\",\"value\":\"v\"},\"id\":1}",
+                         &r),
+                     0);
+    assert_false(r.bad_b64 || r.bad_params || r.duplicate);
+    assert_int_equal(r.nargs, 2);
+    assert_int_equal(r.args[0].nlen, 3);
+    assert_memory_equal(r.args[0].name, "key", 3);
+    assert_int_equal(r.args[0].len, 2);
+    assert_memory_equal(r.args[0].val, "\xff\0", 2);
+    srv_rpc_release(&r);
+    assert_int_equal(
+        rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":[{\"b64\":\"AQID\"},\"th\"]}", &r),
+        0);
+    assert_int_equal(r.nargs, 2);
+    assert_int_equal(r.args[0].len, 3);
+    assert_memory_equal(r.args[0].val, "\1\2\3", 3);
+    srv_rpc_release(&r);
+    static const char *bad64[] = {"{\"key_b64\":\"/w\"}", "{\"key_b64\":\"/x==\"}",
+                                  "{\"key_b64\":\"a=bc\"}", "{\"key_b64\":5}",
+                                  "[{\"b64\":\"*\"}]"};
+    for (size_t i = 0; i < sizeof bad64 / sizeof bad64[0]; i++) {
+        char req[128];
+        snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":%s}",
+                 bad64[i]);
+        assert_int_equal(rpc(req, &r), 0);
+        if (!r.bad_b64)
+            fail_msg("'%s' accepted", bad64[i]);
+        srv_rpc_release(&r);
+    }
+    /* "key" and "key_b64" name one parameter twice */
+    assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":"
+                         "{\"key\":\"a\",\"key_b64\":\"YQ==\"}}",
+                         &r),
+                     0);
+    assert_true(r.duplicate);
+    srv_rpc_release(&r);
+    assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"method\":\"n\"}", &r), 0);
+    assert_true(r.duplicate);
+    srv_rpc_release(&r);
     assert_int_equal(
         rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":[\"\\ud83d\\ude00\"]}", &r), 0);
     assert_int_equal(r.args[0].len, 4);
     assert_memory_equal(r.args[0].val, "\xf0\x9f\x98\x80", 4);
     assert_false(r.has_id);
+    srv_rpc_release(&r);
     assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":[[1]],\"id\":1}", &r),
                      0);
     assert_true(r.bad_params);
+    srv_rpc_release(&r);
     assert_int_equal(rpc("[{\"jsonrpc\":\"2.0\"}]", &r), -2);
     static const char *bad[] = {"",
                                 "{",
@@ -341,7 +395,9 @@ static void rpc_requests(void **state)
                                 "{\"a\":\"\\ud800\"}",
                                 "{} x",
                                 "{\"a\":[1,2",
-                                "{\"a\":\"unterminated"};
+                                "{\"a\":\"unterminated",
+                                "{\"a\":\"\xff\"}", /* not UTF-8 */
+                                "7"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (rpc(bad[i], &r) != -1)
             fail_msg("'%s' parsed", bad[i]);
@@ -356,6 +412,7 @@ static void rpc_requests(void **state)
         assert_int_equal(rpc(pre, &r), -1);
     }
     assert_int_equal(rpc(full, &r), 0);
+    srv_rpc_release(&r);
     /* deep nesting is refused, not recursed into without bound */
     char deep[200];
     size_t d = 0;
@@ -364,6 +421,16 @@ static void rpc_requests(void **state)
         deep[d++] = '[';
     deep[d] = '\0';
     assert_int_equal(rpc(deep, &r), -1);
+    /* closed, but deeper than jansson's bound (2048 levels): refused */
+    static char deeper[8192];
+    d = (size_t)sprintf(deeper, "{\"x\":");
+    for (int i = 0; i < 3000; i++)
+        deeper[d++] = '[';
+    for (int i = 0; i < 3000; i++)
+        deeper[d++] = ']';
+    deeper[d++] = '}';
+    deeper[d] = '\0';
+    assert_int_equal(rpc(deeper, &r), -1);
 }
 
 int main(void)

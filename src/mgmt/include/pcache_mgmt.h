@@ -76,19 +76,41 @@ typedef struct pc_result_ops {
     int (*null)(void *rctx, const char *name);
 } pc_result_ops;
 
+/* ---- byte strings in JSON: the one convention ----------------------------
+ * Keys and values are byte strings; JSON strings are Unicode. Every host
+ * (pcached's JSON-RPC, the OpenSIPS module's MI replies, pcache-snapshot)
+ * writes a byte string the same way (docs/management.md, "Strings in
+ * JSON"):
+ *  - text (pc_text_ok: well-formed UTF-8, RFC 3629, without a NUL byte) is
+ *    a standard JSON string, "key":"café" or the UTF-8 as it is;
+ *  - anything else is standard base64 (RFC 4648 §4, padded) under the field
+ *    name with "_b64" appended ("key_b64":"/w=="), or, where the string has
+ *    no field name (an array element), the object {"b64":"/w=="}.
+ * A reader therefore never sees a byte string it must unescape by a private
+ * rule, and any language's standard JSON encoder produces what pcached
+ * reads back. */
+
+/* 1 when s (n bytes, borrowed) is text by the rule above, else 0. */
+int pc_text_ok(const void *s, size_t n);
+/* The base64 length of n bytes (padded): 4 * ceil(n / 3). */
+size_t pc_b64_len(size_t n);
+/* Writes the padded base64 of src (n bytes) into out (cap bytes, no NUL
+ * added); *len = pc_b64_len(n). PC_ETOOBIG when cap is short, PC_EINVAL on
+ * NULL arguments. */
+int pc_b64_encode(const void *src, size_t n, char *out, size_t cap, size_t *len);
+/* Decodes padded base64 src (n bytes) into out (cap bytes); *len = the
+ * byte count. Only the canonical form is accepted (length a multiple of 4,
+ * '=' only at the end, zero padding bits): PC_EINVAL otherwise; PC_ETOOBIG
+ * when cap is short. */
+int pc_b64_decode(const char *src, size_t n, void *out, size_t cap, size_t *len);
+
 /* ---- the JSON backend -----------------------------------------------------
- * Builds compact JSON text (no whitespace) into a growing buffer. Strings
- * are escaped so that any byte string gives valid JSON and can be recovered
- * exactly:
- *  - '"' and '\' as \" and \\; \b \f \n \r \t by their short escapes; every
- *    other byte below 0x20 and 0x7f as \u00XX (lower-case hex);
- *  - a well-formed UTF-8 sequence (RFC 3629: no overlong forms, no
- *    surrogates, nothing past U+10FFFF) is copied as it is;
- *  - every other byte >= 0x80 is escaped on its own as \u0080..\u00ff.
- * So a reader that maps the escapes \u0000..\u00ff to the single byte 0x00..
- * 0xff and copies literal text unchanged gets the original bytes back; a
- * plain JSON reader sees each invalid byte as the Latin-1 character of the
- * same number. Doubles are written with 15 significant digits and always
+ * Builds compact JSON text (no whitespace) into a growing buffer. A string
+ * member follows the convention above: text as a JSON string ('"' and '\'
+ * as \" and \\; \b \f \n \r \t by their short escapes; every other byte
+ * below 0x20 and 0x7f as \u00XX, lower-case hex; UTF-8 copied as it is),
+ * anything else as "<name>_b64":"<base64>" (or {"b64":"<base64>"} in an
+ * array). Doubles are written with 15 significant digits and always
  * with '.', whatever the locale; NaN and infinities as null. */
 typedef struct pc_json pc_json;
 
@@ -283,7 +305,9 @@ int pc_mgmt_stats_hook(pc_mgmt *m, pc_mgmt_stats_fn fn, void *ctx);
  * The object form of perf_mget (the OpenSIPS perf_mget_json script
  * function): {"key":"value",...} for the live keys of coll matching glob
  * (glen bytes; a well-formed glob, see pc_glob_check), values as read
- * (counters as decimal), escaped as the JSON backend does. At most limit
+ * (counters as decimal), by the JSON backend's convention: "key":"text" or
+ * "key":{"b64":...}; a key that is not text names its member by its base64,
+ * whose value is {"key_b64":...,"value"|"value_b64":...}. At most limit
  * keys (0 = no limit); *truncated (may be NULL) is set to 1 when more
  * matched. A key moved by a concurrent table split may appear twice. On
  * success *json is caller-owned (free()), NUL-terminated, *len its length.

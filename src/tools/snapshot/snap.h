@@ -104,7 +104,7 @@ int snap_utf8_ok(const void *p, size_t n);
 void snap_b64(FILE *f, const void *p, size_t n);
 /* A JSON string literal of UTF-8 text (control characters escaped). */
 void snap_jstr(FILE *f, const void *p, size_t n);
-/* "name":"text" when the bytes are UTF-8, else "name_b64":"base64". */
+/* "name":"text" when the bytes are UTF-8 without NUL, else "name_b64":"base64". */
 void snap_jbytes(FILE *f, const char *name, const void *p, size_t n);
 /* Unix ms as "2026-11-30T09:00:00.123Z" into buf; "never" for 0. */
 const char *snap_time(int64_t ms, char *buf, size_t cap);

@@ -146,7 +146,9 @@ void snap_jstr(FILE *f, const void *p, size_t n)
 
 void snap_jbytes(FILE *f, const char *name, const void *p, size_t n)
 {
-    if (snap_utf8_ok(p, n)) {
+    /* text = UTF-8 without NUL: the one convention of every pcache JSON
+     * surface (pcache_mgmt.h, docs/management.md "Strings in JSON") */
+    if (snap_utf8_ok(p, n) && (n == 0 || memchr(p, '\0', n) == NULL)) {
         fprintf(f, "\"%s\":", name);
         snap_jstr(f, p, n);
     } else {

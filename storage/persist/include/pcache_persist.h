@@ -274,6 +274,21 @@ typedef struct pc_sync_stats {
 int pc_persist_sync_stats(const pc_persist *p, const pc_coll *coll, pc_sync_stats *out);
 int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll);
 
+/* The last save and load of one collection (also in perf_stats), read from
+ * shared memory, valid in any process: for monitoring (pcached's /metrics,
+ * the module's statistics). Wall-clock ms, 0 = never; rc 0 or the PC_E*
+ * code of the last attempt. PC_EINVAL on NULL arguments. */
+typedef struct pc_persist_save_stats {
+    int persisted;        /* 1 when persist_collections names it */
+    int64_t last_save_ms; /* the last successful save */
+    int32_t last_save_rc; /* the last save attempt */
+    uint64_t last_save_entries;
+    int64_t last_load_ms;
+    int32_t last_load_rc;
+} pc_persist_save_stats;
+int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll,
+                              pc_persist_save_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,7 +73,6 @@ set(PCACHE_HEADERS
   src/util/include/pcache_util.h src/engine/include/pcache.h src/mgmt/include/pcache_mgmt.h
   storage/store/include/pcache_store.h storage/journal/include/pcache_journal.h
   storage/persist/include/pcache_persist.h)
-set(PCACHE_STATIC pcache pcache_util pcache_mgmt pcache_store pcache_journal pcache_persist)
 set(PCACHE_PC_LIBS_ODBC "")
 if(TARGET pcache_odbc)
   pcache_shared_library(pcache_odbc_shared pcache_odbc odbc pcache_odbc)
@@ -83,11 +82,21 @@ if(TARGET pcache_odbc)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/odbc/include>)
   set_target_properties(pcache_odbc_shared PROPERTIES EXPORT_NAME odbc)
   list(APPEND PCACHE_HEADERS odbc/include/pcache_odbc.h)
-  list(APPEND PCACHE_STATIC pcache_odbc)
 endif()
 
 install(FILES ${PCACHE_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
-# the static archives, for `pkg-config --static` users
+# the static archives, one per shared library and of the same objects, so
+# -lpcache_storage links either way (`pkg-config --static` users):
+# libpcache.a (the engine; util is libpcache_util.a), libpcache_storage.a,
+# libpcache_odbc.a
+add_library(pcache_storage_static STATIC $<TARGET_OBJECTS:pcache_mgmt>
+  $<TARGET_OBJECTS:pcache_store> $<TARGET_OBJECTS:pcache_journal> $<TARGET_OBJECTS:pcache_persist>)
+set_target_properties(pcache_storage_static PROPERTIES OUTPUT_NAME pcache_storage
+  ARCHIVE_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib LINKER_LANGUAGE C)
+set(PCACHE_STATIC pcache pcache_util pcache_storage_static)
+if(TARGET pcache_odbc)
+  list(APPEND PCACHE_STATIC pcache_odbc)
+endif()
 foreach(lib ${PCACHE_STATIC})
   install(FILES $<TARGET_FILE:${lib}> DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 endforeach()

@@ -46,7 +46,7 @@ for l in libpcache libpcache_storage; do
     soname=$(objdump -p "$libdir/$l.so" | awk '$1 == "SONAME" {print $2}')
     [ "$soname" = "$l.so.0" ] || fail "$l: soname '$soname', expected $l.so.0"
 done
-for a in libpcache.a libpcache_util.a libpcache_store.a libpcache_persist.a; do
+for a in libpcache.a libpcache_util.a libpcache_storage.a; do
     [ -f "$libdir/$a" ] || fail "$a missing"
 done
 [ -f "$libdir/pkgconfig/pcache.pc" ] || fail "pcache.pc missing"
@@ -96,6 +96,14 @@ flags=$(pkg-config --cflags --libs pcache-storage) || fail "pkg-config pcache-st
 cc -o "$tmp/consumer-pc" "$src/tests/install/consumer/consumer.c" $flags ||
     fail "consumer: build with pkg-config ($flags)"
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc" >/dev/null || fail "consumer (pkg-config): run"
+# static: pkg-config --static names everything; our archives taken static
+sflags=$(pkg-config --static --cflags --libs pcache-storage) || fail "pkg-config --static"
+sflags=$(echo "$sflags" | sed 's/\(-lpcache[a-z_]*\)/-Wl,-Bstatic \1 -Wl,-Bdynamic/g')
+# shellcheck disable=SC2086
+cc -o "$tmp/consumer-static" "$src/tests/install/consumer/consumer.c" $sflags ||
+    fail "consumer: static build with pkg-config --static ($sflags)"
+if ldd "$tmp/consumer-static" | grep -q libpcache; then fail "static consumer needs libpcache*.so"; fi
+"$tmp/consumer-static" >/dev/null || fail "consumer (static): run"
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 
 # 4. the installed server reads the installed configuration

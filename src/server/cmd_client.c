@@ -166,17 +166,10 @@ void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const s
 
 /* ---- RESET -------------------------------------------------------------------------- */
 
-void conn_reset_txn(srv_worker *w, conn *c)
-{
-    /* Transaction state (MULTI queue, WATCHed keys) is dropped here once the
-     * connection has any. */
-    (void)w, (void)c;
-}
-
 void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)argc, (void)argv, (void)argl;
-    conn_reset_txn(w, c);
+    cmd_txn_reset_conn(c); /* leaves MULTI, drops the watches (cmd_txn.c) */
     c->proto = 2;
     c->db = 0;
     c->coll = w->s->dbs[0];

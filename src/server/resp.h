@@ -259,10 +259,6 @@ void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const 
 void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
-/* The hook RESET calls before it resets the rest of the connection, for
- * the transaction state (MULTI/WATCH) another part may keep in conn: it
- * must drop it. A no-op until that state exists. */
-void conn_reset_txn(srv_worker *w, conn *c);
 /* cmd_object.c: MEMORY, OBJECT */
 void cmd_memory(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_object(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);

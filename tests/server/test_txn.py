@@ -79,6 +79,10 @@ class Raw:
 # Scripts run over connections 0 and 1; each step is (connection, command).
 SCRIPTS = [
     [(0, "EXEC"), (0, "DISCARD"), (0, "UNWATCH")],
+    # RESET leaves MULTI and drops the watches, at once (not queued)
+    [(0, "MULTI"), (0, "SET r 1"), (0, "RESET"), (0, "EXEC"), (0, "GET r")],
+    [(0, "SET w 1"), (0, "WATCH w"), (0, "RESET"), (1, "SET w 2"), (0, "MULTI"),
+     (0, "SET w 3"), (0, "EXEC"), (0, "GET w")],
     [(0, "MULTI"), (0, "MULTI"), (0, "WATCH a"), (0, "EXEC")],
     [(0, "MULTI"), (0, "EXEC")],
     [(0, "MULTI"), (0, "SET a 1"), (0, "FOO bar"), (0, "EXEC"), (0, "EXEC"), (0, "GET a")],

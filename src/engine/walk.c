@@ -97,7 +97,8 @@ static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool value
     struct pc_went *e = &w->ents[w->n++];
     e->koff = w->used;
     e->klen = kl;
-    memcpy(w->bytes + w->used, r->data, kl);
+    if (kl > 0) /* the empty key with nothing stored yet: bytes may be NULL */
+        memcpy(w->bytes + w->used, r->data, kl);
     w->used += kl;
     e->flags = flags;
     e->expires = atomic_load_explicit(&((struct pc_rec_shm *)r)->expires, memory_order_relaxed);
@@ -115,7 +116,8 @@ static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool value
             e->vlen = (size_t)snprintf((char *)w->bytes + w->used, 24, "%" PRId64, v);
         }
     } else {
-        memcpy(w->bytes + w->used, r->data + kl, vl);
+        if (vl > 0)
+            memcpy(w->bytes + w->used, r->data + kl, vl);
         e->vlen = vl;
     }
     w->used += want - kl; /* the key's bytes were counted above */

@@ -403,6 +403,29 @@ static int stop_cb(void *ctx, const pc_entry *e)
     return 42;
 }
 
+static int count_empty_cb(void *ctx, const pc_entry *e)
+{
+    assert_int_equal(e->klen, 0);
+    (*(int *)ctx)++;
+    return 0;
+}
+
+/* Regression: a walk whose only entry is the empty key with an empty value
+ * copied 0 bytes from a NULL buffer (undefined; UBSan reported it when
+ * pcached's KEYS met the key ""). */
+static void walk_empty_key_alone(void **state)
+{
+    (void)state;
+    pc_cache *c = mk_cache("w=4", 8, 4, 4096);
+    pc_coll *co = pc_fx_coll(c, "w");
+    check_rc(pc_set(co, "", 0, "", 0, 0, 0), PC_OK);
+    int n = 0;
+    check_rc(pc_walk(co, NULL, 0, 0, count_empty_cb, &n), PC_OK);
+    check_rc(pc_walk(co, NULL, 0, PC_WALK_VALUES, count_empty_cb, &n), PC_OK);
+    assert_int_equal(n, 2);
+    pc_cache_destroy(c);
+}
+
 static void scan_argument_errors(void **state)
 {
     (void)state;
@@ -1108,6 +1131,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(walk_and_scan_match_reference),
+        cmocka_unit_test(walk_empty_key_alone),
         cmocka_unit_test(scan_argument_errors),
         cmocka_unit_test(del_glob_matches_reference),
         cmocka_unit_test(ttl_glob_matches_reference),

@@ -6,9 +6,10 @@
  *
  * The engine has no rename: an entry is read (value, counter or string,
  * remaining time to live), written under its new name, and the old one
- * removed - three atomic steps, not one. Each such sequence is one
- * function named rmw_<command>, the unit a transaction primitive would
- * wrap. A counter stays a native counter under its new name.
+ * removed, in one function named rmw_<command>. The commands carry
+ * CMD_ATOMIC, so the three steps run as one engine transaction
+ * (cmd_txn_atomic): other clients see the old name or the new one, never
+ * both or neither. A counter stays a native counter under its new name.
  *
  * A DB index names a collection through the SELECT map (srv.dbs); MOVE and
  * COPY ... DB between two indexes that map to one collection are "the same
@@ -402,10 +403,10 @@ static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv
 }
 
 const cmd_def cmd_keys2_table[] = {
-    {"RENAME", 3, CMD_WRITE, cmd_rename, 1, 2, 1},
-    {"RENAMENX", 3, CMD_WRITE | CMD_FAST, cmd_renamenx, 1, 2, 1},
-    {"COPY", -3, CMD_WRITE, cmd_copy, 1, 2, 1},
-    {"MOVE", 3, CMD_WRITE | CMD_FAST, cmd_move, 1, 1, 1},
+    {"RENAME", 3, CMD_WRITE | CMD_ATOMIC, cmd_rename, 1, 2, 1},
+    {"RENAMENX", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_renamenx, 1, 2, 1},
+    {"COPY", -3, CMD_WRITE | CMD_ATOMIC, cmd_copy, 1, 2, 1},
+    {"MOVE", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_move, 1, 1, 1},
     {"RANDOMKEY", 1, CMD_READONLY, cmd_randomkey, 0, 0, 0},
     {"TOUCH", -2, CMD_READONLY | CMD_FAST, cmd_touch, 1, -1, 1},
     {"EXPIRETIME", 2, CMD_READONLY | CMD_FAST, cmd_expiretime, 1, 1, 1},

@@ -6,7 +6,7 @@
  * Each maps onto one engine call where the engine has the operation (set
  * with NX/XX/KEEPTTL, add/sub under the bucket lock). The compound ones -
  * SET ... GET, GETDEL, GETEX, MSET - are a read then a write, or several
- * writes: each step is atomic, the whole is not (docs/pcached.md says so).
+ * writes, run as one engine transaction (CMD_ATOMIC, cmd_txn_atomic).
  * Reads land in the worker's scratch buffer (no allocation per GET).
  */
 #include "resp.h"
@@ -149,6 +149,11 @@ static void cmd_set(srv_worker *w, conn *c, unsigned argc, const char **argv, co
         if (r < 0)
             return;
         past = r == 1;
+    }
+    if (want_get && !c->atomic) {
+        /* the read and the write at one instant (cmd_txn_atomic) */
+        cmd_txn_atomic(w, c, cmd_set, argc, argv, argl);
+        return;
     }
     const char *k = argv[1], *v = argv[2];
     size_t kl = argl[1], vl = argl[2];
@@ -398,10 +403,10 @@ const cmd_def cmd_string_table[] = {
     {"SETEX", 4, CMD_WRITE, cmd_setex, 1, 1, 1},
     {"PSETEX", 4, CMD_WRITE, cmd_psetex, 1, 1, 1},
     {"SETNX", 3, CMD_WRITE | CMD_FAST, cmd_setnx, 1, 1, 1},
-    {"GETDEL", 2, CMD_WRITE | CMD_FAST, cmd_getdel, 1, 1, 1},
-    {"GETEX", -2, CMD_WRITE | CMD_FAST, cmd_getex, 1, 1, 1},
+    {"GETDEL", 2, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_getdel, 1, 1, 1},
+    {"GETEX", -2, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_getex, 1, 1, 1},
     {"MGET", -2, CMD_READONLY | CMD_FAST, cmd_mget, 1, -1, 1},
-    {"MSET", -3, CMD_WRITE, cmd_mset, 1, -1, 2},
+    {"MSET", -3, CMD_WRITE | CMD_ATOMIC, cmd_mset, 1, -1, 2},
     {"INCR", 2, CMD_WRITE | CMD_FAST, cmd_incr, 1, 1, 1},
     {"DECR", 2, CMD_WRITE | CMD_FAST, cmd_decr, 1, 1, 1},
     {"INCRBY", 3, CMD_WRITE | CMD_FAST, cmd_incrby, 1, 1, 1},

@@ -4,12 +4,13 @@
  * replies and errors (docs/pcached.md, section 3.1).
  *
  * The engine has no single operation for these (it has set, get, add), so
- * each read-modify-write command is a read followed by a write, each one
- * atomic, the pair not: a concurrent writer of the same key between the two
- * is overwritten. Every such pair lives in one small function named
- * rmw_<command> (the read, the change, the write and nothing else), so that
- * an engine transaction primitive can later make each of them atomic by
- * changing that function alone.
+ * each read-modify-write command is a read followed by a write, in one
+ * small function named rmw_<command> (the read, the change, the write and
+ * nothing else). Their table entries carry CMD_ATOMIC: cmd_dispatch runs
+ * the handler inside one engine transaction (cmd_txn_atomic), so the read
+ * and the write happen at one instant for every other client, and a
+ * conflicting writer makes the handler run again rather than be
+ * overwritten.
  *
  * Values are built in the worker's scratch buffer (PC_VALUE_MAX + 64
  * bytes); a result longer than PC_VALUE_MAX is refused before anything is
@@ -525,13 +526,13 @@ out:
 }
 
 const cmd_def cmd_string2_table[] = {
-    {"APPEND", 3, CMD_WRITE, cmd_append, 1, 1, 1},
+    {"APPEND", 3, CMD_WRITE | CMD_ATOMIC, cmd_append, 1, 1, 1},
     {"GETRANGE", 4, CMD_READONLY, cmd_getrange, 1, 1, 1},
     {"SUBSTR", 4, CMD_READONLY, cmd_getrange, 1, 1, 1},
-    {"SETRANGE", 4, CMD_WRITE, cmd_setrange, 1, 1, 1},
-    {"GETSET", 3, CMD_WRITE | CMD_FAST, cmd_getset, 1, 1, 1},
-    {"MSETNX", -3, CMD_WRITE, cmd_msetnx, 1, -1, 2},
-    {"INCRBYFLOAT", 3, CMD_WRITE | CMD_FAST, cmd_incrbyfloat, 1, 1, 1},
-    {"LCS", -3, CMD_READONLY, cmd_lcs, 1, 2, 1},
+    {"SETRANGE", 4, CMD_WRITE | CMD_ATOMIC, cmd_setrange, 1, 1, 1},
+    {"GETSET", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_getset, 1, 1, 1},
+    {"MSETNX", -3, CMD_WRITE | CMD_ATOMIC, cmd_msetnx, 1, -1, 2},
+    {"INCRBYFLOAT", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_incrbyfloat, 1, 1, 1},
+    {"LCS", -3, CMD_READONLY | CMD_ATOMIC, cmd_lcs, 1, 2, 1},
 };
 const unsigned cmd_string2_count = sizeof cmd_string2_table / sizeof cmd_string2_table[0];

@@ -356,3 +356,42 @@ const cmd_def cmd_txn_table[] = {
     {"UNWATCH", 1, CMD_FAST, cmd_unwatch, 0, 0, 0},
 };
 const unsigned cmd_txn_count = sizeof cmd_txn_table / sizeof cmd_txn_table[0];
+
+/* ---- one command as one transaction ------------------------------------------------------ */
+
+struct atomic_run {
+    srv_worker *w;
+    conn *c;
+    cmd_fn fn;
+    unsigned argc;
+    const char **argv;
+    const size_t *argl;
+    size_t keep; /* the output before the command: an attempt's replies start here */
+};
+
+static int atomic_attempt(void *ctx)
+{
+    struct atomic_run *r = ctx;
+    r->c->out.len = r->c->out.off + r->keep; /* a conflicted attempt's replies go */
+    r->fn(r->w, r->c, r->argc, r->argv, r->argl);
+    return 0;
+}
+
+void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
+                    const size_t *argl)
+{
+    struct atomic_run r = {w, c, fn, argc, argv, argl, c->out.len - c->out.off};
+    c->atomic = 1;
+    int rc = pc_txn_run(w->s->cache, atomic_attempt, &r, TXN_MAX_ATTEMPTS);
+    c->atomic = 0;
+    if (rc == 0)
+        return;
+    c->out.len = c->out.off + r.keep; /* nothing was applied: neither is its reply */
+    if (rc == PC_ECONFLICT)
+        reply_error(c,
+                    "ERR gave up after %u attempts that conflicted with concurrent writes to "
+                    "the same keys; nothing was applied",
+                    TXN_MAX_ATTEMPTS);
+    else
+        reply_pc_error(c, rc);
+}

@@ -251,7 +251,10 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
         goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
     c->lastcmd = d->name;
     int64_t t0 = now_us();
-    d->fn(w, c, argc, argv, argl);
+    if (d->flags & CMD_ATOMIC)
+        cmd_txn_atomic(w, c, d->fn, argc, argv, argl);
+    else
+        d->fn(w, c, argc, argv, argl);
     int64_t t1 = now_us();
     atomic_store_explicit(&st->calls, atomic_load_explicit(&st->calls, memory_order_relaxed) + 1,
                           memory_order_relaxed);

@@ -70,6 +70,7 @@ typedef struct conn {
     struct conn *inext; /* next on the in-flight list */
     /* MULTI/WATCH state (cmd_txn.c); NULL until the first */
     struct srv_txn *txn;
+    int atomic; /* inside cmd_txn_atomic: a handler must not enter it again */
 } conn;
 
 /* Parser results. */
@@ -199,6 +200,7 @@ typedef struct cmd_def {
 #define CMD_READONLY 0x4u
 #define CMD_ADMIN 0x8u
 #define CMD_FAST 0x10u
+#define CMD_ATOMIC 0x20u /* a read-modify-write or several keys: cmd_txn_atomic */
 
 /* cmd_string.c, cmd_keys.c, cmd_server.c */
 extern const cmd_def cmd_string_table[];
@@ -232,6 +234,14 @@ int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const
 /* A command was answered with a queue-time error: inside MULTI, the
  * transaction's EXEC will answer EXECABORT. */
 void cmd_txn_flag(conn *c);
+/* Runs one command's handler as one engine transaction (pc_txn_run): its
+ * reads and writes of several keys (APPEND, RENAME, MSET, SET ... GET)
+ * happen at one instant for every other client, in every worker. On a
+ * conflict the attempt's replies are dropped and the handler runs again;
+ * inside an EXEC it joins the EXEC's transaction. Commands flagged
+ * CMD_ATOMIC are run through it by cmd_dispatch. */
+void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
+                    const size_t *argl);
 /* Leaves MULTI (the queue dropped) and drops the watches, as DISCARD plus
  * UNWATCH do without a reply (for RESET). */
 void cmd_txn_reset_conn(conn *c);

@@ -96,6 +96,9 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     uint64_t region_guess = ((uint64_t)cfg->mem_mb + cfg->hugepage_mb) << 20;
     uint64_t chunk_cap = region_guess / 4096 + 1024; /* generous: big classes, churn */
     uint64_t meta = sizeof(struct pc_header_shm) + chunk_cap * 8 + 8192;
+    /* room for the allocator state of the first 64 process slots (procs.c
+     * carves one per slot at its first claim) */
+    meta += 64ull * PC_MAX_CLASSES * (sizeof(struct pc_alloc_shm)) + 64 * 64;
     for (unsigned i = 0; i < ndecl; i++)
         meta += pc_coll_meta_bytes(decl[i].log2);
     if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
@@ -225,6 +228,13 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     if (what & PC_MAINT_SWEEP)
         for (unsigned i = 0; i < c->ncoll; i++)
             r.reaped += pc_sweep(&c->coll[i], &r.buckets_probed);
+    if (what & PC_MAINT_REAP) {
+        int64_t now = pc_mono_ms();
+        if (now >= c->reap_next_ms) {
+            c->reap_next_ms = now + 1000; /* a look costs a /proc read per slot */
+            r.procs_reaped = pc_procs_reap(c);
+        }
+    }
     pc_unlock_word(&c->hdr->maint_lock);
     if (report != NULL)
         *report = r;

@@ -17,8 +17,8 @@
  *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
  *      stamped when the chunk is carved and never written again. Free-cell
  *      links and overflow nodes keep byte 0 untouched.
- *      Checked: pc_alloc (bump and free-stack pops), pc_free, pool take and
- *      give (arena.c); pc_chain_push (a node is a 16-byte-class cell).
+ *      Checked: pc_alloc (bump and free-stack pops), pc_free (arena.c), pool
+ *      moves (pool.c); pc_chain_push (a node is a 16-byte-class cell).
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
  *      version is even whenever its lock is free. Every change a lock-free
  *      reader could observe happens inside a version bracket (odd..even).
@@ -200,6 +200,20 @@ struct pc_proc_shm {
     _Atomic uint32_t token; /* gen << 12 | index; 0 = free. CAS to claim. */
     _Atomic int32_t pid;
     _Atomic uint64_t starttime; /* /proc/<pid>/stat field 22: tells pid reuse */
+    /* The token pid and starttime were written for, stored after them: a
+     * slot whose token differs is being claimed and is never judged dead
+     * by its pid (that pid is the previous owner's). */
+    _Atomic uint32_t pid_token;
+    /* The chunk this slot's owner is carving (arena.c): its first cell, 0 =
+     * none; its class and its chunk-table entry. Written by the owner only,
+     * read by whoever reaps the slot after the owner died. */
+    pc_off carving;
+    uint32_t carving_cls;
+    uint64_t carving_tab;
+    /* Byte offset of this slot's allocation state, PC_MAX_CLASSES
+     * pc_alloc_shm, carved at the first claim of the slot and kept across
+     * owners. Written once by that first claimant, before it uses it. */
+    _Atomic uint64_t alloc_off;
 };
 
 /* ---- arena ------------------------------------------------------------- */
@@ -210,6 +224,13 @@ struct pc_pool_shm { /* global free pool of one class */
     _Atomic uint32_t lock;
     pc_off head; /* guarded by lock */
     uint64_t count;
+    /* The move in progress (guarded by lock), so that the next holder can
+     * finish it when this one dies mid-move (pool.c): the cell being moved
+     * between the pool and the free stack whose head word is at byte
+     * offset inflight_list. 0 = none. */
+    pc_off inflight;
+    uint32_t pad;
+    uint64_t inflight_list;
 };
 
 /* ---- the region header -------------------------------------------------- */
@@ -245,12 +266,22 @@ struct pc_header_shm {
     struct pc_proc_shm procs[PC_MAX_PROCS];
 };
 
-/* ---- process-local handles -------------------------------------------- */
-struct pc_local_class { /* this process's private allocation state */
-    pc_off bump, end;   /* current chunk: next cell, chunk end */
-    pc_off free_head;   /* private free stack */
+/* One process slot's allocation state for one class. It lives in shared
+ * memory (pc_proc_shm.alloc_off) so that what a dead process held can be
+ * recovered; only the slot's owner writes it, without atomics, except that
+ * a pool's lock holder may move cells on or off it (pool.c) while that owner
+ * is dead. Every store the recovery depends on is ordered by a compiler
+ * fence (PC_CRASH_ORDER): a SIGKILL stops a process between two
+ * instructions, and the stores it retired reach memory. */
+struct pc_alloc_shm {
+    pc_off bump, end; /* current chunk: next cell, chunk end */
+    pc_off free_head; /* private free stack, linked through bytes 4..7 */
     uint32_t free_count;
 };
+_Static_assert(sizeof(struct pc_alloc_shm) == 16, "allocation state is 16 bytes");
+#define PC_CRASH_ORDER() atomic_signal_fence(memory_order_seq_cst)
+
+/* ---- process-local handles -------------------------------------------- */
 
 struct pc_coll {
     pc_cache *c;
@@ -267,7 +298,8 @@ struct pc_cache {
     uint64_t epoch; /* fork epoch this handle's local state belongs to */
     uint32_t token; /* this process's owner token (0 until claimed) */
     uint32_t slot;
-    struct pc_local_class cls[PC_MAX_CLASSES];
+    int64_t reap_next_ms; /* pc_maintain's next look for dead slots */
+    struct pc_alloc_shm *cls; /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
     unsigned ncoll;
@@ -438,6 +470,9 @@ static inline void pc_unlock_word(_Atomic uint32_t *l)
     atomic_store_explicit(l, 0, memory_order_release);
 }
 int pc_trylock_word(pc_cache *c, _Atomic uint32_t *l); /* 0 or PC_EBUSY */
+/* Reaps the slots of dead processes (pool.c moves their cells to the
+ * pools); returns how many. */
+unsigned pc_procs_reap(pc_cache *c);
 void pc_procs_init(struct pc_header_shm *h);
 
 /* ---- region.c ----------------------------------------------------------- */
@@ -454,6 +489,18 @@ pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
 void pc_free(pc_cache *c, pc_off off);
 void pc_arena_drop_local(pc_cache *c);
 uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
+/* Stamps a carved chunk's cells and enters it in the chunk table at slot
+ * (idempotent: the reaper finishes a dead carver's publication with it). */
+void pc_chunk_publish(pc_cache *c, uint64_t *tab, uint64_t slot, uint64_t off, unsigned cls);
+
+/* ---- pool.c: the global pools and recovery from dead processes ---------- */
+unsigned pc_pool_take(pc_cache *c, unsigned cls); /* cells moved to this process */
+void pc_pool_give(pc_cache *c, unsigned cls, unsigned n);
+/* Moves everything slot idx's allocation state holds into the pools. The
+ * caller owns the slot (it claimed it from a dead owner). */
+void pc_slot_reap(pc_cache *c, uint32_t idx);
+/* Cells of a class carved so far: a bound for every list walk. */
+uint64_t pc_class_cells_bound(const pc_cache *c);
 
 /* ---- table.c ---------------------------------------------------------- */
 int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);

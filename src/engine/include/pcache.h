@@ -241,16 +241,21 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
  * One process (the host's maintenance process or timer) calls pc_maintain
  * periodically. It splits buckets toward growth_load_factor (at most
  * growth_budget per call), drains overflow back into buckets, and, when
- * sweep is set, reclaims expired entries guided by per-bucket hints. */
+ * sweep is set, reclaims expired entries guided by per-bucket hints. With
+ * PC_MAINT_REAP (at most once a second) it finds the process slots of
+ * processes that died and returns the cells they held (their free stacks,
+ * the rest of their chunks) to the shared pools. */
 typedef struct pc_maint_report {
     unsigned splits;         /* buckets split in this call */
     unsigned drained;        /* entries moved from overflow into buckets */
     unsigned reaped;         /* expired entries reclaimed */
     unsigned buckets_probed; /* buckets the sweep locked */
+    unsigned procs_reaped;   /* slots of dead processes whose cells were recovered */
 } pc_maint_report;
 #define PC_MAINT_GROW 0x1u
 #define PC_MAINT_SWEEP 0x2u
-#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP)
+#define PC_MAINT_REAP 0x4u
+#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP | PC_MAINT_REAP)
 /* Returns PC_EBUSY when another process is inside pc_maintain. report may
  * be NULL. */
 int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);

@@ -6,7 +6,7 @@
 if(TARGET pcached)
   foreach(name test_resp test_process test_jsonrpc_config test_hostile test_instances
                test_journal_bound test_crash_all test_mgmt_door test_buffers
-               test_group_commit)
+               test_group_commit test_rebalance)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77

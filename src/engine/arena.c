@@ -59,10 +59,22 @@ int pc_class_for(const pc_cache *c, size_t bytes)
     return lo < c->nclasses ? (int)lo : -1;
 }
 
+/* Every chunk of a small class spans PC_CHUNK_TARGET bytes (its tail, less
+ * than one cell, unused), so a chunk that changes class (rebalance.c) holds
+ * as many cells as a fresh chunk of its new class would. */
 uint64_t pc_chunk_bytes(uint32_t cell)
 {
-    uint32_t cells = cell >= PC_CHUNK_TARGET ? 1 : PC_CHUNK_TARGET / cell;
-    return (uint64_t)cells * cell;
+    return cell >= PC_CHUNK_TARGET ? cell : PC_CHUNK_TARGET;
+}
+
+void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last)
+{
+    L->end = 0; /* never a range mixing two chunks, whenever this dies */
+    PC_CRASH_ORDER();
+    L->bump = first;
+    PC_CRASH_ORDER();
+    L->end = last;
+    PC_CRASH_ORDER();
 }
 
 /* Carves a new chunk for class cls and stamps every cell's byte 0. The
@@ -83,6 +95,8 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
     uint64_t *tab = pc_at(c, h->chunk_tab_off);
     me->carving_tab = slot;
     me->carving_cls = cls;
+    me->carving_from = 0;
+    me->carving_len8 = (uint32_t)(bytes >> 3);
     PC_CRASH_ORDER();
     uint64_t off = pc_region_carve(c, bytes, PC_CELL_ALIGN);
     if (off == 0) {
@@ -94,27 +108,24 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
      * (the tab entry stays 0, "no chunk"): one store's window */
     me->carving = (pc_off)(off >> PC_OFF_SHIFT);
     PC_CRASH_ORDER();
-    pc_chunk_publish(c, tab, slot, off, cls);
-    struct pc_alloc_shm *L = &c->cls[cls];
-    L->end = 0; /* never a range mixing two chunks, whenever this dies */
-    PC_CRASH_ORDER();
-    L->bump = (pc_off)(off >> PC_OFF_SHIFT);
-    PC_CRASH_ORDER();
-    L->end = (pc_off)((off + bytes) >> PC_OFF_SHIFT);
-    PC_CRASH_ORDER();
+    pc_chunk_publish(c, slot, off, bytes, cls, true);
+    pc_bump_set(&c->cls[cls], (pc_off)(off >> PC_OFF_SHIFT),
+                (pc_off)((off + bytes / cell * cell) >> PC_OFF_SHIFT));
     me->carving = 0;
     return 0;
 }
 
-void pc_chunk_publish(pc_cache *c, uint64_t *tab, uint64_t slot, uint64_t off, unsigned cls)
+void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
+                      bool fresh)
 {
     struct pc_header_shm *h = c->hdr;
+    uint64_t *tab = pc_at(c, h->chunk_tab_off);
     uint32_t cell = c->class_size[cls];
-    uint64_t bytes = pc_chunk_bytes(cell);
-    for (uint64_t o = 0; o < bytes; o += cell)
+    for (uint64_t o = 0; o + cell <= bytes; o += cell)
         *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
-    uint64_t e = off << 8 | cls;
-    if (atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel) != e) {
+    uint64_t e = pc_chunk_entry(off, bytes, cls);
+    uint64_t was = atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);
+    if (fresh && was != e) {
         atomic_fetch_add_explicit(&h->chunks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&h->chunk_bytes, bytes, memory_order_relaxed);
     }
@@ -148,7 +159,7 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
         }
         if (pc_pool_take(c, (unsigned)cls) > 0)
             continue;
-        if (pc_carve_chunk(c, (unsigned)cls) != 0)
+        if (pc_carve_chunk(c, (unsigned)cls) != 0 && pc_arena_reclaim(c, (unsigned)cls) != 0)
             return 0;
     }
 }

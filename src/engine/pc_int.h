@@ -14,9 +14,14 @@
  *      faults. Offsets (pc_off: 8-byte units from the region base) name
  *      cells; offset 0 is NULL.
  *      Checked: pc_alloc, pc_free (a cell handed out or freed is inside).
- *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
- *      stamped when the chunk is carved and never written again. Free-cell
- *      links and overflow nodes keep byte 0 untouched.
+ *  I2  Arena chunks are never returned to the region. Byte 0 of every cell
+ *      is its class id, stamped when the chunk is carved, and written again
+ *      only when the whole chunk changes class (rebalance.c), which happens
+ *      only while every cell of it is on its class's pool, so no bucket or
+ *      chain names any of them. Free-cell links and overflow nodes keep byte
+ *      0 untouched. Lock-free readers clamp by pc_rec_room (the class byte,
+ *      read once, and the region's end), so a stale offset into a re-classed
+ *      chunk reads garbage inside the region and the version check drops it.
  *      Checked: pc_alloc (bump and free-stack pops), pc_free (arena.c), pool
  *      moves (pool.c); pc_chain_push (a node is a 16-byte-class cell).
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
@@ -210,6 +215,8 @@ struct pc_proc_shm {
     pc_off carving;
     uint32_t carving_cls;
     uint64_t carving_tab;
+    uint32_t carving_from; /* old class + 1 of a chunk being re-classed (rebalance.c); 0 = fresh */
+    uint32_t carving_len8; /* the chunk's length in 8-byte units */
     /* Byte offset of this slot's allocation state, PC_MAX_CLASSES
      * pc_alloc_shm, carved at the first claim of the slot and kept across
      * owners. Written once by that first claimant, before it uses it. */
@@ -259,7 +266,7 @@ struct pc_header_shm {
     _Atomic uint32_t token_gen;
     _Atomic uint32_t proc_hwm; /* highest slot index ever claimed */
     _Atomic uint64_t chunks, chunk_bytes, table_bytes;
-    uint64_t chunk_tab_off; /* uint64_t entries: byte offset << 8 | class */
+    uint64_t chunk_tab_off; /* uint64_t entries: pc_chunk_entry(); 0 = none */
     uint64_t chunk_tab_cap;
     _Atomic uint64_t chunk_tab_len;
     struct pc_pool_shm pool[PC_MAX_CLASSES];
@@ -281,6 +288,22 @@ struct pc_alloc_shm {
 _Static_assert(sizeof(struct pc_alloc_shm) == 16, "allocation state is 16 bytes");
 #define PC_CRASH_ORDER() atomic_signal_fence(memory_order_seq_cst)
 
+/* A chunk-table entry: length / 8 (bits 40..63), byte offset / 8 (8..39),
+ * class (0..7; 0xff = no chunk). An entry of 0 is a chunk not carved yet.
+ * Written with release by the process that carves or re-classes it. */
+static inline uint64_t pc_chunk_entry(uint64_t off, uint64_t bytes, unsigned cls)
+{
+    return (bytes >> 3) << 40 | (off >> 3) << 8 | cls;
+}
+static inline uint64_t pc_chunk_e_off(uint64_t e)
+{
+    return ((e >> 8) & 0xffffffffu) << 3;
+}
+static inline uint64_t pc_chunk_e_len(uint64_t e)
+{
+    return (e >> 40) << 3;
+}
+
 /* ---- process-local handles -------------------------------------------- */
 
 struct pc_coll {
@@ -299,6 +322,7 @@ struct pc_cache {
     uint32_t token; /* this process's owner token (0 until claimed) */
     uint32_t slot;
     int64_t reap_next_ms; /* pc_maintain's next look for dead slots */
+    uint64_t reclaim_seen; /* pooled cells at this process's last fruitless reclaim */
     struct pc_alloc_shm *cls; /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
@@ -489,9 +513,35 @@ pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
 void pc_free(pc_cache *c, pc_off off);
 void pc_arena_drop_local(pc_cache *c);
 uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
-/* Stamps a carved chunk's cells and enters it in the chunk table at slot
- * (idempotent: the reaper finishes a dead carver's publication with it). */
-void pc_chunk_publish(pc_cache *c, uint64_t *tab, uint64_t slot, uint64_t off, unsigned cls);
+/* Stamps a chunk's cells with cls and enters it in the chunk table at slot
+ * (idempotent: the reaper finishes a dead carver's publication with it);
+ * fresh counts a newly carved chunk in the header's totals. */
+void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
+                      bool fresh);
+/* Makes [first, last) the bump range of L, closed while it moves. */
+void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last);
+
+/* ---- rebalance.c: fully free chunks move to a starved class ------------- */
+/* Called by pc_alloc when class cls has no cell and no chunk can be carved:
+ * returns this process's cells to the pools, finds a chunk of another class
+ * whose cells are all on that class's pool and re-classes it as this
+ * process's bump range for cls. 0 when it did, PC_ENOMEM when none. */
+int pc_arena_reclaim(pc_cache *c, unsigned cls);
+/* Removes the cells of [off, off + bytes) from pool cls's list; the caller
+ * holds the pool's lock. Returns how many. */
+uint64_t pc_pool_drop_range_locked(pc_cache *c, unsigned cls, uint64_t off, uint64_t bytes);
+void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls);
+void pc_pool_unlock(struct pc_pool_shm *pool);
+/* The room a record's cell gives, read once from its class byte and clamped
+ * to the region's end: a stale offset into a chunk re-classed since reads
+ * a garbage class byte, and this keeps its copy inside the region (I1). */
+static inline size_t pc_rec_room(const pc_cache *c, const struct pc_rec_shm *r)
+{
+    size_t cell = pc_class_bytes(c, r->cls);
+    uint64_t at = (uint64_t)((const unsigned char *)r - c->base);
+    uint64_t left = c->region_bytes > at ? c->region_bytes - at : 0;
+    return cell < left ? cell : (size_t)left;
+}
 
 /* ---- pool.c: the global pools and recovery from dead processes ---------- */
 unsigned pc_pool_take(pc_cache *c, unsigned cls); /* cells moved to this process */

@@ -111,13 +111,13 @@ static void pc_pool_repair(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
            (unsigned long long)n);
 }
 
-static void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
+void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
 {
     if (pc_lock_word(c, &pool->lock) == PC_LOCK_RECOVERED)
         pc_pool_repair(c, pool, cls);
 }
 
-static void pc_pool_unlock(struct pc_pool_shm *pool)
+void pc_pool_unlock(struct pc_pool_shm *pool)
 {
     pool->inflight = 0;
     pool->inflight_list = 0;
@@ -222,32 +222,59 @@ static void pc_reap_class(pc_cache *c, struct pc_alloc_shm *L, unsigned cls)
     pc_pool_unlock(pool);
 }
 
-/* A chunk the dead owner was carving: finish its publication and, unless
- * it had become the owner's bump range (its cells may be handed out), make
- * the whole chunk that range, so the reap frees every cell of it. */
+/* A chunk the dead owner was carving or re-classing: unless it had become
+ * the owner's bump range (then its cells may be handed out), take its cells
+ * off the old class's pool, finish its publication and make the whole chunk
+ * that range, so the reap frees every cell of it once. */
 static void pc_reap_carving(pc_cache *c, struct pc_proc_shm *p, struct pc_alloc_shm *a)
 {
     pc_off first = p->carving;
-    unsigned cls = p->carving_cls;
-    if (first == 0 || cls >= c->nclasses || p->carving_tab >= c->hdr->chunk_tab_cap)
-        goto out;
-    uint64_t bytes = pc_chunk_bytes(c->class_size[cls]);
+    unsigned cls = p->carving_cls, from = p->carving_from;
+    uint64_t bytes = (uint64_t)p->carving_len8 << 3;
     uint64_t off = (uint64_t)first << PC_OFF_SHIFT;
-    if (off + bytes > c->region_bytes)
+    if (first == 0 || cls >= c->nclasses || from > c->nclasses ||
+        p->carving_tab >= c->hdr->chunk_tab_cap || bytes < c->class_size[cls] ||
+        off + bytes > c->region_bytes)
         goto out;
-    pc_chunk_publish(c, pc_at(c, c->hdr->chunk_tab_off), p->carving_tab, off, cls);
     struct pc_alloc_shm *L = &a[cls];
     pc_off last = (pc_off)((off + bytes) >> PC_OFF_SHIFT);
-    if (!(L->end == last && L->bump >= first && L->bump <= last)) {
-        L->end = 0;
-        PC_CRASH_ORDER();
-        L->bump = first;
-        PC_CRASH_ORDER();
-        L->end = last;
-        PC_CRASH_ORDER();
+    last = (pc_off)((off + bytes / c->class_size[cls] * c->class_size[cls]) >> PC_OFF_SHIFT);
+    if (L->end == last && L->bump >= first && L->bump <= last)
+        goto out; /* published: the owner's bump range, reaped as such */
+    if (from != 0) {
+        struct pc_pool_shm *pool = &c->hdr->pool[from - 1];
+        pc_pool_lock(c, pool, from - 1);
+        pc_pool_drop_range_locked(c, from - 1, off, bytes);
+        pc_pool_unlock(pool);
     }
+    pc_chunk_publish(c, p->carving_tab, off, bytes, cls, from == 0);
+    uint64_t used = bytes / c->class_size[cls] * c->class_size[cls];
+    pc_bump_set(L, first, (pc_off)((off + used) >> PC_OFF_SHIFT));
 out:
     p->carving = 0;
+}
+
+uint64_t pc_pool_drop_range_locked(pc_cache *c, unsigned cls, uint64_t off, uint64_t bytes)
+{
+    struct pc_pool_shm *pool = &c->hdr->pool[cls];
+    uint64_t bound = pc_class_cells_bound(c), n = 0;
+    pc_off lo = (pc_off)(off >> PC_OFF_SHIFT), hi = (pc_off)((off + bytes) >> PC_OFF_SHIFT);
+    pc_off *link = &pool->head;
+    while (*link != 0 && bound-- > 0) {
+        pc_off o = *link;
+        struct pc_free_shm *f = pc_free_cell(c, o, cls);
+        if (f == NULL)
+            break;
+        if (o >= lo && o < hi) {
+            *link = f->next; /* one store: the list stays well formed */
+            PC_CRASH_ORDER();
+            n++;
+        } else {
+            link = &f->next;
+        }
+    }
+    pool->count = pool->count >= n ? pool->count - n : 0;
+    return n;
 }
 
 void pc_slot_reap(pc_cache *c, uint32_t idx)

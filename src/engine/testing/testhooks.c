@@ -142,14 +142,14 @@ static int pc_verify_chunks(pc_cache *c, char *msg, size_t msglen)
     for (uint64_t i = 0; i < n && i < h->chunk_tab_cap; i++) {
         uint64_t e = tab[i];
         unsigned cls = (unsigned)(e & 0xff);
-        uint64_t off = e >> 8;
+        uint64_t off = pc_chunk_e_off(e);
         if (cls == 0xff || off == 0)
             continue;
         if (cls >= c->nclasses)
             PC_FAIL("chunk %" PRIu64 " has invalid class %u", i, cls);
         uint32_t cell = c->class_size[cls];
-        uint64_t bytes = pc_chunk_bytes(cell);
-        for (uint64_t o = 0; o < bytes; o += cell) {
+        uint64_t bytes = pc_chunk_e_len(e);
+        for (uint64_t o = 0; o + cell <= bytes; o += cell) {
             uint8_t got = *(const uint8_t *)pc_at(c, off + o);
             if (got != cls)
                 PC_FAIL("cell at byte %" PRIu64 " has class byte %u, its chunk is class %u",
@@ -277,9 +277,10 @@ void pc__test_arena_census(pc_cache *c, pc_arena_census *out)
     uint64_t len = atomic_load(&h->chunk_tab_len);
     for (uint64_t i = 0; i < len && i < h->chunk_tab_cap; i++) {
         unsigned cls = (unsigned)(tab[i] & 0xff);
-        if (cls < c->nclasses && (tab[i] >> 8) != 0) { /* 0: not carved (yet) */
-            m.carved += pc_chunk_bytes(c->class_size[cls]) / c->class_size[cls];
-            m.carved_bytes += pc_chunk_bytes(c->class_size[cls]);
+        if (cls < c->nclasses && pc_chunk_e_off(tab[i]) != 0) { /* 0: not carved (yet) */
+            uint64_t clen = pc_chunk_e_len(tab[i]);
+            m.carved += clen / c->class_size[cls];
+            m.carved_bytes += clen / c->class_size[cls] * c->class_size[cls];
         }
     }
     for (unsigned k = 0; k < c->nclasses; k++) {

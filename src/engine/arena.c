@@ -108,7 +108,7 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
      * (the tab entry stays 0, "no chunk"): one store's window */
     me->carving = (pc_off)(off >> PC_OFF_SHIFT);
     PC_CRASH_ORDER();
-    pc_chunk_publish(c, slot, off, bytes, cls, true);
+    pc_chunk_publish(c, slot, off, bytes, cls, 0);
     pc_bump_set(&c->cls[cls], (pc_off)(off >> PC_OFF_SHIFT),
                 (pc_off)((off + bytes / cell * cell) >> PC_OFF_SHIFT));
     me->carving = 0;
@@ -116,7 +116,7 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
 }
 
 void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
-                      bool fresh)
+                      unsigned from)
 {
     struct pc_header_shm *h = c->hdr;
     uint64_t *tab = pc_at(c, h->chunk_tab_off);
@@ -125,10 +125,39 @@ void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, 
         *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
     uint64_t e = pc_chunk_entry(off, bytes, cls);
     uint64_t was = atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);
-    if (fresh && was != e) {
+    if (was == e)
+        return;
+    atomic_fetch_add_explicit(&h->class_chunks[cls], 1, memory_order_relaxed);
+    if (from != 0) {
+        atomic_fetch_sub_explicit(&h->class_chunks[from - 1], 1, memory_order_relaxed);
+    } else {
         atomic_fetch_add_explicit(&h->chunks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&h->chunk_bytes, bytes, memory_order_relaxed);
     }
+}
+
+/* A refused allocation: counted per class, and, at most once a minute per
+ * cache, a warning that says what the free memory is doing (the memory
+ * doctor's words: which class starves while how much sits free elsewhere). */
+static void pc_arena_starved(pc_cache *c, unsigned cls)
+{
+    struct pc_header_shm *h = c->hdr;
+    atomic_fetch_add_explicit(&h->class_starved[cls], 1, memory_order_relaxed);
+    int64_t now = pc_mono_ms(), last = atomic_load_explicit(&h->starved_logged_ms,
+                                                            memory_order_relaxed);
+    if (last != 0 && now - last < 60000)
+        return;
+    if (!atomic_compare_exchange_strong(&h->starved_logged_ms, &last, now))
+        return;
+    uint64_t free_elsewhere = 0;
+    for (unsigned k = 0; k < c->nclasses; k++)
+        if (k != cls)
+            free_elsewhere += h->pool[k].count * c->class_size[k]; /* racy: a hint */
+    pc_log(c, PC_LOG_WARN,
+           "pcache: memory: class %u (%u-byte cells) is starved: no free cell and no free chunk; "
+           "%llu bytes are free in other classes' partly used chunks (a chunk moves only when all "
+           "its cells are free: raise mem_mb, or delete keys of those sizes)",
+           cls, c->class_size[cls], (unsigned long long)free_elsewhere);
 }
 
 /* Hot path: a private pop or a bump; no lock, no atomic. */
@@ -159,8 +188,10 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
         }
         if (pc_pool_take(c, (unsigned)cls) > 0)
             continue;
-        if (pc_carve_chunk(c, (unsigned)cls) != 0 && pc_arena_reclaim(c, (unsigned)cls) != 0)
+        if (pc_carve_chunk(c, (unsigned)cls) != 0 && pc_arena_reclaim(c, (unsigned)cls) != 0) {
+            pc_arena_starved(c, (unsigned)cls);
             return 0;
+        }
     }
 }
 

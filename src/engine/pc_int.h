@@ -270,6 +270,11 @@ struct pc_header_shm {
     uint64_t chunk_tab_cap;
     _Atomic uint64_t chunk_tab_len;
     struct pc_pool_shm pool[PC_MAX_CLASSES];
+    /* Chunks each class holds (pc_chunk_publish) and its refused
+     * allocations (pc_alloc): relaxed RMWs off the hot path. */
+    _Atomic uint32_t class_chunks[PC_MAX_CLASSES];
+    _Atomic uint64_t class_starved[PC_MAX_CLASSES];
+    _Atomic int64_t starved_logged_ms; /* the last starvation warning */
     struct pc_proc_shm procs[PC_MAX_PROCS];
 };
 
@@ -515,9 +520,10 @@ void pc_arena_drop_local(pc_cache *c);
 uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
 /* Stamps a chunk's cells with cls and enters it in the chunk table at slot
  * (idempotent: the reaper finishes a dead carver's publication with it);
- * fresh counts a newly carved chunk in the header's totals. */
+ * from is the chunk's old class + 1, 0 for a newly carved chunk (counted in
+ * the header's totals). */
 void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
-                      bool fresh);
+                      unsigned from);
 /* Makes [first, last) the bump range of L, closed while it moves. */
 void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last);
 

@@ -247,7 +247,7 @@ static void pc_reap_carving(pc_cache *c, struct pc_proc_shm *p, struct pc_alloc_
         pc_pool_drop_range_locked(c, from - 1, off, bytes);
         pc_pool_unlock(pool);
     }
-    pc_chunk_publish(c, p->carving_tab, off, bytes, cls, from == 0);
+    pc_chunk_publish(c, p->carving_tab, off, bytes, cls, from);
     uint64_t used = bytes / c->class_size[cls] * c->class_size[cls];
     pc_bump_set(L, first, (pc_off)((off + used) >> PC_OFF_SHIFT));
 out:

@@ -170,7 +170,7 @@ int pc_arena_reclaim(pc_cache *c, unsigned cls)
             continue;
         /* step 4: every cell of it is ours; stamp it for cls */
         uint64_t off = refs[r].off, bytes = refs[r].len;
-        pc_chunk_publish(c, refs[r].tab, off, bytes, cls, false);
+        pc_chunk_publish(c, refs[r].tab, off, bytes, cls, j + 1);
         uint64_t used = bytes / c->class_size[cls] * c->class_size[cls];
         pc_bump_set(&c->cls[cls], (pc_off)(off >> PC_OFF_SHIFT),
                     (pc_off)((off + used) >> PC_OFF_SHIFT));

@@ -5,6 +5,7 @@
  * are summed from their cache lines in shared memory; the engine's are
  * summed by the engine (pc_coll_stats_get). Field list: docs/pcached.md.
  */
+#include "info_memory.h"
 #include "resp.h"
 
 #include <stdarg.h>
@@ -88,12 +89,15 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                    "# Memory\r\nused_memory:%llu\r\nmaxmemory:%llu\r\npcache_mem_tier:%s\r\n"
                    "pcache_pinned:%d\r\npcache_hugepage_bytes:%zu\r\npcache_hugepage_free:%zu\r\n"
                    "pcache_plain_bytes:%zu\r\npcache_plain_free:%zu\r\npcache_chunks:%llu\r\n"
-                   "pcache_chunk_bytes:%llu\r\npcache_table_bytes:%llu\r\n\r\n",
-                   (unsigned long long)(m.chunk_bytes + m.table_bytes),
+                   "pcache_chunk_bytes:%llu\r\npcache_table_bytes:%llu\r\n",
+                   (unsigned long long)(m.used_cell_bytes + m.table_bytes),
                    (unsigned long long)(m.hugepage_bytes + m.plain_bytes), pc_tier_name(m.tier),
                    m.pinned, m.hugepage_bytes, m.hugepage_free, m.plain_bytes, m.plain_free,
                    (unsigned long long)m.chunks, (unsigned long long)m.chunk_bytes,
                    (unsigned long long)m.table_bytes);
+        char arena[16384]; /* 96 classes of one line (< 100 bytes) each fit */
+        size_t an = info_memory_arena(s->cache, arena, sizeof arena);
+        ib_add(&b, "%.*s\r\n", (int)(an < sizeof arena ? an : 0), arena);
     }
     if (want_section(argc, argv, argl, "persistence")) {
         /* the journal's health: writes are refused while it is failing */

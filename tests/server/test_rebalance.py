@@ -52,6 +52,12 @@ class Rebalance(unittest.TestCase):
             r = redis.Redis(port=s.port)
             for v in sizes:
                 got = fill(r, v)
+                mem = r.info("memory")
+                self.assertGreaterEqual(mem["pcache_alloc_refused"], 1)
+                classes = {k: x for k, x in mem.items() if k.startswith("pcache_class_")}
+                self.assertTrue(any(x["starved"] >= 1 for x in classes.values()), classes)
+                self.assertLessEqual(mem["used_memory"], mem["maxmemory"])
+                self.assertIn("is starved", s.log_text())
                 print("%d-byte values: %d after FLUSHDB, %d fresh" % (v, got, fresh[v]))
                 self.assertGreaterEqual(got, fresh[v], "%d-byte values" % v)
                 r.flushdb()

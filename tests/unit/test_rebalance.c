@@ -104,11 +104,48 @@ static void test_rebalance_small_then_bigger(void **state)
     refill_sequence(sizes, sizeof sizes / sizeof sizes[0]);
 }
 
+/* What pc_mem_stats / pc_mem_classes report: every record is a cell in
+ * use, a refused allocation is counted against its class, and after the
+ * flush every carved byte is free. */
+static void test_rebalance_memory_report(void **state)
+{
+    (void)state;
+    pc_coll *coll;
+    pc_cache *c = open_cache(&coll);
+    uint64_t n = fill(coll, 100);
+    pc_mem_stats m;
+    assert_int_equal(pc_mem_stats_get(c, &m), 0);
+    pc_mem_class cl[96];
+    unsigned nc = 0;
+    assert_int_equal(pc_mem_classes(c, cl, 96, &nc), 0);
+    uint64_t used_cells = 0, starved = 0;
+    for (unsigned i = 0; i < nc; i++) {
+        assert_true(cl[i].free_cells <= cl[i].cells);
+        if (cl[i].cell_bytes > 16)
+            used_cells += cl[i].cells - cl[i].free_cells;
+        starved += cl[i].starved;
+    }
+    print_message("%" PRIu64 " records, %" PRIu64 " record cells in use, %" PRIu64
+                  " used / %" PRIu64 " free cell bytes, %" PRIu64 " refused\n",
+                  n, used_cells, m.used_cell_bytes, m.free_cell_bytes, m.starved);
+    assert_int_equal(used_cells, n);
+    assert_true(starved >= 1);
+    assert_int_equal(m.starved, starved);
+    /* the carved chunks, less each chunk's tail (under one cell) */
+    assert_true(m.used_cell_bytes + m.free_cell_bytes <= m.chunk_bytes);
+    assert_true(m.used_cell_bytes + m.free_cell_bytes + m.chunks * 256 >= m.chunk_bytes);
+    flush(coll, n);
+    assert_int_equal(pc_mem_stats_get(c, &m), 0);
+    assert_int_equal(m.used_cell_bytes, 0);
+    pc_cache_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rebalance_big_then_smaller),
         cmocka_unit_test(test_rebalance_small_then_bigger),
+        cmocka_unit_test(test_rebalance_memory_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -287,8 +287,28 @@ typedef struct pc_mem_stats {
     uint64_t chunks;      /* slab chunks carved */
     uint64_t chunk_bytes; /* bytes in carved chunks */
     uint64_t table_bytes; /* bytes in bucket segments and hint arrays */
+    /* Of chunk_bytes: bytes of the cells holding records or overflow nodes,
+     * and of the free cells (on the pools, on every process's free stacks,
+     * the rest of their current chunks). Summed without locks: a snapshot
+     * that may be off by what moves meanwhile. */
+    uint64_t used_cell_bytes;
+    uint64_t free_cell_bytes;
+    uint64_t starved; /* allocations refused (PC_ENOMEM) since creation, all classes */
 } pc_mem_stats;
 int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out);
+
+/* One size class of the arena, for memory reports (pc_mem_classes). */
+typedef struct pc_mem_class {
+    uint32_t cell_bytes; /* the cell size of the class */
+    uint64_t chunks;     /* chunks the class holds now */
+    uint64_t cells;      /* cells in them */
+    uint64_t free_cells; /* of which free (pooled or on a process's stack or chunk) */
+    uint64_t starved;    /* allocations of this class refused: no cell, no chunk */
+} pc_mem_class;
+/* Fills out[0 .. *n) with the classes that hold a chunk or were starved,
+ * smallest first, at most cap of them (cap >= 96 gets them all). Errors:
+ * PC_EINVAL. */
+int pc_mem_classes(pc_cache *c, pc_mem_class *out, unsigned cap, unsigned *n);
 
 /* ---- iteration: one lock-free walker ------------------------------------
  * The walker visits buckets in ascending index order. Each bucket (with the

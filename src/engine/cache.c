@@ -98,7 +98,7 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     uint64_t meta = sizeof(struct pc_header_shm) + chunk_cap * 8 + 8192;
     /* room for the allocator state of the first 64 process slots (procs.c
      * carves one per slot at its first claim) */
-    meta += 64ull * PC_MAX_CLASSES * (sizeof(struct pc_alloc_shm)) + 64 * 64;
+    meta += (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm) + 64;
     for (unsigned i = 0; i < ndecl; i++)
         meta += pc_coll_meta_bytes(decl[i].log2);
     if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
@@ -114,7 +114,9 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     c->nclasses = h->nclasses;
     h->chunk_tab_cap = chunk_cap;
     h->chunk_tab_off = pc_region_carve(c, chunk_cap * 8, 64);
-    if (h->chunk_tab_off == 0) {
+    h->alloc_reserve_off = pc_region_carve(
+        c, (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm), 64);
+    if (h->chunk_tab_off == 0 || h->alloc_reserve_off == 0) {
         rc = PC_ENOMEM;
         goto fail;
     }

@@ -240,6 +240,8 @@ struct pc_pool_shm { /* global free pool of one class */
     uint64_t inflight_list;
 };
 
+#define PC_RESERVED_SLOTS 64u
+
 /* ---- the region header -------------------------------------------------- */
 #define PC_MAGIC 0x31454843414350ull /* "PCACHE1" */
 #define PC_LAYOUT_VERSION 1u
@@ -267,6 +269,9 @@ struct pc_header_shm {
     _Atomic uint32_t proc_hwm; /* highest slot index ever claimed */
     _Atomic uint64_t chunks, chunk_bytes, table_bytes;
     uint64_t chunk_tab_off; /* uint64_t entries: pc_chunk_entry(); 0 = none */
+    /* PC_RESERVED_SLOTS slots' allocation state, carved with the metadata so
+     * that the first processes can always start, even with the arena full */
+    uint64_t alloc_reserve_off;
     uint64_t chunk_tab_cap;
     _Atomic uint64_t chunk_tab_len;
     struct pc_pool_shm pool[PC_MAX_CLASSES];
@@ -328,6 +333,7 @@ struct pc_cache {
     uint32_t slot;
     int64_t reap_next_ms; /* pc_maintain's next look for dead slots */
     uint64_t reclaim_seen; /* pooled cells at this process's last fruitless reclaim */
+    int64_t reclaim_at_ms; /* and when it was */
     struct pc_alloc_shm *cls; /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;

@@ -148,8 +148,9 @@ static int pc_claim_slot(pc_cache *c)
             c->token = t;
             c->slot = i;
             if (atomic_load_explicit(&p->alloc_off, memory_order_acquire) == 0) {
-                uint64_t off = pc_region_carve(
-                    c, (uint64_t)PC_MAX_CLASSES * sizeof(struct pc_alloc_shm), 64);
+                uint64_t bytes = (uint64_t)PC_MAX_CLASSES * sizeof(struct pc_alloc_shm);
+                uint64_t off = i <= PC_RESERVED_SLOTS ? h->alloc_reserve_off + (i - 1) * bytes
+                                                      : pc_region_carve(c, bytes, 64);
                 if (off == 0) {
                     pc_log(c, PC_LOG_ERR, "pcache: no room for a process slot's allocator state");
                     c->token = 0;

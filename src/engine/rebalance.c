@@ -32,7 +32,7 @@
  * chunk's cells from the old pool again (idempotent), finishes the
  * re-stamp and frees the chunk's cells, once. The work is bounded by the
  * pooled cells; a process that found nothing does not scan again until the
- * pools have grown by a chunk's worth. Not done: moving the residents of a
+ * pools have grown by 64 cells or a second has passed. Not done: moving the residents of a
  * partly used chunk (memcached's automove); a chunk of a small class
  * (about 64 KiB) cannot serve a class whose cell is larger.
  */
@@ -140,7 +140,8 @@ int pc_arena_reclaim(pc_cache *c, unsigned cls)
 {
     struct pc_header_shm *h = c->hdr;
     uint64_t pooled = pc_pooled(c);
-    if (pooled < c->reclaim_seen + 64 && c->reclaim_seen != 0)
+    int64_t now = pc_mono_ms();
+    if (c->reclaim_seen != 0 && pooled < c->reclaim_seen + 64 && now - c->reclaim_at_ms < 1000)
         return PC_ENOMEM; /* nothing new since the last fruitless look */
     pc_give_all(c);
     uint64_t len = atomic_load_explicit(&h->chunk_tab_len, memory_order_acquire);
@@ -180,6 +181,7 @@ int pc_arena_reclaim(pc_cache *c, unsigned cls)
         goto out;
     }
     c->reclaim_seen = pc_pooled(c) | 1;
+    c->reclaim_at_ms = now;
 out:
     free(count);
     free(refs);

@@ -284,6 +284,35 @@ static void test_memdeath_pool_lock_mid_take(void **state)
     pool_lock_death(2);
 }
 
+/* A worker respawned while the arena is full still starts and serves
+ * reads: the first slots' allocation state is carved at creation. */
+static void test_memdeath_new_process_with_arena_full(void **state)
+{
+    (void)state;
+    static char val[1000];
+    memset(val, 'f', sizeof val);
+    int rc = 0;
+    for (int i = 0; rc == 0; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "f%d", i);
+        rc = pc_set(coll, k, (size_t)kl, val, sizeof val, 0, 0);
+    }
+    assert_int_equal(rc, PC_ENOMEM);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_signals_default();
+        char buf[1000];
+        size_t vlen = 0, need = 0;
+        int g = pc_get_buf(coll, "f0", 2, buf, sizeof buf, &vlen, &need, NULL);
+        _exit(g == 0 && vlen == sizeof buf && buf[0] == 'f' ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +320,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_mid_give, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_mid_take, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memdeath_new_process_with_arena_full, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

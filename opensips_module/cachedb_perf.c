@@ -179,7 +179,7 @@ static void cdbp_maint_tick(void)
     static unsigned long runs;
     if (runs++ == 0)
         cdbp_events_boot();
-    unsigned what = 0;
+    unsigned what = PC_MAINT_REAP; /* a dead worker's cells back to the pools (1/s) */
     if (cdbp_growth_load_factor > 0)
         what |= PC_MAINT_GROW;
     if (cdbp_sweep_period > 0 && runs % (unsigned long)cdbp_sweep_period == 0)
@@ -189,7 +189,7 @@ static void cdbp_maint_tick(void)
         int rc = pc_maintain(cdbp_cache, what, &rep);
         if (rc != 0 && rc != PC_EBUSY)
             LM_ERR("maintenance failed: %s\n", pc_store_strerror(rc));
-        else if (rc == 0 && (rep.splits || rep.reaped))
+        else if (rc == 0 && (rep.splits || rep.reaped || rep.procs_reaped))
             LM_DBG("maintenance: %u splits, %u drained, %u reaped\n", rep.splits, rep.drained,
                    rep.reaped);
     }

@@ -8,9 +8,11 @@
  * Allocation state is per process - a bump pointer into the current chunk
  * and a private free stack per class - so the fast path takes no lock and
  * no atomic (one shared append point costs more than it saves). A global
- * pool per class, behind its own lock, rebalances: a
+ * pool per class, behind its own lock (pool.c), rebalances: a
  * process whose private stack grows past PC_DONATE_AT hands a batch over;
- * one that runs dry takes a batch before carving a new chunk.
+ * one that runs dry takes a batch before carving a new chunk. The private
+ * state lives in the process's slot in shared memory, so the cells a dead
+ * process held go back to the pools (pool.c, pc_slot_reap).
  *
  * Why our own allocator and not malloc: cells must live in the shared
  * region, keep their class byte forever and never be unmapped; no libc or
@@ -57,16 +59,32 @@ int pc_class_for(const pc_cache *c, size_t bytes)
     return lo < c->nclasses ? (int)lo : -1;
 }
 
+/* Every chunk of a small class spans PC_CHUNK_TARGET bytes (its tail, less
+ * than one cell, unused), so a chunk that changes class (rebalance.c) holds
+ * as many cells as a fresh chunk of its new class would. */
 uint64_t pc_chunk_bytes(uint32_t cell)
 {
-    uint32_t cells = cell >= PC_CHUNK_TARGET ? 1 : PC_CHUNK_TARGET / cell;
-    return (uint64_t)cells * cell;
+    return cell >= PC_CHUNK_TARGET ? cell : PC_CHUNK_TARGET;
 }
 
-/* Carves a new chunk for class cls and stamps every cell's byte 0. */
+void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last)
+{
+    L->end = 0; /* never a range mixing two chunks, whenever this dies */
+    PC_CRASH_ORDER();
+    L->bump = first;
+    PC_CRASH_ORDER();
+    L->end = last;
+    PC_CRASH_ORDER();
+}
+
+/* Carves a new chunk for class cls and stamps every cell's byte 0. The
+ * slot's carving mark names the chunk from the moment it is carved until it
+ * is this process's bump range, so a death at any point leaves it to the
+ * reaper (pool.c) instead of leaking it. */
 static int pc_carve_chunk(pc_cache *c, unsigned cls)
 {
     struct pc_header_shm *h = c->hdr;
+    struct pc_proc_shm *me = &h->procs[c->slot];
     uint32_t cell = c->class_size[cls];
     uint64_t bytes = pc_chunk_bytes(cell);
     uint64_t slot = atomic_fetch_add(&h->chunk_tab_len, 1);
@@ -74,80 +92,72 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
         atomic_fetch_sub(&h->chunk_tab_len, 1);
         return PC_ENOMEM;
     }
-    uint64_t off = pc_region_carve(c, bytes, PC_CELL_ALIGN);
     uint64_t *tab = pc_at(c, h->chunk_tab_off);
+    me->carving_tab = slot;
+    me->carving_cls = cls;
+    me->carving_from = 0;
+    me->carving_len8 = (uint32_t)(bytes >> 3);
+    PC_CRASH_ORDER();
+    uint64_t off = pc_region_carve(c, bytes, PC_CELL_ALIGN);
     if (off == 0) {
         /* leave a harmless empty entry: class 0xff marks "no chunk" */
         atomic_store_explicit((_Atomic uint64_t *)&tab[slot], 0xff, memory_order_release);
         return PC_ENOMEM;
     }
-    for (uint64_t o = 0; o < bytes; o += cell)
-        *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
-    atomic_store_explicit((_Atomic uint64_t *)&tab[slot], off << 8 | cls, memory_order_release);
-    atomic_fetch_add_explicit(&h->chunks, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->chunk_bytes, bytes, memory_order_relaxed);
-    struct pc_local_class *L = &c->cls[cls];
-    L->bump = (pc_off)(off >> PC_OFF_SHIFT);
-    L->end = (pc_off)((off + bytes) >> PC_OFF_SHIFT);
+    /* a death between the carve and this store leaks the chunk's bytes
+     * (the tab entry stays 0, "no chunk"): one store's window */
+    me->carving = (pc_off)(off >> PC_OFF_SHIFT);
+    PC_CRASH_ORDER();
+    pc_chunk_publish(c, slot, off, bytes, cls, 0);
+    pc_bump_set(&c->cls[cls], (pc_off)(off >> PC_OFF_SHIFT),
+                (pc_off)((off + bytes / cell * cell) >> PC_OFF_SHIFT));
+    me->carving = 0;
     return 0;
 }
 
-/* Takes a pool's lock. If its holder died mid-push or mid-pop the list may
- * be inconsistent (a cell reachable twice would be handed out twice), so the
- * pool is emptied: its cells leak, which is logged, and nothing is shared. */
-static void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls)
+void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
+                      unsigned from)
 {
-    if (pc_lock_word(c, &pool->lock) == PC_LOCK_RECOVERED) {
-        pc_log(c, PC_LOG_WARN,
-               "pcache: free pool of class %u abandoned by a dead process: %llu cells leaked", cls,
-               (unsigned long long)pool->count);
-        pool->head = 0;
-        pool->count = 0;
+    struct pc_header_shm *h = c->hdr;
+    uint64_t *tab = pc_at(c, h->chunk_tab_off);
+    uint32_t cell = c->class_size[cls];
+    for (uint64_t o = 0; o + cell <= bytes; o += cell)
+        *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
+    uint64_t e = pc_chunk_entry(off, bytes, cls);
+    uint64_t was = atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);
+    if (was == e)
+        return;
+    atomic_fetch_add_explicit(&h->class_chunks[cls], 1, memory_order_relaxed);
+    if (from != 0) {
+        atomic_fetch_sub_explicit(&h->class_chunks[from - 1], 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&h->chunks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->chunk_bytes, bytes, memory_order_relaxed);
     }
 }
 
-/* Moves up to PC_BATCH cells from the global pool to the private stack. */
-static unsigned pc_pool_take(pc_cache *c, unsigned cls)
+/* A refused allocation: counted per class, and, at most once a minute per
+ * cache, a warning that says what the free memory is doing (the memory
+ * doctor's words: which class starves while how much sits free elsewhere). */
+static void pc_arena_starved(pc_cache *c, unsigned cls)
 {
-    struct pc_pool_shm *pool = &c->hdr->pool[cls];
-    if (pool->count == 0) /* racy peek; the lock decides */
-        return 0;
-    struct pc_local_class *L = &c->cls[cls];
-    unsigned n = 0;
-    pc_pool_lock(c, pool, cls);
-    while (n < PC_BATCH && pool->head != 0) {
-        struct pc_free_shm *f = pc_cell(c, pool->head);
-        if (f == NULL)
-            break;
-        PC_ASSERT(c, I2, f->cls == cls);
-        pc_off next = f->next;
-        f->next = L->free_head;
-        L->free_head = pool->head;
-        pool->head = next;
-        pool->count--;
-        n++;
-    }
-    pc_unlock_word(&pool->lock);
-    L->free_count += n;
-    return n;
-}
-
-static void pc_pool_give(pc_cache *c, unsigned cls, unsigned n)
-{
-    struct pc_pool_shm *pool = &c->hdr->pool[cls];
-    struct pc_local_class *L = &c->cls[cls];
-    pc_pool_lock(c, pool, cls);
-    while (n-- > 0 && L->free_head != 0) {
-        struct pc_free_shm *f = pc_cell(c, L->free_head);
-        PC_ASSERT(c, I2, f->cls == cls);
-        pc_off next = f->next;
-        f->next = pool->head;
-        pool->head = L->free_head;
-        pool->count++;
-        L->free_head = next;
-        L->free_count--;
-    }
-    pc_unlock_word(&pool->lock);
+    struct pc_header_shm *h = c->hdr;
+    atomic_fetch_add_explicit(&h->class_starved[cls], 1, memory_order_relaxed);
+    int64_t now = pc_mono_ms(), last = atomic_load_explicit(&h->starved_logged_ms,
+                                                            memory_order_relaxed);
+    if (last != 0 && now - last < 60000)
+        return;
+    if (!atomic_compare_exchange_strong(&h->starved_logged_ms, &last, now))
+        return;
+    uint64_t free_elsewhere = 0;
+    for (unsigned k = 0; k < c->nclasses; k++)
+        if (k != cls)
+            free_elsewhere += h->pool[k].count * c->class_size[k]; /* racy: a hint */
+    pc_log(c, PC_LOG_WARN,
+           "pcache: memory: class %u (%u-byte cells) is starved: no free cell and no free chunk; "
+           "%llu bytes are free in other classes' partly used chunks (a chunk moves only when all "
+           "its cells are free: raise mem_mb, or delete keys of those sizes)",
+           cls, c->class_size[cls], (unsigned long long)free_elsewhere);
 }
 
 /* Hot path: a private pop or a bump; no lock, no atomic. */
@@ -157,7 +167,7 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
     int cls = pc_class_for(c, bytes);
     if (cls < 0)
         return 0;
-    struct pc_local_class *L = &c->cls[cls];
+    struct pc_alloc_shm *L = &c->cls[cls];
     for (;;) {
         if (L->free_head != 0) {
             pc_off off = L->free_head;
@@ -166,18 +176,22 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
             PC_ASSERT(c, I2, f->cls == cls); /* a free cell's link left byte 0 alone */
             L->free_head = f->next;
             L->free_count--;
+            PC_CRASH_ORDER(); /* unlinked before the caller writes bytes 4..7 */
             return off;
         }
         if (L->bump != 0 && L->bump < L->end) {
             pc_off off = L->bump;
             PC_ASSERT(c, I2, *(const uint8_t *)pc_cell(c, off) == cls); /* stamped at carve */
             L->bump += c->class_size[cls] >> PC_OFF_SHIFT;
+            PC_CRASH_ORDER(); /* out of the bump range before the caller writes it */
             return off;
         }
         if (pc_pool_take(c, (unsigned)cls) > 0)
             continue;
-        if (pc_carve_chunk(c, (unsigned)cls) != 0)
+        if (pc_carve_chunk(c, (unsigned)cls) != 0 && pc_arena_reclaim(c, (unsigned)cls) != 0) {
+            pc_arena_starved(c, (unsigned)cls);
             return 0;
+        }
     }
 }
 
@@ -195,17 +209,18 @@ void pc_free(pc_cache *c, pc_off off)
         pc_log(c, PC_LOG_ERR, "pcache: free of cell %u with invalid class %u: leaked", off, cls);
         return;
     }
-    struct pc_local_class *L = &c->cls[cls];
+    struct pc_alloc_shm *L = &c->cls[cls];
     f->next = L->free_head;
+    PC_CRASH_ORDER(); /* linked before it is published: a death between leaks one cell */
     L->free_head = off;
     L->free_count++;
     if (L->free_count > PC_DONATE_AT)
         pc_pool_give(c, cls, PC_BATCH * 2);
 }
 
-/* After fork: forget the inherited bump chunks and free stacks. They are
- * the parent's; donating them would hand the same cells to two owners. */
+/* After fork: forget the inherited slot's state. It is the parent's (it
+ * lives in the parent's process slot); the child claims a slot of its own. */
 void pc_arena_drop_local(pc_cache *c)
 {
-    memset(c->cls, 0, sizeof c->cls);
+    c->cls = NULL;
 }

@@ -96,6 +96,9 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     uint64_t region_guess = ((uint64_t)cfg->mem_mb + cfg->hugepage_mb) << 20;
     uint64_t chunk_cap = region_guess / 4096 + 1024; /* generous: big classes, churn */
     uint64_t meta = sizeof(struct pc_header_shm) + chunk_cap * 8 + 8192;
+    /* room for the allocator state of the first 64 process slots (procs.c
+     * carves one per slot at its first claim) */
+    meta += (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm) + 64;
     for (unsigned i = 0; i < ndecl; i++)
         meta += pc_coll_meta_bytes(decl[i].log2);
     if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
@@ -111,7 +114,9 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     c->nclasses = h->nclasses;
     h->chunk_tab_cap = chunk_cap;
     h->chunk_tab_off = pc_region_carve(c, chunk_cap * 8, 64);
-    if (h->chunk_tab_off == 0) {
+    h->alloc_reserve_off = pc_region_carve(
+        c, (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm), 64);
+    if (h->chunk_tab_off == 0 || h->alloc_reserve_off == 0) {
         rc = PC_ENOMEM;
         goto fail;
     }
@@ -225,6 +230,13 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     if (what & PC_MAINT_SWEEP)
         for (unsigned i = 0; i < c->ncoll; i++)
             r.reaped += pc_sweep(&c->coll[i], &r.buckets_probed);
+    if (what & PC_MAINT_REAP) {
+        int64_t now = pc_mono_ms();
+        if (now >= c->reap_next_ms) {
+            c->reap_next_ms = now + 1000; /* a look costs a /proc read per slot */
+            r.procs_reaped = pc_procs_reap(c);
+        }
+    }
     pc_unlock_word(&c->hdr->maint_lock);
     if (report != NULL)
         *report = r;
@@ -360,6 +372,53 @@ int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out)
     m.chunks = atomic_load(&h->chunks);
     m.chunk_bytes = atomic_load(&h->chunk_bytes);
     m.table_bytes = atomic_load(&h->table_bytes);
+    pc_mem_class cl[PC_MAX_CLASSES];
+    unsigned n = 0;
+    (void)pc_mem_classes(c, cl, PC_MAX_CLASSES, &n);
+    for (unsigned i = 0; i < n; i++) {
+        m.used_cell_bytes += (cl[i].cells - cl[i].free_cells) * cl[i].cell_bytes;
+        m.free_cell_bytes += cl[i].free_cells * cl[i].cell_bytes;
+        m.starved += cl[i].starved;
+    }
     *out = m;
+    return 0;
+}
+
+int pc_mem_classes(pc_cache *c, pc_mem_class *out, unsigned cap, unsigned *n)
+{
+    if (c == NULL || out == NULL || n == NULL)
+        return PC_EINVAL;
+    struct pc_header_shm *h = c->hdr;
+    uint64_t free_cells[PC_MAX_CLASSES] = {0};
+    uint32_t hwm = atomic_load_explicit(&h->proc_hwm, memory_order_acquire);
+    for (uint32_t i = 1; i <= hwm && i < PC_MAX_PROCS; i++) {
+        uint64_t off = atomic_load_explicit(&h->procs[i].alloc_off, memory_order_acquire);
+        if (off == 0)
+            continue;
+        const struct pc_alloc_shm *a = pc_at(c, off);
+        for (unsigned k = 0; k < c->nclasses; k++) {
+            pc_off bump = a[k].bump, end = a[k].end; /* racy reads: a snapshot */
+            uint32_t step = c->class_size[k] >> PC_OFF_SHIFT;
+            free_cells[k] += a[k].free_count;
+            if (bump != 0 && end > bump && step > 0)
+                free_cells[k] += (end - bump) / step;
+        }
+    }
+    unsigned k2 = 0;
+    for (unsigned k = 0; k < c->nclasses && k2 < cap; k++) {
+        uint64_t chunks = atomic_load_explicit(&h->class_chunks[k], memory_order_relaxed);
+        uint64_t starved = atomic_load_explicit(&h->class_starved[k], memory_order_relaxed);
+        if (chunks == 0 && starved == 0)
+            continue;
+        uint32_t cell = c->class_size[k];
+        uint64_t cells = chunks * (pc_chunk_bytes(cell) / cell);
+        uint64_t fr = free_cells[k] + h->pool[k].count;
+        out[k2++] = (pc_mem_class){.cell_bytes = cell,
+                                   .chunks = chunks,
+                                   .cells = cells,
+                                   .free_cells = fr < cells ? fr : cells,
+                                   .starved = starved};
+    }
+    *n = k2;
     return 0;
 }

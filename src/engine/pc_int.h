@@ -14,11 +14,16 @@
  *      faults. Offsets (pc_off: 8-byte units from the region base) name
  *      cells; offset 0 is NULL.
  *      Checked: pc_alloc, pc_free (a cell handed out or freed is inside).
- *  I2  Arena chunks are never returned. Byte 0 of every cell is its class id,
- *      stamped when the chunk is carved and never written again. Free-cell
- *      links and overflow nodes keep byte 0 untouched.
- *      Checked: pc_alloc (bump and free-stack pops), pc_free, pool take and
- *      give (arena.c); pc_chain_push (a node is a 16-byte-class cell).
+ *  I2  Arena chunks are never returned to the region. Byte 0 of every cell
+ *      is its class id, stamped when the chunk is carved, and written again
+ *      only when the whole chunk changes class (rebalance.c), which happens
+ *      only while every cell of it is on its class's pool, so no bucket or
+ *      chain names any of them. Free-cell links and overflow nodes keep byte
+ *      0 untouched. Lock-free readers clamp by pc_rec_room (the class byte,
+ *      read once, and the region's end), so a stale offset into a re-classed
+ *      chunk reads garbage inside the region and the version check drops it.
+ *      Checked: pc_alloc (bump and free-stack pops), pc_free (arena.c), pool
+ *      moves (pool.c); pc_chain_push (a node is a 16-byte-class cell).
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
  *      version is even whenever its lock is free. Every change a lock-free
  *      reader could observe happens inside a version bracket (odd..even).
@@ -206,6 +211,22 @@ struct pc_proc_shm {
     _Atomic uint32_t token; /* gen << 12 | index; 0 = free. CAS to claim. */
     _Atomic int32_t pid;
     _Atomic uint64_t starttime; /* /proc/<pid>/stat field 22: tells pid reuse */
+    /* The token pid and starttime were written for, stored after them: a
+     * slot whose token differs is being claimed and is never judged dead
+     * by its pid (that pid is the previous owner's). */
+    _Atomic uint32_t pid_token;
+    /* The chunk this slot's owner is carving (arena.c): its first cell, 0 =
+     * none; its class and its chunk-table entry. Written by the owner only,
+     * read by whoever reaps the slot after the owner died. */
+    pc_off carving;
+    uint32_t carving_cls;
+    uint64_t carving_tab;
+    uint32_t carving_from; /* old class + 1 of a chunk being re-classed (rebalance.c); 0 = fresh */
+    uint32_t carving_len8; /* the chunk's length in 8-byte units */
+    /* Byte offset of this slot's allocation state, PC_MAX_CLASSES
+     * pc_alloc_shm, carved at the first claim of the slot and kept across
+     * owners. Written once by that first claimant, before it uses it. */
+    _Atomic uint64_t alloc_off;
 };
 
 /* ---- arena ------------------------------------------------------------- */
@@ -216,7 +237,16 @@ struct pc_pool_shm { /* global free pool of one class */
     _Atomic uint32_t lock;
     pc_off head; /* guarded by lock */
     uint64_t count;
+    /* The move in progress (guarded by lock), so that the next holder can
+     * finish it when this one dies mid-move (pool.c): the cell being moved
+     * between the pool and the free stack whose head word is at byte
+     * offset inflight_list. 0 = none. */
+    pc_off inflight;
+    uint32_t pad;
+    uint64_t inflight_list;
 };
+
+#define PC_RESERVED_SLOTS 64u
 
 /* ---- the region header -------------------------------------------------- */
 #define PC_MAGIC 0x31454843414350ull /* "PCACHE1" */
@@ -244,19 +274,53 @@ struct pc_header_shm {
     _Atomic uint32_t token_gen;
     _Atomic uint32_t proc_hwm; /* highest slot index ever claimed */
     _Atomic uint64_t chunks, chunk_bytes, table_bytes;
-    uint64_t chunk_tab_off; /* uint64_t entries: byte offset << 8 | class */
+    uint64_t chunk_tab_off; /* uint64_t entries: pc_chunk_entry(); 0 = none */
+    /* PC_RESERVED_SLOTS slots' allocation state, carved with the metadata so
+     * that the first processes can always start, even with the arena full */
+    uint64_t alloc_reserve_off;
     uint64_t chunk_tab_cap;
     _Atomic uint64_t chunk_tab_len;
     struct pc_pool_shm pool[PC_MAX_CLASSES];
+    /* Chunks each class holds (pc_chunk_publish) and its refused
+     * allocations (pc_alloc): relaxed RMWs off the hot path. */
+    _Atomic uint32_t class_chunks[PC_MAX_CLASSES];
+    _Atomic uint64_t class_starved[PC_MAX_CLASSES];
+    _Atomic int64_t starved_logged_ms; /* the last starvation warning */
     struct pc_proc_shm procs[PC_MAX_PROCS];
 };
 
-/* ---- process-local handles -------------------------------------------- */
-struct pc_local_class { /* this process's private allocation state */
-    pc_off bump, end;   /* current chunk: next cell, chunk end */
-    pc_off free_head;   /* private free stack */
+/* One process slot's allocation state for one class. It lives in shared
+ * memory (pc_proc_shm.alloc_off) so that what a dead process held can be
+ * recovered; only the slot's owner writes it, without atomics, except that
+ * a pool's lock holder may move cells on or off it (pool.c) while that owner
+ * is dead. Every store the recovery depends on is ordered by a compiler
+ * fence (PC_CRASH_ORDER): a SIGKILL stops a process between two
+ * instructions, and the stores it retired reach memory. */
+struct pc_alloc_shm {
+    pc_off bump, end; /* current chunk: next cell, chunk end */
+    pc_off free_head; /* private free stack, linked through bytes 4..7 */
     uint32_t free_count;
 };
+_Static_assert(sizeof(struct pc_alloc_shm) == 16, "allocation state is 16 bytes");
+#define PC_CRASH_ORDER() atomic_signal_fence(memory_order_seq_cst)
+
+/* A chunk-table entry: length / 8 (bits 40..63), byte offset / 8 (8..39),
+ * class (0..7; 0xff = no chunk). An entry of 0 is a chunk not carved yet.
+ * Written with release by the process that carves or re-classes it. */
+static inline uint64_t pc_chunk_entry(uint64_t off, uint64_t bytes, unsigned cls)
+{
+    return (bytes >> 3) << 40 | (off >> 3) << 8 | cls;
+}
+static inline uint64_t pc_chunk_e_off(uint64_t e)
+{
+    return ((e >> 8) & 0xffffffffu) << 3;
+}
+static inline uint64_t pc_chunk_e_len(uint64_t e)
+{
+    return (e >> 40) << 3;
+}
+
+/* ---- process-local handles -------------------------------------------- */
 
 struct pc_coll {
     pc_cache *c;
@@ -273,7 +337,10 @@ struct pc_cache {
     uint64_t epoch; /* fork epoch this handle's local state belongs to */
     uint32_t token; /* this process's owner token (0 until claimed) */
     uint32_t slot;
-    struct pc_local_class cls[PC_MAX_CLASSES];
+    int64_t reap_next_ms; /* pc_maintain's next look for dead slots */
+    uint64_t reclaim_seen; /* pooled cells at this process's last fruitless reclaim */
+    int64_t reclaim_at_ms; /* and when it was */
+    struct pc_alloc_shm *cls; /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
     unsigned ncoll;
@@ -458,6 +525,9 @@ static inline void pc_unlock_word(_Atomic uint32_t *l)
     atomic_store_explicit(l, 0, memory_order_release);
 }
 int pc_trylock_word(pc_cache *c, _Atomic uint32_t *l); /* 0 or PC_EBUSY */
+/* Reaps the slots of dead processes (pool.c moves their cells to the
+ * pools); returns how many. */
+unsigned pc_procs_reap(pc_cache *c);
 void pc_procs_init(struct pc_header_shm *h);
 
 /* ---- region.c ----------------------------------------------------------- */
@@ -474,6 +544,45 @@ pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
 void pc_free(pc_cache *c, pc_off off);
 void pc_arena_drop_local(pc_cache *c);
 uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
+/* Stamps a chunk's cells with cls and enters it in the chunk table at slot
+ * (idempotent: the reaper finishes a dead carver's publication with it);
+ * from is the chunk's old class + 1, 0 for a newly carved chunk (counted in
+ * the header's totals). */
+void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, unsigned cls,
+                      unsigned from);
+/* Makes [first, last) the bump range of L, closed while it moves. */
+void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last);
+
+/* ---- rebalance.c: fully free chunks move to a starved class ------------- */
+/* Called by pc_alloc when class cls has no cell and no chunk can be carved:
+ * returns this process's cells to the pools, finds a chunk of another class
+ * whose cells are all on that class's pool and re-classes it as this
+ * process's bump range for cls. 0 when it did, PC_ENOMEM when none. */
+int pc_arena_reclaim(pc_cache *c, unsigned cls);
+/* Removes the cells of [off, off + bytes) from pool cls's list; the caller
+ * holds the pool's lock. Returns how many. */
+uint64_t pc_pool_drop_range_locked(pc_cache *c, unsigned cls, uint64_t off, uint64_t bytes);
+void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls);
+void pc_pool_unlock(struct pc_pool_shm *pool);
+/* The room a record's cell gives, read once from its class byte and clamped
+ * to the region's end: a stale offset into a chunk re-classed since reads
+ * a garbage class byte, and this keeps its copy inside the region (I1). */
+static inline size_t pc_rec_room(const pc_cache *c, const struct pc_rec_shm *r)
+{
+    size_t cell = pc_class_bytes(c, r->cls);
+    uint64_t at = (uint64_t)((const unsigned char *)r - c->base);
+    uint64_t left = c->region_bytes > at ? c->region_bytes - at : 0;
+    return cell < left ? cell : (size_t)left;
+}
+
+/* ---- pool.c: the global pools and recovery from dead processes ---------- */
+unsigned pc_pool_take(pc_cache *c, unsigned cls); /* cells moved to this process */
+void pc_pool_give(pc_cache *c, unsigned cls, unsigned n);
+/* Moves everything slot idx's allocation state holds into the pools. The
+ * caller owns the slot (it claimed it from a dead owner). */
+void pc_slot_reap(pc_cache *c, uint32_t idx);
+/* Cells of a class carved so far: a bound for every list walk. */
+uint64_t pc_class_cells_bound(const pc_cache *c);
 
 /* ---- table.c ---------------------------------------------------------- */
 int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);

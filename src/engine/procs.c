@@ -101,36 +101,93 @@ static uint32_t pc_new_token(struct pc_header_shm *h, uint32_t idx)
     return t;
 }
 
-static int pc_claim_slot(pc_cache *c)
+/* Whether slot p's owner is dead for a claim or a reap: its pid and
+ * starttime must be its token's own (a slot being claimed still shows the
+ * previous owner's pid: it is not dead, it is busy). */
+static bool pc_slot_dead(const struct pc_proc_shm *p, uint32_t cur)
 {
-    struct pc_header_shm *h = c->hdr;
+    if (cur == 0 || atomic_load_explicit(&p->pid_token, memory_order_acquire) != cur)
+        return false;
+    return !pc_proc_alive(p);
+}
+
+/* Takes slot i, whose token is cur, for this process under a new token:
+ * pid and starttime first, then pid_token, which makes them count. */
+static uint32_t pc_take_slot(struct pc_header_shm *h, uint32_t i, uint32_t cur)
+{
+    struct pc_proc_shm *p = &h->procs[i];
     char state;
     uint64_t st = 0;
     if (pc_proc_stat(getpid(), &state, &st) != 0)
         st = 0;
+    uint32_t t = pc_new_token(h, i);
+    if (!atomic_compare_exchange_strong(&p->token, &cur, t))
+        return 0;
+    atomic_store_explicit(&p->pid, (int32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&p->starttime, st, memory_order_relaxed);
+    atomic_store_explicit(&p->pid_token, t, memory_order_release);
+    uint32_t hwm = atomic_load(&h->proc_hwm);
+    while (hwm < i && !atomic_compare_exchange_weak(&h->proc_hwm, &hwm, i))
+        ;
+    return t;
+}
+
+static int pc_claim_slot(pc_cache *c)
+{
+    struct pc_header_shm *h = c->hdr;
     /* pass 0 takes a never-used or released slot, pass 1 reclaims a dead one */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 1; i < PC_MAX_PROCS; i++) {
             struct pc_proc_shm *p = &h->procs[i];
             uint32_t cur = atomic_load_explicit(&p->token, memory_order_acquire);
-            if (pass == 0 ? cur != 0 : (cur == 0 || pc_proc_alive(p)))
+            if (pass == 0 ? cur != 0 : !pc_slot_dead(p, cur))
                 continue;
-            uint32_t t = pc_new_token(h, i);
-            if (!atomic_compare_exchange_strong(&p->token, &cur, t))
+            uint32_t t = pc_take_slot(h, i, cur);
+            if (t == 0)
                 continue;
-            atomic_store_explicit(&p->pid, (int32_t)getpid(), memory_order_relaxed);
-            atomic_store_explicit(&p->starttime, st, memory_order_relaxed);
-            uint32_t hwm = atomic_load(&h->proc_hwm);
-            while (hwm < i && !atomic_compare_exchange_weak(&h->proc_hwm, &hwm, i))
-                ;
             c->token = t;
             c->slot = i;
+            if (atomic_load_explicit(&p->alloc_off, memory_order_acquire) == 0) {
+                uint64_t bytes = (uint64_t)PC_MAX_CLASSES * sizeof(struct pc_alloc_shm);
+                uint64_t off = i <= PC_RESERVED_SLOTS ? h->alloc_reserve_off + (i - 1) * bytes
+                                                      : pc_region_carve(c, bytes, 64);
+                if (off == 0) {
+                    pc_log(c, PC_LOG_ERR, "pcache: no room for a process slot's allocator state");
+                    c->token = 0;
+                    atomic_store_explicit(&p->token, 0, memory_order_release);
+                    return PC_ENOMEM;
+                }
+                atomic_store_explicit(&p->alloc_off, off, memory_order_release);
+            }
+            if (pass == 1)
+                pc_slot_reap(c, i); /* the dead owner's cells go to the pools first */
+            c->cls = pc_at(c, atomic_load_explicit(&p->alloc_off, memory_order_acquire));
             return 0;
         }
     }
     pc_log(c, PC_LOG_ERR, "pcache: all %u process slots are held by live processes",
            PC_MAX_PROCS - 1);
     return PC_EPROCS;
+}
+
+unsigned pc_procs_reap(pc_cache *c)
+{
+    struct pc_header_shm *h = c->hdr;
+    unsigned n = 0;
+    uint32_t hwm = atomic_load_explicit(&h->proc_hwm, memory_order_acquire);
+    for (uint32_t i = 1; i <= hwm && i < PC_MAX_PROCS; i++) {
+        struct pc_proc_shm *p = &h->procs[i];
+        uint32_t cur = atomic_load_explicit(&p->token, memory_order_acquire);
+        if (i == c->slot || !pc_slot_dead(p, cur))
+            continue;
+        if (pc_take_slot(h, i, cur) == 0)
+            continue; /* somebody else took it first */
+        pc_slot_reap(c, i);
+        pc_log(c, PC_LOG_INFO, "pcache: process slot %u of a dead process reaped", i);
+        atomic_store_explicit(&p->token, 0, memory_order_release); /* released: empty state */
+        n++;
+    }
+    return n;
 }
 
 int pc_local_refresh(pc_cache *c)

@@ -141,7 +141,7 @@ struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx)
 
 bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen)
 {
-    size_t room = pc_class_bytes(c, r->cls);
+    size_t room = pc_rec_room(c, r);
     room = room > PC_REC_HDR ? room - PC_REC_HDR : 0;
     return r->klen == klen && klen <= room && memcmp(r->data, key, klen) == 0;
 }
@@ -172,7 +172,7 @@ struct pc_rd {
 static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen,
                         struct pc_rd *rd, bool locked)
 {
-    size_t room = pc_class_bytes(c, r->cls);
+    size_t room = pc_rec_room(c, r);
     if (room <= PC_REC_HDR)
         return false;
     room -= PC_REC_HDR;

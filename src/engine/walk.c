@@ -75,7 +75,7 @@ static int pc_ws_grow(struct pc_wscratch *w)
 static void pc_ws_copy(const pc_cache *c, const struct pc_rec_shm *r, bool values, bool raw,
                        struct pc_wscratch *w)
 {
-    size_t room = pc_class_bytes(c, r->cls);
+    size_t room = pc_rec_room(c, r);
     if (room <= PC_REC_HDR)
         return;
     room -= PC_REC_HDR;

@@ -379,7 +379,8 @@ static bool pc_predict_identical(pc_coll *coll, uint64_t h, const void *key, siz
         struct pc_rec_shm *r = pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
         if (r == NULL || !pc_rec_key_eq(c, r, key, klen))
             continue;
-        size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
+        size_t cell = pc_rec_room(c, r); /* the class byte read once (I2) */
+        size_t room = cell >= PC_REC_HDR + klen ? cell - PC_REC_HDR - klen : 0;
         same = r->flags == 0 && r->vlen == vlen && vlen <= room &&
                memcmp(r->data + klen, val, vlen) == 0;
         break;

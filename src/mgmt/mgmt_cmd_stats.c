@@ -34,7 +34,7 @@ static double pc_round4(double x)
     return round(x * 10000.0) / 10000.0;
 }
 
-static int pc_stats_memory(const pc_result_ops *o, void *r, const pc_mem_stats *ms)
+static int pc_stats_memory(pc_cache *c, const pc_result_ops *o, void *r, const pc_mem_stats *ms)
 {
     TRY(o->i64(r, "memory_tier", ms->tier));
     const char *b = pc_tier_name(ms->tier);
@@ -47,6 +47,27 @@ static int pc_stats_memory(const pc_result_ops *o, void *r, const pc_mem_stats *
     TRY(o->u64(r, "hugepage_free", ms->hugepage_free));
     TRY(o->u64(r, "plain_bytes", ms->plain_bytes));
     TRY(o->u64(r, "plain_free", ms->plain_free));
+    TRY(o->u64(r, "used_cell_bytes", ms->used_cell_bytes));
+    TRY(o->u64(r, "free_cell_bytes", ms->free_cell_bytes));
+    uint64_t carved = ms->used_cell_bytes + ms->free_cell_bytes;
+    TRY(o->dbl(r, "fragmentation",
+               ms->used_cell_bytes ? pc_round4((double)carved / (double)ms->used_cell_bytes)
+                                   : 1.0));
+    TRY(o->u64(r, "alloc_refused", ms->starved));
+    pc_mem_class cl[96];
+    unsigned n = 0;
+    TRY(pc_mem_classes(c, cl, 96, &n));
+    TRY(o->arr_begin(r, "mem_classes"));
+    for (unsigned i = 0; i < n; i++) {
+        TRY(o->obj_begin(r, NULL));
+        TRY(o->u64(r, "cell_bytes", cl[i].cell_bytes));
+        TRY(o->u64(r, "chunks", cl[i].chunks));
+        TRY(o->u64(r, "cells", cl[i].cells));
+        TRY(o->u64(r, "free_cells", cl[i].free_cells));
+        TRY(o->u64(r, "starved", cl[i].starved));
+        TRY(o->obj_end(r));
+    }
+    TRY(o->arr_end(r));
     return 0;
 }
 
@@ -111,7 +132,7 @@ int pc_mgmt_perf_stats(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
                                   pc_coll_name(colls[i]), pc_strerror(rc));
     }
     TRY(o->obj_begin(r, NULL));
-    TRY(pc_stats_memory(o, r, &ms));
+    TRY(pc_stats_memory(m->c, o, r, &ms));
     TRY(o->arr_begin(r, "collections"));
     for (unsigned i = 0; i < n && i < PC_MAX_COLLECTIONS; i++)
         TRY(pc_stats_coll(m, colls[i], &st[i], o, r));

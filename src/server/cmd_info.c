@@ -10,6 +10,7 @@
  * but commandstats; "all" and "everything" are every section; several
  * names may be given; an unknown one adds nothing.
  */
+#include "info_memory.h"
 #include "resp.h"
 
 #include <stdarg.h>
@@ -232,7 +233,8 @@ static void sec_memory(srv_worker *w, struct info_buf *b)
     pc_mem_stats m;
     if (pc_mem_stats_get(w->s->cache, &m) != 0)
         return;
-    uint64_t used = (uint64_t)m.chunk_bytes + m.table_bytes;
+    /* cells holding data and the tables: what a write can no longer use */
+    uint64_t used = (uint64_t)m.used_cell_bytes + m.table_bytes;
     uint64_t maxm = (uint64_t)m.hugepage_bytes + m.plain_bytes;
     uint64_t rss = 0;
     FILE *f = fopen("/proc/self/statm", "re");
@@ -253,7 +255,7 @@ static void sec_memory(srv_worker *w, struct info_buf *b)
            "maxmemory_policy:noeviction\r\nmem_fragmentation_ratio:%.2f\r\n"
            "mem_allocator:pcache-arena\r\n",
            (unsigned long long)used, hu, (unsigned long long)rss, hr, (unsigned long long)used, hu,
-           (unsigned long long)m.chunk_bytes, (unsigned long long)maxm, hm,
+           (unsigned long long)m.used_cell_bytes, (unsigned long long)maxm, hm,
            used ? (double)rss / (double)used : 0.0);
     ib_add(b,
            "pcache_mem_tier:%s\r\npcache_pinned:%d\r\npcache_hugepage_bytes:%zu\r\n"
@@ -262,6 +264,10 @@ static void sec_memory(srv_worker *w, struct info_buf *b)
            pc_tier_name(m.tier), m.pinned, m.hugepage_bytes, m.hugepage_free, m.plain_bytes,
            m.plain_free, (unsigned long long)m.chunks, (unsigned long long)m.chunk_bytes,
            (unsigned long long)m.table_bytes);
+    char arena[16384]; /* 96 classes of one line (< 100 bytes) each fit */
+    size_t an = info_memory_arena(w->s->cache, arena, sizeof arena);
+    if (an < sizeof arena)
+        ib_add(b, "%.*s", (int)an, arena);
 }
 
 static void sec_persistence(srv_worker *w, struct info_buf *b)

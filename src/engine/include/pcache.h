@@ -247,16 +247,21 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
  * One process (the host's maintenance process or timer) calls pc_maintain
  * periodically. It splits buckets toward growth_load_factor (at most
  * growth_budget per call), drains overflow back into buckets, and, when
- * sweep is set, reclaims expired entries guided by per-bucket hints. */
+ * sweep is set, reclaims expired entries guided by per-bucket hints. With
+ * PC_MAINT_REAP (at most once a second) it finds the process slots of
+ * processes that died and returns the cells they held (their free stacks,
+ * the rest of their chunks) to the shared pools. */
 typedef struct pc_maint_report {
     unsigned splits;         /* buckets split in this call */
     unsigned drained;        /* entries moved from overflow into buckets */
     unsigned reaped;         /* expired entries reclaimed */
     unsigned buckets_probed; /* buckets the sweep locked */
+    unsigned procs_reaped;   /* slots of dead processes whose cells were recovered */
 } pc_maint_report;
 #define PC_MAINT_GROW 0x1u
 #define PC_MAINT_SWEEP 0x2u
-#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP)
+#define PC_MAINT_REAP 0x4u
+#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP | PC_MAINT_REAP)
 /* Returns PC_EBUSY when another process is inside pc_maintain. report may
  * be NULL. */
 int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);
@@ -288,8 +293,28 @@ typedef struct pc_mem_stats {
     uint64_t chunks;      /* slab chunks carved */
     uint64_t chunk_bytes; /* bytes in carved chunks */
     uint64_t table_bytes; /* bytes in bucket segments and hint arrays */
+    /* Of chunk_bytes: bytes of the cells holding records or overflow nodes,
+     * and of the free cells (on the pools, on every process's free stacks,
+     * the rest of their current chunks). Summed without locks: a snapshot
+     * that may be off by what moves meanwhile. */
+    uint64_t used_cell_bytes;
+    uint64_t free_cell_bytes;
+    uint64_t starved; /* allocations refused (PC_ENOMEM) since creation, all classes */
 } pc_mem_stats;
 int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out);
+
+/* One size class of the arena, for memory reports (pc_mem_classes). */
+typedef struct pc_mem_class {
+    uint32_t cell_bytes; /* the cell size of the class */
+    uint64_t chunks;     /* chunks the class holds now */
+    uint64_t cells;      /* cells in them */
+    uint64_t free_cells; /* of which free (pooled or on a process's stack or chunk) */
+    uint64_t starved;    /* allocations of this class refused: no cell, no chunk */
+} pc_mem_class;
+/* Fills out[0 .. *n) with the classes that hold a chunk or were starved,
+ * smallest first, at most cap of them (cap >= 96 gets them all). Errors:
+ * PC_EINVAL. */
+int pc_mem_classes(pc_cache *c, pc_mem_class *out, unsigned cap, unsigned *n);
 
 /* ---- iteration: one lock-free walker ------------------------------------
  * The walker visits buckets in ascending index order. Each bucket (with the

@@ -50,4 +50,29 @@ int pc__test_verify(pc_cache *c, char *msg, size_t msglen);
  * the global pool, for the fork-safety tests. */
 void pc__test_free_counts(pc_cache *c, uint64_t *private_cells, uint64_t *global_cells);
 
+/* Where the arena's cells are, counted from shared memory (the caller
+ * should be the only one running): cells in carved chunks; on the global
+ * pools; on the process slots' free stacks and bump remainders (all slots,
+ * and the caller's own); the bytes of the carved cells and of the free
+ * cells the caller can use (pooled or its own);
+ * the slots that hold a token. With every key deleted, carved - pooled -
+ * on_slots cells are leaked. */
+typedef struct pc_arena_census {
+    uint64_t carved, pooled, on_slots, own_slot_cells;
+    uint64_t carved_bytes, free_bytes;
+    unsigned slots_held;
+} pc_arena_census;
+void pc__test_arena_census(pc_cache *c, pc_arena_census *out);
+
+/* Takes the free pool lock of the class of `bytes` and returns holding it,
+ * so that a test can SIGKILL the caller: stage 0 holds it only; stage 1 is
+ * mid-give (a cell unlinked from this process's free stack, not yet on the
+ * pool: only the pool's in-flight mark names it); stage 2 is mid-take (a
+ * cell unlinked from the pool, not yet on the stack). */
+int pc__test_hold_pool_lock(pc_cache *c, size_t bytes, int stage);
+
+/* What pc_maintain(PC_MAINT_REAP) does, without its once-a-second limit:
+ * returns the number of dead processes' slots reaped. */
+unsigned pc__test_reap_dead(pc_cache *c);
+
 #endif

@@ -142,14 +142,14 @@ static int pc_verify_chunks(pc_cache *c, char *msg, size_t msglen)
     for (uint64_t i = 0; i < n && i < h->chunk_tab_cap; i++) {
         uint64_t e = tab[i];
         unsigned cls = (unsigned)(e & 0xff);
-        uint64_t off = e >> 8;
+        uint64_t off = pc_chunk_e_off(e);
         if (cls == 0xff || off == 0)
             continue;
         if (cls >= c->nclasses)
             PC_FAIL("chunk %" PRIu64 " has invalid class %u", i, cls);
         uint32_t cell = c->class_size[cls];
-        uint64_t bytes = pc_chunk_bytes(cell);
-        for (uint64_t o = 0; o < bytes; o += cell) {
+        uint64_t bytes = pc_chunk_e_len(e);
+        for (uint64_t o = 0; o + cell <= bytes; o += cell) {
             uint8_t got = *(const uint8_t *)pc_at(c, off + o);
             if (got != cls)
                 PC_FAIL("cell at byte %" PRIu64 " has class byte %u, its chunk is class %u",
@@ -246,9 +246,105 @@ void pc__test_free_counts(pc_cache *c, uint64_t *private_cells, uint64_t *global
 {
     uint64_t p = 0, g = 0;
     for (unsigned i = 0; i < c->nclasses; i++) {
-        p += c->cls[i].free_count;
+        p += c->cls != NULL ? c->cls[i].free_count : 0;
         g += c->hdr->pool[i].count;
     }
     *private_cells = p;
     *global_cells = g;
+}
+
+/* Cells on the list at head, walked with a bound; the walk stops at a cell
+ * of another class. */
+static uint64_t pc_count_list(const pc_cache *c, pc_off head, unsigned cls, uint64_t bound)
+{
+    uint64_t n = 0;
+    for (pc_off o = head; o != 0 && n < bound; n++) {
+        const struct pc_free_shm *f = pc_cell(c, o);
+        if (f == NULL || f->cls != cls)
+            break;
+        o = f->next;
+    }
+    return n;
+}
+
+void pc__test_arena_census(pc_cache *c, pc_arena_census *out)
+{
+    struct pc_header_shm *h = c->hdr;
+    pc_arena_census m;
+    memset(&m, 0, sizeof m);
+    uint64_t bound = pc_class_cells_bound(c);
+    const uint64_t *tab = pc_at(c, h->chunk_tab_off);
+    uint64_t len = atomic_load(&h->chunk_tab_len);
+    for (uint64_t i = 0; i < len && i < h->chunk_tab_cap; i++) {
+        unsigned cls = (unsigned)(tab[i] & 0xff);
+        if (cls < c->nclasses && pc_chunk_e_off(tab[i]) != 0) { /* 0: not carved (yet) */
+            uint64_t clen = pc_chunk_e_len(tab[i]);
+            m.carved += clen / c->class_size[cls];
+            m.carved_bytes += clen / c->class_size[cls] * c->class_size[cls];
+        }
+    }
+    for (unsigned k = 0; k < c->nclasses; k++) {
+        uint64_t n = pc_count_list(c, h->pool[k].head, k, bound);
+        m.pooled += n;
+        m.free_bytes += n * c->class_size[k];
+    }
+    uint32_t hwm = atomic_load(&h->proc_hwm);
+    for (uint32_t i = 1; i <= hwm && i < PC_MAX_PROCS; i++) {
+        uint64_t off = atomic_load(&h->procs[i].alloc_off);
+        if (off == 0)
+            continue;
+        const struct pc_alloc_shm *a = pc_at(c, off);
+        bool mine = i == c->slot && c->token != 0;
+        for (unsigned k = 0; k < c->nclasses; k++) {
+            uint64_t n = pc_count_list(c, a[k].free_head, k, bound);
+            if (a[k].bump != 0 && a[k].end > a[k].bump)
+                n += (a[k].end - a[k].bump) / (c->class_size[k] >> PC_OFF_SHIFT);
+            m.on_slots += n;
+            if (mine) {
+                m.own_slot_cells += n;
+                m.free_bytes += n * c->class_size[k];
+            }
+        }
+        m.slots_held += atomic_load(&h->procs[i].token) != 0;
+    }
+    *out = m;
+}
+
+int pc__test_hold_pool_lock(pc_cache *c, size_t bytes, int stage)
+{
+    int rc = pc_enter(c);
+    if (rc != 0)
+        return rc;
+    int cls = pc_class_for(c, bytes);
+    if (cls < 0)
+        return PC_EINVAL;
+    /* a cell of our own on the private stack, for the give */
+    pc_off mine = pc_alloc(c, bytes);
+    if (mine == 0)
+        return PC_ENOMEM;
+    pc_free(c, mine);
+    struct pc_pool_shm *pool = &c->hdr->pool[cls];
+    struct pc_alloc_shm *L = &c->cls[cls];
+    if (pc_lock_word(c, &pool->lock) != 0)
+        return PC_EINVAL; /* the test wants a clean start */
+    pc_off *from = stage == 2 ? &pool->head : &L->free_head;
+    pc_off *to = stage == 2 ? &L->free_head : &pool->head;
+    if (stage == 0)
+        return 0;
+    pc_off x = *from;
+    struct pc_free_shm *f = pc_cell(c, x);
+    if (f == NULL)
+        return PC_ENOTFOUND; /* stage 2 on an empty pool */
+    pool->inflight_list = (uint64_t)((unsigned char *)&L->free_head - c->base);
+    pool->inflight = x;
+    *from = f->next; /* unlinked, not yet linked: only inflight names it */
+    (void)to;
+    return 0;
+}
+
+unsigned pc__test_reap_dead(pc_cache *c)
+{
+    if (pc_enter(c) != 0)
+        return 0;
+    return pc_procs_reap(c);
 }

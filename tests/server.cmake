@@ -12,6 +12,12 @@ if(TARGET pcached)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PCACHED_DOCS=${PROJECT_SOURCE_DIR}/docs/pcached.md;PCACHE_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
   endforeach()
+  # RESP transports: unix socket, several bind addresses, IPv6 (issue 20 item 5)
+  add_test(NAME server_test_transports
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_transports.py)
+  set_tests_properties(server_test_transports PROPERTIES TIMEOUT 600 LABELS "server"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
   # a full file system: mounts a small tmpfs, skipped (77) where it cannot
   add_test(NAME server_test_diskfull
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_diskfull.py)

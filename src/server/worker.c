@@ -1,7 +1,8 @@
 /*
- * worker.c - a pcached worker: one process, one epoll loop, one
- * SO_REUSEPORT listener (its slot's, created by the master so that a
- * restarted worker inherits the accept queue of the one that died).
+ * worker.c - a pcached worker: one process, one epoll loop, its slot's
+ * SO_REUSEPORT listener of each bind address (created by the master so that
+ * a restarted worker inherits the accept queues of the one that died) and
+ * the unix socket shared by all workers (listen.c).
  *
  * Per connection: read what the socket has, run every complete command in
  * the buffer (pipelining), append the replies, write them in one call.
@@ -578,7 +579,29 @@ static void conn_read(srv_worker *w, conn *c)
         (void)conn_flush(w, c);
 }
 
-static void accept_all(srv_worker *w, int lfd)
+/* Tags for the non-connection fds in epoll (connections carry their conn *).
+ * The listeners' tags are the entries of lsn: this worker's TCP listener
+ * of each bind address, then the shared unix socket. */
+static char tag_signal, tag_slot, tag_commit, tag_gctimer;
+static int lsn[SRV_MAX_BINDS + 1];
+static unsigned nlsn;
+
+static int lsn_index(const void *p)
+{
+    const int *q = p;
+    return q >= lsn && q < lsn + nlsn ? (int)(q - lsn) : -1;
+}
+
+/* EPOLLEXCLUSIVE on the shared unix socket: one worker woken per arrival. */
+static void lsn_watch(srv_worker *w, unsigned i)
+{
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &lsn[i]};
+    if (i == nlsn - 1 && w->s->resp_unix_fd >= 0)
+        e.events |= EPOLLEXCLUSIVE;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, lsn[i], &e);
+}
+
+static void accept_all(srv_worker *w, int lfd, int is_unix)
 {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -590,7 +613,8 @@ static void accept_all(srv_worker *w, int lfd)
                  * leave it out of epoll for a moment instead of spinning. */
                 srv_log(PC_LOG_WARN, "accept: %m (%u connections): pausing accepts for 100 ms",
                         w->nconns);
-                epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
+                for (unsigned i = 0; i < nlsn; i++)
+                    epoll_ctl(w->epfd, EPOLL_CTL_DEL, lsn[i], NULL);
                 w->accept_resume_ms = pc_mono_ms() + 100;
             } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 srv_log(PC_LOG_WARN, "accept: %m");
@@ -606,7 +630,8 @@ static void accept_all(srv_worker *w, int lfd)
             continue;
         }
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!is_unix)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         conn *c = calloc(1, sizeof *c);
         if (c == NULL) {
             close(fd);
@@ -634,16 +659,15 @@ static void accept_all(srv_worker *w, int lfd)
     }
 }
 
-/* Tags for the non-connection fds in epoll (connections carry their conn *). */
-static char tag_listen, tag_signal, tag_slot, tag_commit, tag_gctimer;
-
-static void begin_stop(srv_worker *w, int lfd)
+static void begin_stop(srv_worker *w)
 {
     if (w->stopping)
         return;
     w->stopping = 1;
-    epoll_ctl(w->epfd, EPOLL_CTL_DEL, lfd, NULL);
-    close(lfd);
+    for (unsigned i = 0; i < nlsn; i++) {
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, lsn[i], NULL);
+        close(lsn[i]);
+    }
     srv_log(PC_LOG_INFO, "stopping: draining %u connection(s)", w->nconns);
     for (conn *c = w->conns; c != NULL; c = c->next)
         conn_process(w, c); /* runs what is buffered, then closes once flushed */
@@ -655,10 +679,13 @@ void srv_worker_main(srv *s, unsigned slot)
     snprintf(role, sizeof role, "worker%u", slot);
     srv_log_role(role);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    for (unsigned i = 0; i < s->cfg.workers; i++)
-        if (i != slot && s->listen_fds[i] >= 0)
-            close(s->listen_fds[i]);
-    int lfd = s->listen_fds[slot];
+    srv_resp_close(s, (int)slot);
+    nlsn = 0;
+    for (unsigned j = 0; j < s->nbinds; j++)
+        if (s->listen_fds[slot][j] >= 0)
+            lsn[nlsn++] = s->listen_fds[slot][j];
+    if (s->resp_unix_fd >= 0)
+        lsn[nlsn++] = s->resp_unix_fd;
 
     srv_worker wk;
     memset(&wk, 0, sizeof wk);
@@ -711,9 +738,9 @@ void srv_worker_main(srv *s, unsigned slot)
         srv_log(PC_LOG_ERR, "worker setup failed: %m");
         _exit(1);
     }
-    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_listen};
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &e);
-    e.data.ptr = &tag_signal;
+    for (unsigned i = 0; i < nlsn; i++)
+        lsn_watch(w, i);
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_signal};
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, sfd, &e);
     e.data.ptr = &tag_slot;
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[slot], &e);
@@ -732,16 +759,17 @@ void srv_worker_main(srv *s, unsigned slot)
         int n = epoll_wait(w->epfd, evs, 256, 200);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &tag_listen) {
+            int li = lsn_index(p);
+            if (li >= 0) {
                 if (!w->stopping)
-                    accept_all(w, lfd);
+                    accept_all(w, lsn[li], lsn[li] == s->resp_unix_fd);
             } else if (p == &tag_signal) {
                 struct signalfd_siginfo si;
                 while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                     if (si.ssi_signo == SIGHUP) {
                         srv_log_reopen();
                     } else {
-                        begin_stop(w, lfd);
+                        begin_stop(w);
                         stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
                     }
                 }
@@ -776,8 +804,8 @@ void srv_worker_main(srv *s, unsigned slot)
         }
         int64_t now = pc_mono_ms();
         if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
-            struct epoll_event le = {.events = EPOLLIN, .data.ptr = &tag_listen};
-            epoll_ctl(w->epfd, EPOLL_CTL_ADD, lfd, &le);
+            for (unsigned i = 0; i < nlsn; i++)
+                lsn_watch(w, i);
             w->accept_resume_ms = 0;
         }
         if (now >= next_tick) {

@@ -113,19 +113,19 @@ class Transports(unittest.TestCase):
         self.assertEqual(r.get("k"), b"v")
 
     def test_every_worker_serves_the_unix_socket(self):
-        """One shared listener, EPOLLEXCLUSIVE: the connections of a burst
-        land on more than one worker (process_id of INFO server)."""
-        s, path = self.sock_server(workers=4)
-        pids = set()
-        for _ in range(20):
-            conns = [redis.Redis(unix_socket_path=path, socket_timeout=5) for _ in range(16)]
-            for r in conns:
-                pids.add(r.info("server")["process_id"])
-            for r in conns:
-                r.close()
-            if len(pids) > 1:
-                break
-        self.assertGreater(len(pids), 1, "every unix connection reached one worker")
+        """One shared listener (EPOLLEXCLUSIVE): the kernel would hand every
+        connection to the first idle worker; the balance rule spreads them
+        within a few of each other (process_id of INFO server)."""
+        s, path = self.sock_server(workers=2)
+        conns = [redis.Redis(unix_socket_path=path, socket_timeout=5) for _ in range(20)]
+        per = {}
+        for r in conns:
+            pid = r.info("server")["process_id"]
+            per[pid] = per.get(pid, 0) + 1
+        self.assertEqual(len(per), 2, per)
+        self.assertGreaterEqual(min(per.values()), 7, per)
+        for r in conns:
+            r.close()
         # a worker killed: its replacement serves the socket too, no connection is lost
         victim = s.children()[0]
         os.kill(victim, 9)

@@ -95,8 +95,10 @@ int main(int argc, char **argv)
         }
         printf("# pcached %s: configuration OK%s%s\n", SRV_VERSION, file ? " in " : "",
                file ? file : "");
-        printf("# would run: %u worker(s) + 1 maintenance process, RESP on %s:%u, %u database(s)",
-               s.cfg.workers, s.cfg.bind, s.cfg.port, s.ndbs);
+        printf("# would run: %u worker(s) + 1 maintenance process, RESP on '%s' port %u%s%s, "
+               "%u database(s)",
+               s.cfg.workers, s.cfg.bind, s.cfg.port, s.cfg.unixsocket[0] ? " and unix socket " : "",
+               s.cfg.unixsocket, s.ndbs);
         for (unsigned i = 0; i < s.ndbs; i++)
             printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s.dbs[i]));
         printf(")\n# store: %s, db_mode %u\n", s.cfg.db_url[0] ? s.cfg.db_url : "none",

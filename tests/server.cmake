@@ -22,6 +22,18 @@ if(TARGET pcached)
       SKIP_RETURN_CODE 77
       ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHE_SNAPSHOT=$<TARGET_FILE:pcache-snapshot>;PYTHONDONTWRITEBYTECODE=1")
   endif()
+  # RESP transports: unix socket, several bind addresses, IPv6 (issue 20 item 5)
+  add_test(NAME server_test_transports
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_transports.py)
+  set_tests_properties(server_test_transports PROPERTIES TIMEOUT 600 LABELS "server"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
+  # replies Redis's own test suite found different, side by side with redis-server
+  add_test(NAME server_test_redis_suite_regressions
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_redis_suite_regressions.py)
+  set_tests_properties(server_test_redis_suite_regressions PROPERTIES TIMEOUT 600
+    LABELS "server" SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
   # a full file system: mounts a small tmpfs, skipped (77) where it cannot
   add_test(NAME server_test_diskfull
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_diskfull.py)

@@ -48,7 +48,7 @@ void srv_persist_config_fill(srv *s, pc_persist_config *pc)
     pc->store_sql_targets = (int)s->cfg.store_sql_targets;
 }
 
-/* An address the start hands to inet_pton (master.c, sync_udp.c). */
+/* An address the start hands to inet_pton (sync_udp.c, the HTTP door). */
 static int check_addr(const char *key, const char *addr, char *err, size_t errlen)
 {
     struct in_addr a;
@@ -96,13 +96,18 @@ static int check_parent(const char *key, const char *path, char *err, size_t err
 
 static int check_all(srv *s, char *err, size_t errlen)
 {
-    if (check_addr("bind", s->cfg.bind, err, errlen) != 0)
+    unsigned nb = 0;
+    char berr[512];
+    if (srv_bind_parse(s->cfg.bind, NULL, SRV_MAX_BINDS, &nb, berr, sizeof berr) != 0) {
+        snprintf(err, errlen, "%s", berr); /* as the start parses it (listen.c) */
         return -1;
+    }
     if (s->cfg.http_port != 0 && check_addr("http_bind", s->cfg.http_bind, err, errlen) != 0)
         return -1;
     if (s->cfg.sync_port != 0 && check_addr("sync_bind", s->cfg.sync_bind, err, errlen) != 0)
         return -1;
     if (check_parent("unix_socket", s->cfg.unix_socket, err, errlen) != 0 ||
+        check_parent("unixsocket", s->cfg.unixsocket, err, errlen) != 0 ||
         check_parent("pidfile", s->cfg.pidfile, err, errlen) != 0 ||
         check_parent("log_file", s->cfg.log_file, err, errlen) != 0)
         return -1;
@@ -133,8 +138,10 @@ int srv_check_run(srv *s, const char *file)
     }
     printf("# pcached %s: configuration OK%s%s\n", SRV_VERSION, file ? " in " : "",
            file ? file : "");
-    printf("# would run: %u worker(s) + 1 maintenance process, RESP on %s:%u, %u database(s)",
-           s->cfg.workers, s->cfg.bind, s->cfg.port, s->ndbs);
+    printf("# would run: %u worker(s) + 1 maintenance process, RESP on '%s' port %u%s%s, "
+           "%u database(s)",
+           s->cfg.workers, s->cfg.bind, s->cfg.port, s->cfg.unixsocket[0] ? " and unix socket " : "",
+           s->cfg.unixsocket, s->ndbs);
     for (unsigned i = 0; i < s->ndbs; i++)
         printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s->dbs[i]));
     printf(")\n# store: %s, db_mode %u\n", s->cfg.db_url[0] ? s->cfg.db_url : "none",

@@ -62,6 +62,31 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
     reply_ok(c);
 }
 
+/* ---- FUNCTION ------------------------------------------------------------------- */
+
+/* pcached has no scripting, so its function library is always empty:
+ * FUNCTION FLUSH [ASYNC|SYNC] truthfully answers OK (Redis's test harness
+ * sends it before every test); every other subcommand is refused. */
+static void cmd_function(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                         const size_t *argl)
+{
+    (void)w;
+    char sub[64];
+    resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
+    if (arg_eq(argv[1], argl[1], "FLUSH") && argc > 3)
+        reply_error(c,
+                    "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
+                    "FUNCTION HELP.",
+                    sub);
+    else if (arg_eq(argv[1], argl[1], "FLUSH") && argc == 3 && !arg_eq(argv[2], argl[2], "ASYNC") &&
+             !arg_eq(argv[2], argl[2], "SYNC"))
+        reply_error(c, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+    else if (arg_eq(argv[1], argl[1], "FLUSH"))
+        reply_ok(c);
+    else
+        reply_error(c, "ERR FUNCTION %s is not supported by pcached (no scripting)", sub);
+}
+
 /* ---- COMMAND -------------------------------------------------------------------- */
 
 static void lower_name(const char *in, char *out, size_t cap)
@@ -292,6 +317,7 @@ const cmd_def cmd_server_table[] = {
     {"SELECT", 2, CMD_FAST, cmd_select, 0, 0, 0},
     {"CLIENT", -2, 0, cmd_client, 0, 0, 0},
     {"COMMAND", -1, 0, cmd_command, 0, 0, 0},
+    {"FUNCTION", -2, CMD_WRITE, cmd_function, 0, 0, 0},
     {"CONFIG", -2, CMD_ADMIN, cmd_config, 0, 0, 0},
     {"INFO", -1, 0, cmd_info, 0, 0, 0},
     {"SAVE", 1, CMD_ADMIN, cmd_save, 0, 0, 0},

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CK_STR, CK_UINT };
+enum { CK_STR, CK_UINT, CK_OCTAL };
 
 typedef struct srv_key {
     const char *name;
@@ -36,14 +36,21 @@ typedef struct srv_key {
     {                                                                                              \
 #f, CK_STR, offsetof(srv_config, f), sizeof(((srv_config *)0)->f), d, 0, 0, h              \
     }
+#define OCTAL(f, d, hi, h)                                                                         \
+    {                                                                                              \
+#f, CK_OCTAL, offsetof(srv_config, f), 0, d, 0, hi, h                                      \
+    }
 #define UINT(f, d, lo, hi, h)                                                                      \
     {                                                                                              \
 #f, CK_UINT, offsetof(srv_config, f), 0, d, lo, hi, h                                      \
     }
 
 static const srv_key srv_keys[] = {
-    STR(bind, "127.0.0.1", "IPv4 address of the RESP listener"),
+    STR(bind, "127.0.0.1",
+        "RESP listener addresses (IPv4, IPv6), blank or comma separated; '-addr' = optional"),
     UINT(port, "6380", 0, 65535, "TCP port of the RESP listener (0 = any free port, logged)"),
+    STR(unixsocket, "", "RESP on this unix socket too (as Redis's); empty = off"),
+    OCTAL(unixsocketperm, "0", 0777, "mode of unixsocket, octal; 0 = as the umask leaves it"),
     UINT(workers, "2", 1, 64, "worker processes serving RESP (SO_REUSEPORT)"),
     STR(requirepass, "", "password clients send with AUTH; empty = no AUTH"),
     STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
@@ -75,7 +82,8 @@ static const srv_key srv_keys[] = {
     UINT(drain_timeout_ms, "5000", 0, 600000, "SIGTERM: time workers get to flush replies"),
     STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
     UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),
-    STR(unix_socket, "", "JSON-RPC over HTTP on this unix socket (mode 0600); empty = off"),
+    STR(unix_socket, "",
+        "JSON-RPC (not RESP: see unixsocket) over HTTP on this unix socket, mode 0600; empty = off"),
     STR(management_password, "",
         "password JSON-RPC over TCP requires (HTTP Basic or Bearer); empty = requirepass"),
     UINT(metrics_auth, "0", 0, 1,
@@ -171,6 +179,14 @@ static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const
     }
     char *end;
     errno = 0;
+    if (k->type == CK_OCTAL) {
+        unsigned long o = strtoul(value, &end, 8);
+        if (!isdigit((unsigned char)value[0]) || errno != 0 || *end != '\0' || o > k->max)
+            return cfg_err(err, errlen, "%s: %s: '%.100s' is not an octal mode (0 to %o)", where,
+                           k->name, value, k->max);
+        *(unsigned *)(void *)field = (unsigned)o;
+        return 0;
+    }
     if (!isdigit((unsigned char)value[0]))
         return cfg_err(err, errlen, "%s: %s: '%.100s' is not a non-negative integer", where,
                        k->name, value);
@@ -381,9 +397,18 @@ int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
         return cfg_err(err, errlen, "journal: needs a db_url");
     if (cfg->persist_collections[0] != '\0' && cfg->db_url[0] == '\0')
         return cfg_err(err, errlen, "persist_collections: needs a db_url");
-    if (strcmp(cfg->bind, cfg->http_bind) == 0 && cfg->http_port != 0 &&
-        cfg->http_port == cfg->port)
-        return cfg_err(err, errlen, "http_port: %u is also the RESP port", cfg->http_port);
+    srv_bind_addr binds[SRV_MAX_BINDS];
+    unsigned nbinds;
+    if (srv_bind_parse(cfg->bind, binds, SRV_MAX_BINDS, &nbinds, err, errlen) != 0)
+        return -1;
+    for (unsigned i = 0; i < nbinds; i++)
+        if (strcmp(binds[i].text, cfg->http_bind) == 0 && cfg->http_port != 0 &&
+            cfg->http_port == cfg->port)
+            return cfg_err(err, errlen, "http_port: %u is also the RESP port", cfg->http_port);
+    if (cfg->unixsocket[0] != '\0' && strcmp(cfg->unixsocket, cfg->unix_socket) == 0)
+        return cfg_err(err, errlen,
+                       "unixsocket: '%s' is also unix_socket (JSON-RPC); RESP needs its own path",
+                       cfg->unixsocket);
     for (const char *c = cfg->node_id; *c != '\0'; c++)
         if (*c <= ' ' || *c > '~')
             return cfg_err(err, errlen, "node_id: '%s': printable characters without spaces only",
@@ -404,7 +429,7 @@ const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name,
     const char *field = (const char *)cfg + k->off;
     if (k->type == CK_STR)
         return field;
-    snprintf(buf, cap, "%u", *(const unsigned *)(const void *)field);
+    snprintf(buf, cap, k->type == CK_OCTAL ? "%o" : "%u", *(const unsigned *)(const void *)field);
     return buf;
 }
 

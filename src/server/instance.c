@@ -14,10 +14,11 @@
  *    is closed just before the group is bound; two instances started in the
  *    same microsecond could both pass it, a window no operator's start or
  *    restart comes near, and every later start fails the probe;
- *  - the JSON-RPC unix socket: a path that a live server answers on is
- *    refused (connect() succeeds; SO_PEERCRED names the pid), a stale one
- *    is replaced, and at exit the path is unlinked only if it is still the
- *    socket this instance bound (same device and inode).
+ *  - the unix sockets (RESP's unixsocket, JSON-RPC's unix_socket): a path
+ *    that a live server answers on is refused (connect() succeeds;
+ *    SO_PEERCRED names the pid), a stale one is replaced, and at exit the
+ *    path is unlinked only if it is still the socket this instance bound
+ *    (same device and inode).
  */
 #include "pcached.h"
 
@@ -75,12 +76,11 @@ void srv_pidfile_release(srv *s)
     s->pid_fd = -1;
 }
 
-/* The pid of the process with a listening TCP socket on port: the socket's
- * inode from /proc/net/tcp, then the process whose descriptors hold it.
- * 0 when it cannot be told (another user's process, another namespace). */
-static long listener_pid(unsigned port)
+/* The inode of the socket listening on port, from /proc/net/tcp or tcp6;
+ * 0 when none is found. */
+static unsigned long listener_inode(const char *table, unsigned port)
 {
-    FILE *f = fopen("/proc/net/tcp", "re");
+    FILE *f = fopen(table, "re");
     if (f == NULL)
         return 0;
     char line[512];
@@ -94,6 +94,18 @@ static long listener_pid(unsigned port)
             inode = ino;
     }
     fclose(f);
+    return inode;
+}
+
+/* The pid of the process with a listening TCP socket on port: the socket's
+ * inode from /proc/net/tcp (or tcp6), then the process whose descriptors
+ * hold it. 0 when it cannot be told (another user's process, another
+ * namespace). */
+static long listener_pid(unsigned port)
+{
+    unsigned long inode = listener_inode("/proc/net/tcp", port);
+    if (inode == 0)
+        inode = listener_inode("/proc/net/tcp6", port);
     if (inode == 0)
         return 0;
     char want[64];
@@ -130,47 +142,71 @@ static long listener_pid(unsigned port)
     return pid;
 }
 
-int srv_port_probe(const struct sockaddr_in *sa)
+/* "127.0.0.1:6380" or "[::1]:6380" */
+static void addr_text(const struct sockaddr *sa, char *buf, size_t cap)
 {
-    if (sa->sin_port == 0)
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)(const void *)sa;
+        inet_ntop(AF_INET6, &a6->sin6_addr, ip, sizeof ip);
+        port = ntohs(a6->sin6_port);
+        snprintf(buf, cap, "[%s]:%u", ip, port);
+    } else {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)(const void *)sa;
+        inet_ntop(AF_INET, &a4->sin_addr, ip, sizeof ip);
+        port = ntohs(a4->sin_port);
+        snprintf(buf, cap, "%s:%u", ip, port);
+    }
+}
+
+int srv_port_probe(const struct sockaddr *sa, socklen_t len)
+{
+    unsigned port = sa->sa_family == AF_INET6
+                        ? ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port)
+                        : ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+    if (port == 0)
         return 0; /* the kernel's choice is a free port */
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0)
         return 0; /* the group's own bind reports it */
     /* SO_REUSEADDR: a previous run's TIME_WAIT connections do not hold it */
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int rc = bind(fd, (const struct sockaddr *)sa, sizeof *sa);
+    if (sa->sa_family == AF_INET6) /* as the group binds it: "::" leaves 0.0.0.0 alone */
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    int rc = bind(fd, sa, len);
     int e = errno;
     close(fd);
     if (rc == 0)
         return 0;
-    char addr[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &sa->sin_addr, addr, sizeof addr);
-    unsigned port = ntohs(sa->sin_port);
+    char addr[INET6_ADDRSTRLEN + 16];
+    addr_text(sa, addr, sizeof addr);
     if (e != EADDRINUSE) {
-        srv_log(PC_LOG_ERR, "listen on %s:%u: %s", addr, port, strerror(e));
+        srv_log(PC_LOG_ERR, "listen on %s: %s", addr, strerror(e));
+        errno = e;
         return -1;
     }
     long pid = listener_pid(port);
     if (pid > 0)
         srv_log(PC_LOG_ERR,
-                "listen on %s:%u: the port is in use by another process (pid %ld); "
+                "listen on %s: the port is in use by another process (pid %ld); "
                 "not starting",
-                addr, port, pid);
+                addr, pid);
     else
-        srv_log(PC_LOG_ERR, "listen on %s:%u: the port is in use by another process; not starting",
-                addr, port);
+        srv_log(PC_LOG_ERR, "listen on %s: the port is in use by another process; not starting",
+                addr);
+    errno = e;
     return -1;
 }
 
-int srv_unix_socket_free(const char *path)
+int srv_unix_socket_free(const char *key, const char *path)
 {
     struct stat st;
     if (lstat(path, &st) != 0)
         return 0;
     if (!S_ISSOCK(st.st_mode)) {
-        srv_log(PC_LOG_ERR, "unix_socket %s exists and is not a socket; not replacing it", path);
+        srv_log(PC_LOG_ERR, "%s %s exists and is not a socket; not replacing it", key, path);
         return -1;
     }
     struct sockaddr_un sa;
@@ -187,11 +223,12 @@ int srv_unix_socket_free(const char *path)
         close(fd);
         if (pid > 0)
             srv_log(PC_LOG_ERR,
-                    "unix_socket %s: another server answers on it (pid %ld); "
+                    "%s %s: another server answers on it (pid %ld); "
                     "not starting",
-                    path, pid);
+                    key, path, pid);
         else
-            srv_log(PC_LOG_ERR, "unix_socket %s: another server answers on it; not starting", path);
+            srv_log(PC_LOG_ERR, "%s %s: another server answers on it; not starting", key,
+                    path);
         return -1;
     }
     close(fd);
@@ -199,11 +236,57 @@ int srv_unix_socket_free(const char *path)
     return 0;
 }
 
-void srv_unix_socket_unlink(const srv *s)
+int srv_unix_listen(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
+                    ino_t *ino)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        srv_log(PC_LOG_ERR, "%s: path too long (%zu bytes, at most %zu): %s", key, strlen(path),
+                sizeof sa.sun_path - 1, path);
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0) {
+        srv_log(PC_LOG_ERR, "%s %s: socket: %m", key, path);
+        return -1;
+    }
+    if (srv_unix_socket_free(key, path) != 0) {
+        close(fd);
+        return -1;
+    }
+    /* born with no more than perm: never a window where others may connect */
+    mode_t old = 0;
+    if (perm != 0)
+        old = umask((mode_t)(~perm & 0777));
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (perm != 0)
+        umask(old);
+    struct stat st;
+    if (rc != 0 || (perm != 0 && chmod(path, perm) != 0) || listen(fd, 511) != 0 ||
+        stat(path, &st) != 0) {
+        srv_log(PC_LOG_ERR, "%s %s: %m", key, path);
+        if (rc == 0)
+            unlink(path);
+        close(fd);
+        return -1;
+    }
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return fd;
+}
+
+void srv_unix_path_unlink(const char *path, dev_t dev, ino_t ino)
 {
     struct stat st;
-    if (s->unix_fd < 0 || lstat(s->cfg.unix_socket, &st) != 0)
-        return;
-    if (st.st_dev == s->unix_dev && st.st_ino == s->unix_ino)
-        unlink(s->cfg.unix_socket);
+    if (lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino)
+        unlink(path);
+}
+
+void srv_unix_socket_unlink(const srv *s)
+{
+    if (s->unix_fd >= 0)
+        srv_unix_path_unlink(s->cfg.unix_socket, s->unix_dev, s->unix_ino);
 }

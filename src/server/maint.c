@@ -180,34 +180,6 @@ static int listen_tcp(const char *addr, unsigned port)
     return fd;
 }
 
-static int listen_unix(const char *path)
-{
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof sa.sun_path) {
-        srv_log(PC_LOG_ERR, "unix_socket: path too long: %s", path);
-        return -1;
-    }
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (srv_unix_socket_free(path) != 0) {
-        close(fd);
-        return -1;
-    }
-    mode_t old = umask(0177); /* born 0600: never a window where others may connect */
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    umask(old);
-    if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 511) != 0) {
-        srv_log(PC_LOG_ERR, "JSON-RPC unix socket %s: %m", path);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Opens the JSON-RPC listeners; called by the master before forking so
  * that a bad address is a startup error. */
 int srv_maint_listen(srv *s);
@@ -216,13 +188,10 @@ int srv_maint_listen(srv *s)
     s->http_fd = s->unix_fd = -1;
     if (s->cfg.http_port != 0 && (s->http_fd = listen_tcp(s->cfg.http_bind, s->cfg.http_port)) < 0)
         return -1;
-    if (s->cfg.unix_socket[0] != '\0' && (s->unix_fd = listen_unix(s->cfg.unix_socket)) < 0)
+    if (s->cfg.unix_socket[0] != '\0' &&
+        (s->unix_fd = srv_unix_listen("unix_socket (JSON-RPC)", s->cfg.unix_socket, 0600, 0,
+                                      &s->unix_dev, &s->unix_ino)) < 0)
         return -1;
-    struct stat st;
-    if (s->unix_fd >= 0 && stat(s->cfg.unix_socket, &st) == 0) {
-        s->unix_dev = st.st_dev;
-        s->unix_ino = st.st_ino;
-    }
     return 0;
 }
 
@@ -236,9 +205,7 @@ void srv_maint_main(srv *s)
      * store's compression threads, created later, inherit the value. */
     if (s->cfg.maint_nice > 0 && setpriority(PRIO_PROCESS, 0, (int)s->cfg.maint_nice) != 0)
         srv_log(PC_LOG_WARN, "maint_nice %u: %m", s->cfg.maint_nice);
-    for (unsigned i = 0; i < s->cfg.workers; i++)
-        if (s->listen_fds[i] >= 0)
-            close(s->listen_fds[i]);
+    srv_resp_close(s, -1);
     char err[512];
     if (s->persist != NULL && pc_persist_after_fork(s->persist, err, sizeof err) != 0) {
         srv_log(PC_LOG_ERR, "cannot open the store in the maintenance process: %s", err);

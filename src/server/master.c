@@ -8,7 +8,8 @@
  * db_mode 1 or 2 the persist collections are loaded from the snapshot and
  * the journal replayed, so workers start warm, and the journal hook is
  * installed so every child inherits it), the server's shared state, the
- * eventfds of the slots, one SO_REUSEPORT listener per worker slot and the
+ * eventfds of the slots, the RESP listeners (listen.c: one SO_REUSEPORT
+ * socket per bind address per worker slot, the unix socket) and the
  * JSON-RPC listeners. Keeping a slot's listener open in the master means a
  * worker that dies leaves its accept queue to its replacement instead of
  * resetting those connections.
@@ -79,41 +80,6 @@ static pid_t spawn(srv *s, int role)
         srv_worker_main(s, (unsigned)role);
     }
     return pid;
-}
-
-static int open_listeners(srv *s)
-{
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)s->cfg.port);
-    if (inet_pton(AF_INET, s->cfg.bind, &sa.sin_addr) != 1) {
-        srv_log(PC_LOG_ERR, "bind: '%s' is not an IPv4 address", s->cfg.bind);
-        return -1;
-    }
-    for (unsigned i = 0; i < SRV_MAX_WORKERS; i++)
-        s->listen_fds[i] = -1;
-    if (srv_port_probe(&sa) != 0) /* never join another instance's SO_REUSEPORT group */
-        return -1;
-    for (unsigned i = 0; i < s->cfg.workers; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        int one = 1;
-        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
-            bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 511) != 0) {
-            srv_log(PC_LOG_ERR, "listen on %s:%u: %m", s->cfg.bind, ntohs(sa.sin_port));
-            if (fd >= 0)
-                close(fd);
-            return -1;
-        }
-        if (i == 0) { /* port 0: the kernel's choice, shared by every slot */
-            socklen_t len = sizeof sa;
-            getsockname(fd, (struct sockaddr *)&sa, &len);
-            s->bound_port = ntohs(sa.sin_port);
-        }
-        s->listen_fds[i] = fd;
-    }
-    return 0;
 }
 
 static int build_dbs(srv *s, char *err, size_t errlen)
@@ -246,7 +212,7 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "eventfd: %m");
         return -1;
     }
-    if (open_listeners(s) != 0 || srv_maint_listen(s) != 0)
+    if (srv_resp_listen(s) != 0 || srv_maint_listen(s) != 0)
         return -1;
     return 0;
 }
@@ -309,9 +275,8 @@ static void sup_signal(struct sup *sp, int sig)
         sp->stopping = 1;
         srv_log(PC_LOG_INFO, "signal %d: stopping (drain, then the shutdown save)", sig);
         srv_notify("STOPPING=1\nSTATUS=stopping: draining the workers");
+        srv_resp_close(s, -1);
         for (unsigned i = 0; i < s->cfg.workers; i++) {
-            close(s->listen_fds[i]);
-            s->listen_fds[i] = -1;
             if (sp->workers[i].pid > 0)
                 kill(sp->workers[i].pid, SIGTERM);
         }
@@ -381,6 +346,7 @@ int srv_master_run(srv *s)
     if (srv_pidfile_lock(s) != 0)
         return 1;
     if (setup(s) != 0) {
+        srv_resp_unlink(s);
         srv_pidfile_release(s);
         return 1;
     }
@@ -389,9 +355,10 @@ int srv_master_run(srv *s)
         srv_log(PC_LOG_ERR, "signalfd: %m");
         return 1;
     }
-    srv_log(PC_LOG_INFO, "pcached %s: %u worker(s) serving RESP on %s:%u%s%s", SRV_VERSION,
-            s->cfg.workers, s->cfg.bind, s->bound_port, s->persist ? ", store " : "",
-            s->persist ? s->cfg.db_url : "");
+    char where[2048];
+    srv_resp_describe(s, where, sizeof where);
+    srv_log(PC_LOG_INFO, "pcached %s: %u worker(s) serving RESP on %s%s%s", SRV_VERSION,
+            s->cfg.workers, where, s->persist ? ", store " : "", s->persist ? s->cfg.db_url : "");
     if (s->http_fd >= 0)
         srv_log(PC_LOG_INFO, "JSON-RPC on http://%s:%u/", s->cfg.http_bind, s->cfg.http_port);
     if (s->unix_fd >= 0)
@@ -437,6 +404,7 @@ int srv_master_run(srv *s)
         pc_persist_close(s->persist);
     }
     srv_unix_socket_unlink(s);
+    srv_resp_unlink(s);
     srv_pidfile_release(s);
     pc_cache_destroy(s->cache);
     srv_log(PC_LOG_INFO, "stopped");

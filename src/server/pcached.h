@@ -23,6 +23,7 @@
 #include "pcache_persist.h"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -35,11 +36,14 @@
 #define SRV_MAX_WORKERS 64u
 #define SRV_MAX_DBS 64u
 #define SRV_MAX_PEERS 64u
+#define SRV_MAX_BINDS 16u /* addresses in `bind` */
 
 /* ---- configuration (config.c) ---------------------------------------------- */
 typedef struct srv_config {
-    char bind[64];
+    char bind[1024]; /* RESP addresses, "127.0.0.1 ::1"; see listen.c */
     unsigned port;
+    char unixsocket[108];    /* RESP on a unix socket (sun_path size); "" = off */
+    unsigned unixsocketperm; /* its mode, octal in the file; 0 = as the umask leaves it */
     unsigned workers;
     char requirepass[256];
     char collections[2048];
@@ -205,7 +209,14 @@ typedef struct srv {
     struct srv_shm *shm;
     pc_coll *dbs[SRV_MAX_DBS];
     unsigned ndbs;
-    int listen_fds[SRV_MAX_WORKERS]; /* one SO_REUSEPORT listener per worker slot */
+    /* RESP listeners (listen.c): per worker slot, one SO_REUSEPORT socket
+     * per bind address (-1 = none: an optional address that is absent);
+     * one unix socket shared by every worker (EPOLLEXCLUSIVE), -1 = off. */
+    unsigned nbinds;
+    int listen_fds[SRV_MAX_WORKERS][SRV_MAX_BINDS];
+    int resp_unix_fd;
+    dev_t resp_unix_dev; /* the RESP unix socket this instance bound */
+    ino_t resp_unix_ino;
     int done_efd[SRV_MAX_WORKERS];   /* maintenance -> worker i: slot i answered */
     int maint_efd;                   /* worker -> maintenance: a slot is pending */
     int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
@@ -254,9 +265,41 @@ void srv_run_id(char *buf, size_t cap);
  * returns -1; 0 when the way is free. */
 int srv_pidfile_lock(srv *s);     /* takes the pidfile and writes the pid */
 void srv_pidfile_release(srv *s); /* at exit: unlinks it while still held */
-int srv_port_probe(const struct sockaddr_in *sa);
-int srv_unix_socket_free(const char *path); /* refuses a live one, removes a stale one */
-void srv_unix_socket_unlink(const srv *s);  /* only if it is still the one bound here */
+int srv_port_probe(const struct sockaddr *sa, socklen_t len);
+/* key names the setting in messages ("unix_socket", "unixsocket"). */
+int srv_unix_socket_free(const char *key, const char *path); /* refuses a live one, removes a
+                                                                stale one */
+/* Binds and listens on a unix socket at path (after srv_unix_socket_free):
+ * mode perm from its birth (0 = what the umask leaves), non-blocking when
+ * nonblock; its device and inode go to *dev, *ino. Returns the fd or -1. */
+int srv_unix_listen(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
+                    ino_t *ino);
+/* At exit: unlinks path only if it is still the socket (dev, ino). */
+void srv_unix_path_unlink(const char *path, dev_t dev, ino_t ino);
+void srv_unix_socket_unlink(const srv *s); /* the JSON-RPC one, likewise */
+
+/* listen.c: the RESP listeners */
+typedef struct srv_bind_addr {
+    struct sockaddr_storage sa; /* port not set */
+    socklen_t len;
+    int optional; /* "-addr": skipped when the machine lacks it (Redis 7) */
+    char text[64]; /* as given, without '-' and brackets */
+} srv_bind_addr;
+/* Parses `bind`: addresses separated by blanks or commas, IPv4 or IPv6
+ * ("::1" or "[::1]"), "*" = 0.0.0.0, "::*" = ::, a leading '-' marks one
+ * optional. Returns 0 with *n set (out may be NULL), or -1 with err. */
+int srv_bind_parse(const char *list, srv_bind_addr *out, unsigned max, unsigned *n, char *err,
+                   size_t errlen);
+int srv_resp_listen(srv *s); /* master, before fork: every RESP listener */
+/* Closes the RESP listeners of every slot but keep (-1: all, the unix one
+ * too; a worker keeps the unix one). */
+void srv_resp_close(srv *s, int keep);
+void srv_resp_unlink(const srv *s); /* master at exit: the RESP unix socket */
+/* A connection's address as Redis shows it: "ip:port", "[ip6]:port",
+ * "/path:0" on the unix socket; local = the server's end (laddr). */
+void srv_conn_addr(const srv *s, int fd, int local, char *buf, size_t cap);
+/* "127.0.0.1:6380, [::1]:6380, unix socket /run/p.sock": what is served */
+void srv_resp_describe(const srv *s, char *buf, size_t cap);
 /* worker.c: never returns */
 void srv_worker_main(srv *s, unsigned slot) __attribute__((noreturn));
 /* maint.c: never returns */

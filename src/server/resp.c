@@ -16,8 +16,9 @@
  *  - before AUTH (resp_limits.preauth): more than 10 arguments or a bulk
  *    over 16 KiB is Redis's "unauthenticated multibulk/bulk length"
  *    protocol error, and the connection is closed;
- *  - a malformed header (not a number, negative bulk length, a header line
- *    over 32 bytes, a bulk not followed by CRLF, N above 2^20), an inline
+ *  - a malformed header (not a number, negative bulk length or one above
+ *    512 MiB, a header line over 32 bytes, a bulk not followed by CRLF, N
+ *    above 2^20), an inline
  *    line above max_inline: "-ERR Protocol error: ..." and the connection
  *    is closed, as Redis does, since the stream can no longer be framed.
  */
@@ -32,6 +33,9 @@
 #define RESP_HDR_MAX 32 /* bytes in a "*N\r\n" or "$N\r\n" line */
 #define RESP_MULTIBULK_HARD (1u << 20)
 #define RESP_SKIP_BULK_MAX (1ull << 40) /* a refused bulk may be skipped up to this */
+/* Redis's proto-max-bulk-len default, and max_bulk's own maximum: a longer
+ * bulk is not a big argument but a broken stream, as Redis answers it. */
+#define RESP_BULK_HARD (512ull << 20)
 
 long resp_parse_header(const char *p, size_t avail, int64_t *v)
 {
@@ -313,7 +317,7 @@ int resp_parse(conn *c, const resp_limits *lim)
                          ch >= 32 && ch < 127 ? ch : '?');
                 return proto_error(c, msg);
             }
-            if (h < 0 || len < 0)
+            if (h < 0 || len < 0 || (uint64_t)len > RESP_BULK_HARD)
                 return proto_error(c, "invalid bulk length");
             if (lim->preauth && len > RESP_PREAUTH_BULK)
                 return proto_error(c, "unauthenticated bulk length");

@@ -56,7 +56,7 @@ class Server:
         deadline = time.time() + timeout
         while time.time() < deadline:
             text = self.log_text()
-            m = re.search(r"serving RESP on [0-9.]+:(\d+)", text)
+            m = re.search(r"serving RESP on \[?[0-9a-f.:]+\]?:(\d+)", text)
             if m:
                 self.port = int(m.group(1))
                 if self._ping():

@@ -387,6 +387,79 @@ int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max
     return 0;
 }
 
+/* ---- bind: the RESP listen addresses (listen.c binds them) ---------------- */
+
+static int bind_one(const char *tok, size_t n, srv_bind_addr *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (n > 0 && tok[0] == '-') {
+        a->optional = 1;
+        tok++;
+        n--;
+    }
+    if (n >= 2 && tok[0] == '[' && tok[n - 1] == ']') {
+        tok++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof a->text) {
+        snprintf(err, errlen, "bind: '%.*s' is not an IPv4 or IPv6 address", (int)(n > 80 ? 80 : n),
+                 tok);
+        return -1;
+    }
+    memcpy(a->text, tok, n);
+    a->text[n] = '\0';
+    const char *ip = a->text;
+    if (strcmp(ip, "*") == 0)
+        ip = "0.0.0.0";
+    else if (strcmp(ip, "::*") == 0)
+        ip = "::";
+    struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)&a->sa;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)&a->sa;
+    if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a->len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a->len = sizeof *a6;
+    } else {
+        snprintf(err, errlen, "bind: '%s' is not an IPv4 or IPv6 address", a->text);
+        return -1;
+    }
+    return 0;
+}
+
+int srv_bind_parse(const char *list, srv_bind_addr *out, unsigned max, unsigned *n, char *err,
+                   size_t errlen)
+{
+    static const char seps[] = " \t,";
+    unsigned k = 0;
+    for (const char *p = list + strspn(list, seps); *p != '\0'; p += strspn(p, seps)) {
+        size_t len = strcspn(p, seps);
+        srv_bind_addr a;
+        if (bind_one(p, len, &a, err, errlen) != 0)
+            return -1;
+        if (k == max) {
+            snprintf(err, errlen, "bind: more than %u addresses", max);
+            return -1;
+        }
+        for (unsigned i = 0; out != NULL && i < k; i++)
+            if (out[i].len == a.len && memcmp(&out[i].sa, &a.sa, a.len) == 0) {
+                snprintf(err, errlen, "bind: '%s' is given twice", a.text);
+                return -1;
+            }
+        if (out != NULL)
+            out[k] = a;
+        k++;
+        p += len;
+    }
+    if (k == 0) {
+        snprintf(err, errlen, "bind: no address (Redis's empty bind, no TCP, is not supported)");
+        return -1;
+    }
+    *n = k;
+    return 0;
+}
+
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
 {
     if (cfg->db_mode > 0 && cfg->db_url[0] == '\0')

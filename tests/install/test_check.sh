@@ -40,7 +40,8 @@ case_bad() { # "want-substring[|start's substring]" pcached-args...
 }
 
 store="lmdb://$tmp/data/store"
-case_bad "bind: 'localhost' is not an IPv4 address" --bind=localhost
+case_bad "bind: 'localhost' is not an IPv4 or IPv6 address" --bind=localhost
+case_bad "bind: more than 16 addresses" --bind='1.1.1.1 1.1.1.2 1.1.1.3 1.1.1.4 1.1.1.5 1.1.1.6 1.1.1.7 1.1.1.8 1.1.1.9 1.1.1.10 1.1.1.11 1.1.1.12 1.1.1.13 1.1.1.14 1.1.1.15 1.1.1.16 1.1.1.17'
 case_bad "http_bind: 'localhost' is not an IPv4 address" --http_bind=localhost --http_port=1
 case_bad "sync_bind: 'localhost' is not an IPv4 address" --sync_bind=localhost --sync_port=1
 case_bad "expected lmdb:///absolute/path" --db_url=lmdb://rel/store --db_mode=1

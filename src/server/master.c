@@ -246,6 +246,8 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "eventfd: %m");
         return -1;
     }
+    if (srv_ctab_setup(s) != 0)
+        return -1;
     if (open_listeners(s) != 0 || srv_maint_listen(s) != 0)
         return -1;
     return 0;

@@ -6,7 +6,9 @@
  *
  * One writer per table (the worker of its slot). An entry's plain fields
  * are written inside a seqlock (seq odd while written); readers retry a
- * torn copy a bounded number of times and skip the entry after that. A
+ * torn copy (yielding after a few tries, so an owner descheduled in the
+ * middle of a write can finish) for at most SRV_CTAB_READ_MS and skip the
+ * entry after that. A
  * kill is a store of the victim's id into kill_id and a write of the owner's
  * kill eventfd; the owner closes the connection when it sees its own id
  * there (an entry reused by another connection ignores a stale mark).
@@ -16,8 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#define SRV_CTAB_READ_MS 50 /* the longest a reader waits for one entry */
 
 static struct srv_client_shm *entry(const srv *s, unsigned slot, unsigned i)
 {
@@ -127,7 +132,16 @@ void srv_ctab_unpublish(srv_worker *w, conn *c)
 int srv_ctab_read(const srv *s, unsigned slot, unsigned i, struct srv_client_shm *out)
 {
     struct srv_client_shm *e = entry(s, slot, i);
-    for (int tries = 0; tries < 1000; tries++) {
+    int64_t deadline = 0;
+    for (unsigned tries = 0;; tries++) {
+        if (tries >= 64) { /* the owner may be descheduled mid-write: let it run */
+            int64_t now = pc_mono_ms();
+            if (deadline == 0)
+                deadline = now + SRV_CTAB_READ_MS;
+            else if (now > deadline)
+                return 0;
+            sched_yield();
+        }
         uint64_t id = atomic_load_explicit(&e->id, memory_order_acquire);
         if (id == 0)
             return 0;
@@ -154,7 +168,6 @@ int srv_ctab_read(const srv *s, unsigned slot, unsigned i, struct srv_client_shm
                               memory_order_relaxed);
         return 1;
     }
-    return 0;
 }
 
 void srv_ctab_mark_kill(srv *s, unsigned slot, unsigned i, uint64_t id)

@@ -112,6 +112,42 @@ class TestClientsAcrossWorkers(unittest.TestCase):
         b.cmd("SELECT", "0")
         self.assertEqual(listing(a, "ID", str(bid), "99999999")[0]["db"], "0")
 
+    def test_names_never_torn(self):
+        """Names rewritten in a loop on one worker, listed from another:
+        every copy is one of the names written (the seqlock), a name past
+        127 bytes shows its first 127 and '...'."""
+        import threading
+        info = self.spread()
+        (a, _, _, _), (b, bid, _, _) = self.pair_on_two_workers(info)
+        names = ["a" * 100, "b" * 20, "c" * 200]
+        shown = {names[0], names[1], "c" * 127 + "..."}
+        self.assertEqual(b.cmd("CLIENT", "SETNAME", names[0]), b"+OK\r\n")
+        stop = threading.Event()
+
+        def writer():
+            k = 0
+            while not stop.is_set():
+                batch = b"".join(resp_cmd("CLIENT", "SETNAME", names[(k + j) % 3])
+                                 for j in range(50))
+                b.s.sendall(batch)
+                for _ in range(50):
+                    self.assertEqual(b.f.readline(), b"+OK\r\n")
+                k += 50
+        t = threading.Thread(target=writer)
+        t.start()
+        seen = set()
+        try:
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                rows = listing(a, "ID", str(bid))
+                self.assertEqual(len(rows), 1)
+                seen.add(rows[0]["name"])
+        finally:
+            stop.set()
+            t.join()
+        self.assertTrue(seen <= shown, seen - shown)
+        self.assertGreaterEqual(len(seen), 2, "the names changed while listed")
+
     def test_kill_id_on_another_worker(self):
         info = self.spread()
         (a, _, _, _), (b, bid, _, _) = self.pair_on_two_workers(info)

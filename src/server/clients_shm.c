@@ -54,20 +54,26 @@ int srv_ctab_setup(srv *s)
 static uint32_t *free_ix;
 static unsigned nfree;
 
-int srv_ctab_worker_init(srv_worker *w)
+void srv_ctab_clear(srv *s, unsigned slot)
 {
-    srv *s = w->s;
-    struct srv_ctab_hdr *h = &s->ctab_hdr[w->slot];
-    /* a previous incarnation's entries are ghosts: free them first, so
-     * no reader sees them once we accept */
+    struct srv_ctab_hdr *h = &s->ctab_hdr[slot];
     unsigned hi = atomic_load(&h->hi);
     for (unsigned i = 0; i < hi && i < s->ctab_cap; i++) {
-        struct srv_client_shm *e = entry(s, w->slot, i);
+        struct srv_client_shm *e = entry(s, slot, i);
         atomic_store(&e->id, 0);
         atomic_store(&e->kill_id, 0);
         atomic_store(&e->seq, 0);
     }
     atomic_store(&h->hi, 0);
+}
+
+int srv_ctab_worker_init(srv_worker *w)
+{
+    srv *s = w->s;
+    /* a previous incarnation's entries are ghosts: free them first, so no
+     * reader sees them once we accept (the master cleared them when it
+     * reaped that incarnation; this covers a master that could not) */
+    srv_ctab_clear(s, w->slot);
     free_ix = malloc(sizeof *free_ix * (s->ctab_cap ? s->ctab_cap : 1));
     if (free_ix == NULL)
         return -1;
@@ -185,8 +191,7 @@ void srv_ctab_reap(srv_worker *w, void (*close_fn)(srv_worker *, conn *))
     }
     for (conn *c = w->conns; c != NULL;) {
         conn *next = c->next;
-        if (c->pub != NULL &&
-            atomic_load_explicit(&c->pub->kill_id, memory_order_acquire) == c->id)
+        if (c->pub != NULL && atomic_load_explicit(&c->pub->kill_id, memory_order_acquire) == c->id)
             close_fn(w, c);
         c = next;
     }

@@ -272,8 +272,8 @@ static void remote_line(conn *out, const struct srv_client_shm *e, char *buf, si
 }
 
 /* Calls fn for each connection of the other workers (a consistent copy). */
-static void for_remote(srv_worker *w, void (*fn)(void *, unsigned, unsigned,
-                                                 const struct srv_client_shm *),
+static void for_remote(srv_worker *w,
+                       void (*fn)(void *, unsigned, unsigned, const struct srv_client_shm *),
                        void *arg)
 {
     srv *s = w->s;
@@ -503,8 +503,7 @@ static void client_kill(srv_worker *w, conn *c, unsigned argc, const char **argv
             kill_other(o);
     }
     if (!none) {
-        struct kill_ctx k = {
-            .s = w->s, .id = id, .addr = addr, .al = al, .laddr = laddr, .ll = ll};
+        struct kill_ctx k = {.s = w->s, .id = id, .addr = addr, .al = al, .laddr = laddr, .ll = ll};
         for_remote(w, kill_remote, &k);
         killed += k.marked;
     }

@@ -274,6 +274,7 @@ static void sup_reap(struct sup *sp)
             if (sp->workers[i].pid == pid) {
                 c = &sp->workers[i];
                 snprintf(what, sizeof what, "worker %u", i);
+                srv_ctab_clear(sp->s, i); /* its connections died with it */
             }
         if (c == NULL)
             continue;

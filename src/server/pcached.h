@@ -194,9 +194,9 @@ struct srv_client_shm {
     _Atomic uint32_t seq;
     uint32_t fd;
     _Atomic uint64_t id;
-    _Atomic uint64_t kill_id; /* another worker asks the owner to close connection kill_id */
-    _Atomic uint64_t act;     /* last command: monotonic ms << 16 | its cmd_at index + 1 */
-    int64_t born_ms;          /* monotonic */
+    _Atomic uint64_t kill_id;     /* another worker asks the owner to close connection kill_id */
+    _Atomic uint64_t act;         /* last command: monotonic ms << 16 | its cmd_at index + 1 */
+    int64_t born_ms;              /* monotonic */
     uint32_t db, proto, name_len; /* name_len: the whole name's length (it may be cut) */
     char addr[112], laddr[112], name[SRV_CTAB_NAME];
 };
@@ -268,6 +268,10 @@ int srv_master_run(srv *s);
 /* clients_shm.c: maps the client tables and the kill eventfds (master,
  * before the fork); 0 or -1 (logged). */
 int srv_ctab_setup(srv *s);
+/* Frees every entry of worker slot's table: by the master once it has
+ * reaped that worker, by the worker's next incarnation before it accepts
+ * (never while the worker of the slot runs). */
+void srv_ctab_clear(srv *s, unsigned slot);
 /* notify.c: systemd readiness and status (sd_notify; no-ops without
  * NOTIFY_SOCKET); master only. srv_notify("READY=1") etc.; busy_begin sets
  * STATUS= and keeps extending the manager's timeout until busy_end. */

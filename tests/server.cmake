@@ -7,7 +7,7 @@ if(TARGET pcached)
   foreach(name test_resp test_process test_jsonrpc_config test_hostile test_instances
                test_journal_bound test_crash_all test_mgmt_door test_buffers
                test_group_commit test_systemd test_config_alias
-               test_txn test_hello test_atomic
+               test_txn test_hello test_atomic test_clients
                test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)

@@ -4,11 +4,12 @@
  * KILL, SETNAME, GETNAME, NO-EVICT, REPLY, GETREDIR, HELP) and RESET
  * (docs/pcached.md, "Connections").
  *
- * A worker knows its own connections only: CLIENT LIST and CLIENT KILL see
- * and close the connections of the worker that serves the command (the
- * kernel spreads connections over the workers' SO_REUSEPORT listeners).
- * Client ids come from one counter in shared memory, so they are unique
- * across the workers of an instance.
+ * CLIENT LIST and CLIENT KILL see the connections of every worker: the
+ * worker's own from its list, the other workers' from their client tables
+ * in shared memory (clients_shm.c); a kill of another worker's connection
+ * marks its entry and wakes that worker, which closes it. Client ids come
+ * from one counter in shared memory, so they are unique across the
+ * workers of an instance.
  *
  * The replies and errors are those of redis-server 7.0.15, checked side by
  * side byte for byte (tests/server/test_hello.py).
@@ -90,6 +91,7 @@ static int set_name(conn *c, const char *p, size_t n)
     }
     free(c->name);
     c->name = copy;
+    srv_ctab_update(c);
     return 0;
 }
 
@@ -145,8 +147,10 @@ void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const s
                        "same time");
         return;
     }
-    if (ver != 0)
+    if (ver != 0) {
         c->proto = (int)ver;
+        srv_ctab_update(c);
+    }
     reply_map(c, 7);
     reply_bulk_str(c, "server");
     reply_bulk_str(c, "redis");
@@ -179,42 +183,133 @@ void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const s
     c->reply_mode = 0;
     c->mute = 0;
     c->authed = w->s->cfg.requirepass[0] == '\0';
+    srv_ctab_update(c);
     reply_simple(c, "RESET");
 }
 
 /* ---- CLIENT ---------------------------------------------------------------------------- */
 
+/* The values of one CLIENT LIST line. */
+struct line_vals {
+    uint64_t id;
+    const char *addr, *laddr, *name, *cmd;
+    int fd, resp, wpending;
+    int64_t age, idle;
+    unsigned db;
+    size_t qbuf, qfree, argmem, rbs, rbp, omem, tot;
+};
+
 /* One CLIENT LIST line, as Redis 7.0 writes it (fields pcached has no
  * counterpart for are written with Redis's value for a plain client). */
-static void client_line(conn *out, const conn *c, const conn *self, const char *selfcmd, char *buf,
-                        size_t cap)
+static void print_line(conn *out, const struct line_vals *v, char *buf, size_t cap)
 {
-    int64_t now = pc_mono_ms();
-    size_t qbuf = c->in.len - c->in.off;
-    size_t argmem = 0;
-    for (unsigned i = 0; i < c->nargs; i++)
-        argmem += c->args[i].len;
-    size_t omem = c->out.len - c->out.off;
-    size_t tot = sizeof *c + c->in.cap + c->out.cap + c->args_cap * sizeof *c->args;
     char cmd[40];
-    const char *name = c == self ? selfcmd : c->lastcmd;
     size_t i = 0;
-    if (name == NULL)
-        name = "NULL";
-    for (; name[i] && i + 1 < sizeof cmd; i++)
-        cmd[i] = (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] + 32) : name[i];
+    for (; v->cmd[i] && i + 1 < sizeof cmd; i++)
+        cmd[i] = (v->cmd[i] >= 'A' && v->cmd[i] <= 'Z') ? (char)(v->cmd[i] + 32) : v->cmd[i];
     cmd[i] = '\0';
     int n = snprintf(buf, cap,
                      "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=N db=%u "
                      "sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu "
                      "multi-mem=0 rbs=%zu rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s "
                      "cmd=%s user=default redir=-1 resp=%d\n",
-                     (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
-                     (long long)((now - c->born_ms) / 1000), (long long)((now - c->last_ms) / 1000),
-                     c->db, qbuf, c->in.cap - c->in.len, argmem, c->in.cap, c->in.len, omem, tot,
-                     omem > 0 ? "w" : "", cmd, c->proto == 3 ? 3 : 2);
+                     (unsigned long long)v->id, v->addr, v->laddr, v->fd, v->name,
+                     (long long)v->age, (long long)v->idle, v->db, v->qbuf, v->qfree, v->argmem,
+                     v->rbs, v->rbp, v->omem, v->tot, v->wpending ? "w" : "", cmd, v->resp);
     if (n > 0)
         out_add(out, buf, (size_t)n < cap ? (size_t)n : cap - 1);
+}
+
+static void client_line(conn *out, const conn *c, const conn *self, const char *selfcmd, char *buf,
+                        size_t cap)
+{
+    int64_t now = pc_mono_ms();
+    struct line_vals v = {.id = c->id, .addr = c->addr, .laddr = c->laddr, .fd = c->fd};
+    v.name = c->name ? c->name : "";
+    v.age = (now - c->born_ms) / 1000;
+    v.idle = (now - c->last_ms) / 1000;
+    v.db = c->db;
+    v.qbuf = c->in.len - c->in.off;
+    v.qfree = c->in.cap - c->in.len;
+    for (unsigned i = 0; i < c->nargs; i++)
+        v.argmem += c->args[i].len;
+    v.rbs = c->in.cap;
+    v.rbp = c->in.len;
+    v.omem = c->out.len - c->out.off;
+    v.tot = sizeof *c + c->in.cap + c->out.cap + c->args_cap * sizeof *c->args;
+    v.wpending = v.omem > 0;
+    v.cmd = c == self ? selfcmd : c->lastcmd;
+    if (v.cmd == NULL)
+        v.cmd = "NULL";
+    v.resp = c->proto == 3 ? 3 : 2;
+    print_line(out, &v, buf, cap);
+}
+
+/* The line of another worker's connection, from its client table: the
+ * buffer sizes are that worker's own business and shown as 0. */
+static void remote_line(conn *out, const struct srv_client_shm *e, char *buf, size_t cap)
+{
+    int64_t now = pc_mono_ms();
+    uint64_t act = atomic_load_explicit(&e->act, memory_order_relaxed);
+    int64_t last = act != 0 ? (int64_t)(act >> 16) : e->born_ms;
+    const cmd_def *d = (act & 0xffffu) != 0 ? cmd_at((unsigned)(act & 0xffffu) - 1) : NULL;
+    char name[SRV_CTAB_NAME + 4];
+    if (e->name_len >= SRV_CTAB_NAME) /* cut: shown with "..." (docs) */
+        snprintf(name, sizeof name, "%s...", e->name);
+    else
+        snprintf(name, sizeof name, "%s", e->name);
+    struct line_vals v = {.id = atomic_load_explicit(&e->id, memory_order_relaxed),
+                          .addr = e->addr,
+                          .laddr = e->laddr,
+                          .name = name,
+                          .cmd = d != NULL ? d->name : "NULL",
+                          .fd = (int)e->fd,
+                          .resp = e->proto == 3 ? 3 : 2,
+                          .age = (now - e->born_ms) / 1000,
+                          .idle = now > last ? (now - last) / 1000 : 0,
+                          .db = e->db};
+    print_line(out, &v, buf, cap);
+}
+
+/* Calls fn for each connection of the other workers (a consistent copy). */
+static void for_remote(srv_worker *w,
+                       void (*fn)(void *, unsigned, unsigned, const struct srv_client_shm *),
+                       void *arg)
+{
+    srv *s = w->s;
+    struct srv_client_shm e;
+    for (unsigned slot = 0; slot < s->cfg.workers; slot++) {
+        if (slot == w->slot)
+            continue;
+        unsigned hi = atomic_load_explicit(&s->ctab_hdr[slot].hi, memory_order_acquire);
+        for (unsigned i = 0; i < hi && i < s->ctab_cap; i++)
+            if (srv_ctab_read(s, slot, i, &e))
+                fn(arg, slot, i, &e);
+    }
+}
+
+static int id_picked(const uint64_t *ids, unsigned nids, uint64_t id)
+{
+    int pick = nids == 0;
+    for (unsigned k = 0; k < nids && !pick; k++)
+        pick = ids[k] == id;
+    return pick;
+}
+
+struct list_ctx {
+    conn *out;
+    const uint64_t *ids;
+    unsigned nids;
+    char *line;
+    size_t cap;
+};
+
+static void list_remote(void *arg, unsigned slot, unsigned i, const struct srv_client_shm *e)
+{
+    (void)slot, (void)i;
+    struct list_ctx *x = arg;
+    if (id_picked(x->ids, x->nids, atomic_load_explicit(&e->id, memory_order_relaxed)))
+        remote_line(x->out, e, x->line, x->cap);
 }
 
 /* The list as one verbatim string (a temporary connection collects it). */
@@ -227,13 +322,11 @@ static void reply_clients(srv_worker *w, conn *c, const char *selfcmd, int all, 
     if (!all) {
         client_line(&tmp, c, c, selfcmd, line, sizeof line);
     } else {
-        for (conn *o = w->conns; o != NULL; o = o->next) {
-            int pick = nids == 0;
-            for (unsigned k = 0; k < nids && !pick; k++)
-                pick = ids[k] == o->id;
-            if (pick && o->fd >= 0)
+        for (conn *o = w->conns; o != NULL; o = o->next)
+            if (id_picked(ids, nids, o->id) && o->fd >= 0)
                 client_line(&tmp, o, c, selfcmd, line, sizeof line);
-        }
+        struct list_ctx x = {&tmp, ids, nids, line, sizeof line};
+        for_remote(w, list_remote, &x);
     }
     if (tmp.closing)
         reply_error(c, "ERR out of memory");
@@ -303,6 +396,28 @@ static void kill_other(conn *o)
     (void)shutdown(o->fd, SHUT_RDWR);
 }
 
+/* CLIENT KILL's filters, for the other workers' connections. */
+struct kill_ctx {
+    srv *s;
+    uint64_t id;
+    const char *addr, *laddr;
+    size_t al, ll;
+    int old_form; /* mark the first match only */
+    int64_t marked;
+};
+
+static void kill_remote(void *arg, unsigned slot, unsigned i, const struct srv_client_shm *e)
+{
+    struct kill_ctx *k = arg;
+    uint64_t id = atomic_load_explicit(&e->id, memory_order_relaxed);
+    if ((k->old_form && k->marked > 0) || (k->id != 0 && id != k->id) ||
+        (k->addr && !arg_eq(k->addr, k->al, e->addr)) ||
+        (k->laddr && !arg_eq(k->laddr, k->ll, e->laddr)))
+        return;
+    srv_ctab_mark_kill(k->s, slot, i, id);
+    k->marked++;
+}
+
 static void client_kill(srv_worker *w, conn *c, unsigned argc, const char **argv,
                         const size_t *argl)
 {
@@ -316,7 +431,12 @@ static void client_kill(srv_worker *w, conn *c, unsigned argc, const char **argv
                     kill_other(o);
                 return;
             }
-        reply_error(c, "ERR No such client");
+        struct kill_ctx k = {.s = w->s, .addr = argv[2], .al = argl[2], .old_form = 1};
+        for_remote(w, kill_remote, &k);
+        if (k.marked > 0)
+            reply_ok(c);
+        else
+            reply_error(c, "ERR No such client");
         return;
     }
     uint64_t id = 0;
@@ -381,6 +501,11 @@ static void client_kill(srv_worker *w, conn *c, unsigned argc, const char **argv
             self = 1;
         else
             kill_other(o);
+    }
+    if (!none) {
+        struct kill_ctx k = {.s = w->s, .id = id, .addr = addr, .al = al, .laddr = laddr, .ll = ll};
+        for_remote(w, kill_remote, &k);
+        killed += k.marked;
     }
     reply_int(c, killed);
     if (self)

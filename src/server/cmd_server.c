@@ -58,6 +58,7 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
         return;
     }
     c->db = (unsigned)n;
+    srv_ctab_update(c);
     c->coll = w->s->dbs[n];
     reply_ok(c);
 }

@@ -256,6 +256,7 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     else
         d->fn(w, c, argc, argv, argl);
     int64_t t1 = now_us();
+    srv_ctab_act(c, t1, (unsigned)idx); /* CLIENT LIST cmd= and idle= in other workers */
     atomic_store_explicit(&st->calls, atomic_load_explicit(&st->calls, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     atomic_store_explicit(&st->usec,

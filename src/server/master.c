@@ -212,6 +212,8 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "eventfd: %m");
         return -1;
     }
+    if (srv_ctab_setup(s) != 0)
+        return -1;
     if (srv_resp_listen(s) != 0 || srv_maint_listen(s) != 0)
         return -1;
     return 0;
@@ -238,6 +240,7 @@ static void sup_reap(struct sup *sp)
             if (sp->workers[i].pid == pid) {
                 c = &sp->workers[i];
                 snprintf(what, sizeof what, "worker %u", i);
+                srv_ctab_clear(sp->s, i); /* its connections died with it */
             }
         if (c == NULL)
             continue;

@@ -183,6 +183,32 @@ struct srv_runtime_shm {
     _Atomic int32_t log_level; /* PC_LOG_* */
 };
 
+/* The client table (clients_shm.c, docs/pcached.md "Connections"): one
+ * table of s->ctab_cap entries per worker slot, in its own MAP_SHARED
+ * mapping made by the master before the fork. Each table has one writer,
+ * the worker of its slot; other workers read it for CLIENT LIST and
+ * CLIENT KILL without locks. An entry's plain fields are a seqlock: seq is
+ * odd while the owner writes them; a reader copies them between two equal
+ * even reads of seq, else retries (a torn copy is never used). id (0 =
+ * free), kill_id and act are atomics of their own. A new incarnation of a
+ * worker clears its table before it accepts. */
+#define SRV_CTAB_MAX 4096u /* entries per worker at most (and at most maxclients) */
+#define SRV_CTAB_NAME 128u /* bytes of a name kept (with its NUL) */
+struct srv_client_shm {
+    _Atomic uint32_t seq;
+    uint32_t fd;
+    _Atomic uint64_t id;
+    _Atomic uint64_t kill_id;     /* another worker asks the owner to close connection kill_id */
+    _Atomic uint64_t act;         /* last command: monotonic ms << 16 | its cmd_at index + 1 */
+    int64_t born_ms;              /* monotonic */
+    uint32_t db, proto, name_len; /* name_len: the whole name's length (it may be cut) */
+    char addr[112], laddr[112], name[SRV_CTAB_NAME];
+};
+struct srv_ctab_hdr {
+    _Atomic uint32_t hi; /* entries [0, hi) may be in use */
+    char pad[60];
+};
+
 struct srv_shm {
     _Atomic int64_t start_unix; /* master's start time */
     char run_id[48];            /* 40 hex digits and a NUL, written before the fork */
@@ -219,6 +245,10 @@ typedef struct srv {
     ino_t resp_unix_ino;
     int done_efd[SRV_MAX_WORKERS];   /* maintenance -> worker i: slot i answered */
     int maint_efd;                   /* worker -> maintenance: a slot is pending */
+    int kill_efd[SRV_MAX_WORKERS];   /* any worker -> worker i: see your kill_id marks */
+    struct srv_ctab_hdr *ctab_hdr;   /* the client tables: one header per worker slot, */
+    struct srv_client_shm *ctab;     /* then ctab_cap entries per worker slot */
+    unsigned ctab_cap;
     int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
     dev_t unix_dev;                  /* the unix socket this instance bound (instance.c) */
     ino_t unix_ino;
@@ -246,6 +276,13 @@ int srv_runtime_poll(srv *s);
 
 /* master.c */
 int srv_master_run(srv *s);
+/* clients_shm.c: maps the client tables and the kill eventfds (master,
+ * before the fork); 0 or -1 (logged). */
+int srv_ctab_setup(srv *s);
+/* Frees every entry of worker slot's table: by the master once it has
+ * reaped that worker, by the worker's next incarnation before it accepts
+ * (never while the worker of the slot runs). */
+void srv_ctab_clear(srv *s, unsigned slot);
 /* notify.c: systemd readiness and status (sd_notify; no-ops without
  * NOTIFY_SOCKET); master only. srv_notify("READY=1") etc.; busy_begin sets
  * STATUS= and keeps extending the manager's timeout until busy_end. */

@@ -49,6 +49,7 @@ typedef struct conn {
     int64_t born_ms; /* accepted at (monotonic), for CLIENT LIST age= */
     char addr[112], laddr[112]; /* peer and local address, "ip:port" or "path:0" */
     const char *lastcmd;      /* the last command's name (CLIENT LIST cmd=), static */
+    struct srv_client_shm *pub; /* its entry in our client table, or NULL (table full) */
     int authed;
     unsigned db;
     pc_coll *coll;
@@ -269,6 +270,26 @@ void cmd_client(srv_worker *w, conn *c, unsigned argc, const char **argv, const 
 void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+/* clients_shm.c: the worker's client table (pcached.h, srv_client_shm) */
+int srv_ctab_worker_init(srv_worker *w); /* clears our table; 0 or -1 */
+void srv_ctab_publish(srv_worker *w, conn *c); /* accepted: takes an entry (or none) */
+void srv_ctab_update(conn *c);                 /* name, db or protocol changed */
+void srv_ctab_unpublish(srv_worker *w, conn *c); /* closed: frees its entry */
+/* One command ran: its index and the time, one relaxed store. */
+static inline void srv_ctab_act(conn *c, int64_t now_us, unsigned idx)
+{
+    if (c->pub != NULL)
+        atomic_store_explicit(&c->pub->act, (uint64_t)(now_us / 1000) << 16 | (idx + 1u),
+                              memory_order_relaxed);
+}
+/* Reads entry i of worker slot's table into *out; 1 when it holds a
+ * connection (a consistent copy), 0 when free or still torn after retries. */
+int srv_ctab_read(const srv *s, unsigned slot, unsigned i, struct srv_client_shm *out);
+/* Asks worker slot to close connection id (entry i) and wakes it. */
+void srv_ctab_mark_kill(srv *s, unsigned slot, unsigned i, uint64_t id);
+/* Closes our connections other workers marked (on the wake and each tick);
+ * close is worker.c's conn_close. */
+void srv_ctab_reap(srv_worker *w, void (*close)(srv_worker *, conn *));
 /* cmd_object.c: MEMORY, OBJECT */
 void cmd_memory(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_object(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);

@@ -94,6 +94,7 @@ static void conn_close(srv_worker *w, conn *c)
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
+    srv_ctab_unpublish(w, c);
     if (w->slot_waiter == c) { /* the answer will come for nobody */
         w->slot_waiter = NULL;
         w->slot_orphan = 1;
@@ -602,7 +603,7 @@ static void conn_addrs(const srv *s, conn *c)
 /* Tags for the non-connection fds in epoll (connections carry their conn *).
  * The listeners' tags are the entries of lsn: this worker's TCP listener
  * of each bind address, then the shared unix socket. */
-static char tag_signal, tag_slot, tag_commit, tag_gctimer;
+static char tag_signal, tag_slot, tag_commit, tag_gctimer, tag_kill;
 static int lsn[SRV_MAX_BINDS + 1];
 static unsigned nlsn;
 
@@ -716,6 +717,7 @@ static void accept_all(srv_worker *w, int lfd, int is_unix)
             w->conns->prev = c;
         w->conns = c;
         w->nconns++;
+        srv_ctab_publish(w, c);
         atomic_fetch_add_explicit(&w->st->clients, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&w->st->connections, 1, memory_order_relaxed);
     }
@@ -777,6 +779,10 @@ void srv_worker_main(srv *s, unsigned slot)
     w->gc_efd = w->gc_tfd = -1;
     if (gc_setup(w, s) != 0)
         _exit(1);
+    if (srv_ctab_worker_init(w) != 0) {
+        srv_log(PC_LOG_ERR, "worker setup failed: no memory for the client table");
+        _exit(1);
+    }
     atomic_store(&w->st->pid, (int64_t)getpid());
     struct srv_slot_shm *sl = &s->shm->slots[slot];
     uint32_t st = atomic_load(&sl->state);
@@ -802,6 +808,8 @@ void srv_worker_main(srv *s, unsigned slot)
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, sfd, &e);
     e.data.ptr = &tag_slot;
     epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[slot], &e);
+    e.data.ptr = &tag_kill;
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->kill_efd[slot], &e);
     if (w->gc != NULL) {
         e.data.ptr = &tag_commit;
         epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_efd, &e);
@@ -841,6 +849,8 @@ void srv_worker_main(srv *s, unsigned slot)
                 uint64_t v;
                 if (read(w->gc_efd, &v, sizeof v) == (ssize_t)sizeof v)
                     gc_finish(w);
+            } else if (p == &tag_kill) {
+                srv_ctab_reap(w, conn_close); /* another worker ran CLIENT KILL */
             } else if (p == &tag_slot) {
                 uint64_t v;
                 if (read(s->done_efd[slot], &v, sizeof v) == (ssize_t)sizeof v)
@@ -881,6 +891,7 @@ void srv_worker_main(srv *s, unsigned slot)
             if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
                 cmd_slot_answered(w);
             gc_finish(w);
+            srv_ctab_reap(w, conn_close); /* a lost eventfd write costs a second */
         }
         gc_kick(w);
         /* a closed connection still on a group commit list is freed once off it */

@@ -305,16 +305,8 @@ static void cmd_mget(srv_worker *w, conn *c, unsigned argc, const char **argv, c
 static void cmd_mset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
-    if ((argc - 1) % 2 != 0) {
-        reply_error(c, "ERR wrong number of arguments for 'mset' command");
+    if (arg_pairs_check(c, "mset", argc, argl) != 0)
         return;
-    }
-    /* check every size first: only a full arena can stop it half way */
-    for (unsigned i = 1; i < argc; i += 2)
-        if (argl[i] > PC_KEY_MAX || argl[i + 1] > PC_VALUE_MAX) {
-            reply_pc_error(c, PC_ETOOBIG);
-            return;
-        }
     for (unsigned i = 1; i < argc; i += 2) {
         int rc = pc_set(c->coll, argv[i], argl[i], argv[i + 1], argl[i + 1], 0, 0);
         if (rc != 0) {

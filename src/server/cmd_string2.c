@@ -226,15 +226,8 @@ static int rmw_msetnx(pc_coll *coll, unsigned argc, const char **argv, const siz
 static void cmd_msetnx(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
-    if ((argc - 1) % 2 != 0) {
-        reply_error(c, "ERR wrong number of arguments for 'msetnx' command");
+    if (arg_pairs_check(c, "msetnx", argc, argl) != 0)
         return;
-    }
-    for (unsigned i = 1; i < argc; i += 2)
-        if (argl[i] > PC_KEY_MAX || argl[i + 1] > PC_VALUE_MAX) {
-            reply_pc_error(c, PC_ETOOBIG);
-            return;
-        }
     int rc = rmw_msetnx(c->coll, argc, argv, argl);
     if (rc == 0)
         reply_int(c, 1);

@@ -28,6 +28,21 @@ int arg_i64(const char *p, size_t n, int64_t *out)
     return pc_parse_i64((const unsigned char *)p, n, out) == 0 ? 0 : -1;
 }
 
+int arg_pairs_check(conn *c, const char *name, unsigned argc, const size_t *argl)
+{
+    if ((argc - 1) % 2 != 0) {
+        reply_error(c, "ERR wrong number of arguments for '%s' command", name);
+        return -1;
+    }
+    /* every size before anything is written: nothing is written half way */
+    for (unsigned i = 1; i < argc; i += 2)
+        if (argl[i] > PC_KEY_MAX || argl[i + 1] > PC_VALUE_MAX) {
+            reply_pc_error(c, PC_ETOOBIG);
+            return -1;
+        }
+    return 0;
+}
+
 int arg_eq(const char *p, size_t n, const char *word)
 {
     return strlen(word) == n && strncasecmp(p, word, n) == 0;

@@ -255,6 +255,10 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
 /* shared helpers (commands.c) */
 int arg_i64(const char *p, size_t n, int64_t *out);
 int arg_eq(const char *p, size_t n, const char *word); /* case-insensitive */
+/* MSET-style key value pairs: an even count, every key and value within the
+ * engine's limits. 0, or -1 with the error queued (name: the command, lower
+ * case). */
+int arg_pairs_check(conn *c, const char *name, unsigned argc, const size_t *argl);
 void reply_pc_error(conn *c, int rc);
 /* The persistence whose journal health explains PC_EREFUSED replies (set
  * once before the workers fork; NULL = none). */

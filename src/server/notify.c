@@ -59,18 +59,25 @@ void srv_notify(const char *fmt, ...)
         srv_log(PC_LOG_WARN, "sd_notify: %s", strerror(-rc));
 }
 
+static void extend(void)
+{
+    (void)sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu",
+                     (unsigned long long)SRV_NOTIFY_EXTEND_S * 1000000ull);
+}
+
 static void *beat(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&nb.mu);
-    while (!nb.stop) {
-        (void)sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu",
-                         (unsigned long long)SRV_NOTIFY_EXTEND_S * 1000000ull);
+    for (;;) { /* busy_begin sent the first extension; one more per beat */
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_sec += SRV_NOTIFY_BEAT_S;
         while (!nb.stop && pthread_cond_timedwait(&nb.cv, &nb.mu, &t) == 0)
             ;
+        if (nb.stop)
+            break;
+        extend();
     }
     pthread_mutex_unlock(&nb.mu);
     return NULL;
@@ -83,6 +90,9 @@ void srv_notify_busy_begin(const char *status)
     srv_notify("STATUS=%s", status);
     if (nb.running)
         return;
+    /* the first extension now, not from the thread: a busy phase shorter
+     * than the thread's start still tells the manager it is busy */
+    extend();
     nb.stop = 0;
     if (pthread_create(&nb.thread, NULL, beat, NULL) != 0) {
         srv_log(PC_LOG_WARN,

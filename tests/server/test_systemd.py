@@ -102,7 +102,9 @@ class Notify(unittest.TestCase):
                 env["JOURNAL_STREAM"] = journal_stream(err)
             elif stream == "other":
                 env["JOURNAL_STREAM"] = journal_stream(self.ns)  # not stderr
-            p = subprocess.run([PCACHED, "--port=0", "--workers=1", "--bind=127.0.0.300"],
+            # an address that parses but is not this machine's: the start logs
+            # the bind error (a bad address is refused before logging starts)
+            p = subprocess.run([PCACHED, "--port=0", "--workers=1", "--bind=192.0.2.1"],
                                env=env, stdout=subprocess.DEVNULL, stderr=err, timeout=30)
             self.assertNotEqual(p.returncode, 0)
             err.seek(0)

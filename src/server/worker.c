@@ -65,6 +65,7 @@
 #define W_READ_CHUNK 16384u
 #define W_BUF_KEEP (1u << 20) /* an idle buffer larger than this is released */
 #define W_TRIM_AT (8u << 20)  /* releasing one this large also trims the heap */
+#define W_IDLE_FREE_MS 2000   /* an empty input buffer idle this long is released */
 #define W_ARGS_KEEP 1024u     /* argument slots kept between commands */
 
 static void conn_events(srv_worker *w, conn *c)
@@ -520,7 +521,9 @@ void conn_process(srv_worker *w, conn *c)
 }
 
 /* After a large command: the input buffer and the argument table go back
- * to nothing once nothing is buffered, and the heap is trimmed, so one big
+ * to nothing once nothing is buffered (an input buffer up to W_BUF_KEEP
+ * back to the two read chunks an ordinary read needs), and the heap is
+ * trimmed, so one big
  * request does not keep the worker large while the connection idles
  * (Redis's query-buffer resize is the anchor). The output buffer is
  * released the same way by conn_flush. */
@@ -533,6 +536,14 @@ static void conn_shrink(conn *c)
         free(b->p);
         b->p = NULL;
         b->cap = b->off = b->len = 0;
+    } else if (b->off == b->len && b->cap > 2 * W_READ_CHUNK) {
+        /* past a peak: back to the room an ordinary read needs */
+        char *p = realloc(b->p, 2 * W_READ_CHUNK);
+        if (p != NULL) {
+            b->p = p;
+            b->cap = 2 * W_READ_CHUNK;
+            b->off = b->len = 0;
+        }
     }
     if (c->need_args < 0 && c->args_cap > W_ARGS_KEEP) {
         free(c->args);
@@ -887,6 +898,16 @@ void srv_worker_main(srv *s, unsigned slot)
                 for (conn *c = w->conns; c != NULL; c = c->next)
                     if (!c->blocked && now - c->last_ms > (int64_t)s->cfg.idle_timeout_s * 1000)
                         conn_close(w, c);
+            /* an idle connection keeps no input buffer (Redis frees an idle
+             * client's query buffer after 2 s too): 10,000 idle clients
+             * would otherwise hold 32 KiB each */
+            for (conn *c = w->conns; c != NULL; c = c->next)
+                if (c->in.p != NULL && c->in.off == c->in.len && c->need_args < 0 &&
+                    !c->blocked && now - c->last_ms >= W_IDLE_FREE_MS) {
+                    free(c->in.p);
+                    c->in.p = NULL;
+                    c->in.cap = c->in.off = c->in.len = 0;
+                }
             /* a lost eventfd write costs at most a second */
             if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
                 cmd_slot_answered(w);

@@ -113,7 +113,7 @@ SCRIPTS = [
     [(0, "SET w 1"), (0, "WATCH w"), (0, "MULTI"), (0, "PING"), (0, "DISCARD"),
      (1, "SET w 2"), (0, "MULTI"), (0, "PING"), (0, "EXEC")],
     [(0, "WATCH"), (0, "MULTI"), (0, "PING hello"), (0, "ECHO x"), (0, "EXEC")],
-    [(0, "MULTI"), (0, "SET k v EX 100"), (0, "SET k v2 KEEPTTL GET"), (0, "PTTL k"),
+    [(0, "MULTI"), (0, "SET k v EX 100"), (0, "SET k v2 KEEPTTL GET"), (0, "TTL k"),
      (0, "GETEX k PERSIST"), (0, "TTL k"), (0, "EXEC")],
 ]
 

@@ -124,7 +124,8 @@ void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, 
     for (uint64_t o = 0; o + cell <= bytes; o += cell)
         *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
     uint64_t e = pc_chunk_entry(off, bytes, cls);
-    uint64_t was = atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);
+    uint64_t was =
+        atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);
     if (was == e)
         return;
     atomic_fetch_add_explicit(&h->class_chunks[cls], 1, memory_order_relaxed);
@@ -143,8 +144,8 @@ static void pc_arena_starved(pc_cache *c, unsigned cls)
 {
     struct pc_header_shm *h = c->hdr;
     atomic_fetch_add_explicit(&h->class_starved[cls], 1, memory_order_relaxed);
-    int64_t now = pc_mono_ms(), last = atomic_load_explicit(&h->starved_logged_ms,
-                                                            memory_order_relaxed);
+    int64_t now = pc_mono_ms(),
+            last = atomic_load_explicit(&h->starved_logged_ms, memory_order_relaxed);
     if (last != 0 && now - last < 60000)
         return;
     if (!atomic_compare_exchange_strong(&h->starved_logged_ms, &last, now))

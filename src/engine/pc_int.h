@@ -337,10 +337,10 @@ struct pc_cache {
     uint64_t epoch; /* fork epoch this handle's local state belongs to */
     uint32_t token; /* this process's owner token (0 until claimed) */
     uint32_t slot;
-    int64_t reap_next_ms; /* pc_maintain's next look for dead slots */
-    uint64_t reclaim_seen; /* pooled cells at this process's last fruitless reclaim */
-    int64_t reclaim_at_ms; /* and when it was */
-    struct pc_alloc_shm *cls; /* this slot's state in the region; NULL until claimed */
+    int64_t reap_next_ms;                /* pc_maintain's next look for dead slots */
+    uint64_t reclaim_seen;               /* pooled cells at this process's last fruitless reclaim */
+    int64_t reclaim_at_ms;               /* and when it was */
+    struct pc_alloc_shm *cls;            /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
     unsigned ncoll;

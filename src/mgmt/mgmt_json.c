@@ -78,8 +78,8 @@ static int pc_json_put_str(pc_json *j, const void *str, size_t len)
         rc = pc_json_put(j, "\"", 1);
     for (size_t i = 0; rc == 0 && i < len;) {
         size_t run = i; /* a run of bytes copied as they are */
-        while (run < len && (s[run] >= 0x80 || (s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' &&
-                                                  s[run] != '\\')))
+        while (run < len && (s[run] >= 0x80 ||
+                             (s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')))
             run++; /* UTF-8 is copied as it is: the caller checked it */
         if (run > i) {
             rc = pc_json_put(j, s + i, run - i);
@@ -403,8 +403,8 @@ int pc_json_member_bin(pc_json *j, const void *name, size_t nlen, const void *v,
     if (j->any[j->depth - 1])
         rc = pc_json_put(j, ",", 1);
     j->any[j->depth - 1] = true;
-    if (rc == 0 && (rc = pc_json_put_b64(j, name, nlen)) == 0 && (rc = pc_json_put(j, ":{", 2)) == 0 &&
-        (rc = pc_json_put(j, "\"key_b64\":", 10)) == 0 &&
+    if (rc == 0 && (rc = pc_json_put_b64(j, name, nlen)) == 0 &&
+        (rc = pc_json_put(j, ":{", 2)) == 0 && (rc = pc_json_put(j, "\"key_b64\":", 10)) == 0 &&
         (rc = pc_json_put_b64(j, name, nlen)) == 0 && (rc = pc_json_put(j, ",", 1)) == 0) {
         if (pc_text_ok(v, vlen))
             rc = pc_json_put(j, "\"value\":", 8) == 0 ? pc_json_put_str(j, v, vlen) : j->err;

@@ -140,8 +140,8 @@ int srv_check_run(srv *s, const char *file)
            file ? file : "");
     printf("# would run: %u worker(s) + 1 maintenance process, RESP on '%s' port %u%s%s, "
            "%u database(s)",
-           s->cfg.workers, s->cfg.bind, s->cfg.port, s->cfg.unixsocket[0] ? " and unix socket " : "",
-           s->cfg.unixsocket, s->ndbs);
+           s->cfg.workers, s->cfg.bind, s->cfg.port,
+           s->cfg.unixsocket[0] ? " and unix socket " : "", s->cfg.unixsocket, s->ndbs);
     for (unsigned i = 0; i < s->ndbs; i++)
         printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s->dbs[i]));
     printf(")\n# store: %s, db_mode %u\n", s->cfg.db_url[0] ? s->cfg.db_url : "none",

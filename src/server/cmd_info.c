@@ -173,8 +173,7 @@ enum {
 };
 static const char *const sec_names[S_COUNT] = {
     "server",  "clients",      "memory",     "persistence", "stats",    "replication", "cpu",
-    "modules", "commandstats", "errorstats", "cluster",     "keyspace", "pcache",
-    "metrics"};
+    "modules", "commandstats", "errorstats", "cluster",     "keyspace", "pcache",      "metrics"};
 
 static void pick_sections(unsigned argc, const char **argv, const size_t *argl, int *want)
 {

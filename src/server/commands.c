@@ -132,10 +132,9 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table,  cmd_keys_table, cmd_server_table,
-                             cmd_txn_table,     cmd_script_table, cmd_string2_table,
-                             cmd_keys2_table};
-    unsigned counts[] = {cmd_string_count, cmd_keys_count,   cmd_server_count, cmd_txn_count,
+    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table,    cmd_server_table, cmd_txn_table,
+                             cmd_script_table, cmd_string2_table, cmd_keys2_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count, cmd_txn_count,
                          cmd_script_count, cmd_string2_count, cmd_keys2_count};
     for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
@@ -274,10 +273,9 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     srv_ctab_act(c, t1, (unsigned)idx); /* CLIENT LIST cmd= and idle= in other workers */
     atomic_store_explicit(&st->calls, atomic_load_explicit(&st->calls, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    atomic_store_explicit(&st->usec,
-                          atomic_load_explicit(&st->usec, memory_order_relaxed) +
-                              (uint64_t)(t1 - t0),
-                          memory_order_relaxed);
+    atomic_store_explicit(
+        &st->usec, atomic_load_explicit(&st->usec, memory_order_relaxed) + (uint64_t)(t1 - t0),
+        memory_order_relaxed);
     if (c->nerr != nerr)
         atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
     goto out;

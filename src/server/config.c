@@ -83,7 +83,8 @@ static const srv_key srv_keys[] = {
     STR(http_bind, "127.0.0.1", "IPv4 address of the JSON-RPC HTTP listener"),
     UINT(http_port, "0", 0, 65535, "JSON-RPC over HTTP port; 0 = off"),
     STR(unix_socket, "",
-        "JSON-RPC (not RESP: see unixsocket) over HTTP on this unix socket, mode 0600; empty = off"),
+        "JSON-RPC (not RESP: see unixsocket) over HTTP on this unix socket, mode 0600; empty = "
+        "off"),
     STR(management_password, "",
         "password JSON-RPC over TCP requires (HTTP Basic or Bearer); empty = requirepass"),
     UINT(metrics_auth, "0", 0, 1,

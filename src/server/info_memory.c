@@ -44,8 +44,7 @@ size_t info_memory_arena(pc_cache *c, char *buf, size_t cap)
            (unsigned long long)m.starved);
     for (unsigned i = 0; i < n; i++)
         im_add(&b, "pcache_class_%u:chunks=%llu,cells=%llu,free=%llu,starved=%llu\r\n",
-               cl[i].cell_bytes, (unsigned long long)cl[i].chunks,
-               (unsigned long long)cl[i].cells, (unsigned long long)cl[i].free_cells,
-               (unsigned long long)cl[i].starved);
+               cl[i].cell_bytes, (unsigned long long)cl[i].chunks, (unsigned long long)cl[i].cells,
+               (unsigned long long)cl[i].free_cells, (unsigned long long)cl[i].starved);
     return b.len;
 }

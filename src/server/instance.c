@@ -227,8 +227,7 @@ int srv_unix_socket_free(const char *key, const char *path)
                     "not starting",
                     key, path, pid);
         else
-            srv_log(PC_LOG_ERR, "%s %s: another server answers on it; not starting", key,
-                    path);
+            srv_log(PC_LOG_ERR, "%s %s: another server answers on it; not starting", key, path);
         return -1;
     }
     close(fd);

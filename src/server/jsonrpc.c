@@ -13,10 +13,10 @@
  * strings, numbers, booleans (as 1/0) or null (the argument omitted). In a
  * string, every escape is standard JSON (\u00ef is U+00EF, the UTF-8
  * bytes c3 af); bytes that are not text travel as base64 under
- * "<name>_b64" or as a positional {"b64":"..."} (pcache_mgmt.h). One request per connection (Connection: close);
- * batches are refused. With a management password (management_password,
- * else requirepass) a TCP request must carry it (Authorization: Bearer or
- * Basic); the unix socket is guarded by its mode (0600).
+ * "<name>_b64" or as a positional {"b64":"..."} (pcache_mgmt.h). One request per connection
+ * (Connection: close); batches are refused. With a management password (management_password, else
+ * requirepass) a TCP request must carry it (Authorization: Bearer or Basic); the unix socket is
+ * guarded by its mode (0600).
  *
  * The door is event-driven: the maintenance loop polls every connection
  * with the rest of its work, a connection has RPC_DEADLINE_MS from its

@@ -35,7 +35,7 @@ static void rpc_arg(struct rpc_req *r, struct rpc_scratch *sc, const char *name,
     const char *val = NULL;
     size_t len = 0;
     if (json_is_null(v))
-        return; /* the argument omitted */
+        return;                                      /* the argument omitted */
     if (!b64 && name == NULL && json_is_object(v)) { /* positional {"b64":"..."} */
         json_t *e = json_object_get(v, "b64");
         if (json_object_size(v) != 1 || e == NULL) {
@@ -52,9 +52,8 @@ static void rpc_arg(struct rpc_req *r, struct rpc_scratch *sc, const char *name,
     char *num = r->num[r->nargs];
     if (b64) {
         size_t out;
-        if (!json_is_string(v) ||
-            pc_b64_decode(json_string_value(v), json_string_length(v), sc->p + sc->used,
-                          sc->cap - sc->used, &out) != 0) {
+        if (!json_is_string(v) || pc_b64_decode(json_string_value(v), json_string_length(v),
+                                                sc->p + sc->used, sc->cap - sc->used, &out) != 0) {
             r->bad_b64 = 1;
             return;
         }
@@ -65,8 +64,8 @@ static void rpc_arg(struct rpc_req *r, struct rpc_scratch *sc, const char *name,
         val = json_string_value(v);
         len = json_string_length(v);
     } else if (json_is_integer(v)) {
-        len = (size_t)snprintf(num, sizeof r->num[0], "%" JSON_INTEGER_FORMAT,
-                               json_integer_value(v));
+        len =
+            (size_t)snprintf(num, sizeof r->num[0], "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         val = num;
     } else if (json_is_real(v)) {
         len = (size_t)snprintf(num, sizeof r->num[0], "%.17g", json_real_value(v));

@@ -21,8 +21,8 @@
  * Unix socket: one listening socket, non-blocking, inherited by every
  * worker, each of which polls it with EPOLLEXCLUSIVE (one worker woken per
  * connection, no thundering herd; the others' accept4 gets EAGAIN when two
- * race) and balances its share (worker.c, unix_balance). One socket instead of one per worker because a path holds a
- * single listener; the exclusivity rules are instance.c's (a live socket
+ * race) and balances its share (worker.c, unix_balance). One socket instead of one per worker
+ * because a path holds a single listener; the exclusivity rules are instance.c's (a live socket
  * refuses the start, a stale one is removed, unlinked at exit only if it
  * is still ours). Clients on it AUTH as on TCP: requirepass is not
  * skipped (Redis does not skip it either).

@@ -145,33 +145,102 @@ struct mrow {
 };
 
 #define G(field) ((double)f->field)
-static double f_uptime(const struct figures *f) { return G(uptime_s); }
-static double f_workers(const struct figures *f) { return G(workers); }
-static double f_workers_alive(const struct figures *f) { return G(workers_alive); }
-static double f_clients(const struct figures *f) { return G(clients); }
-static double f_commands(const struct figures *f) { return G(commands); }
-static double f_connections(const struct figures *f) { return G(connections); }
-static double f_rejected(const struct figures *f) { return G(rejected); }
-static double f_proto(const struct figures *f) { return G(proto_errors); }
-static double f_mem_used(const struct figures *f) { return G(mem.chunk_bytes) + G(mem.table_bytes); }
+static double f_uptime(const struct figures *f)
+{
+    return G(uptime_s);
+}
+static double f_workers(const struct figures *f)
+{
+    return G(workers);
+}
+static double f_workers_alive(const struct figures *f)
+{
+    return G(workers_alive);
+}
+static double f_clients(const struct figures *f)
+{
+    return G(clients);
+}
+static double f_commands(const struct figures *f)
+{
+    return G(commands);
+}
+static double f_connections(const struct figures *f)
+{
+    return G(connections);
+}
+static double f_rejected(const struct figures *f)
+{
+    return G(rejected);
+}
+static double f_proto(const struct figures *f)
+{
+    return G(proto_errors);
+}
+static double f_mem_used(const struct figures *f)
+{
+    return G(mem.chunk_bytes) + G(mem.table_bytes);
+}
 static double f_mem_reserved(const struct figures *f)
 {
     return G(mem.hugepage_bytes) + G(mem.plain_bytes);
 }
-static double f_mem_free(const struct figures *f) { return G(mem.hugepage_free) + G(mem.plain_free); }
-static double f_mem_table(const struct figures *f) { return G(mem.table_bytes); }
-static double f_mem_chunks(const struct figures *f) { return G(mem.chunks); }
-static double f_mem_pinned(const struct figures *f) { return G(mem.pinned); }
-static double f_persist(const struct figures *f) { return G(persist); }
-static double f_saving(const struct figures *f) { return G(saving); }
-static double f_saves(const struct figures *f) { return G(saves); }
-static double f_save_failures(const struct figures *f) { return G(save_failures); }
-static double f_last_save_ok(const struct figures *f) { return f->last_save_rc == 0 ? 1 : 0; }
-static double f_last_save_time(const struct figures *f) { return G(last_save); }
-static double f_journal_on(const struct figures *f) { return G(journal_on); }
-static double f_journal_failing(const struct figures *f) { return G(jh.failing); }
-static double f_journal_lost(const struct figures *f) { return G(jh.lost); }
-static double f_journal_failures(const struct figures *f) { return G(jh.failures); }
+static double f_mem_free(const struct figures *f)
+{
+    return G(mem.hugepage_free) + G(mem.plain_free);
+}
+static double f_mem_table(const struct figures *f)
+{
+    return G(mem.table_bytes);
+}
+static double f_mem_chunks(const struct figures *f)
+{
+    return G(mem.chunks);
+}
+static double f_mem_pinned(const struct figures *f)
+{
+    return G(mem.pinned);
+}
+static double f_persist(const struct figures *f)
+{
+    return G(persist);
+}
+static double f_saving(const struct figures *f)
+{
+    return G(saving);
+}
+static double f_saves(const struct figures *f)
+{
+    return G(saves);
+}
+static double f_save_failures(const struct figures *f)
+{
+    return G(save_failures);
+}
+static double f_last_save_ok(const struct figures *f)
+{
+    return f->last_save_rc == 0 ? 1 : 0;
+}
+static double f_last_save_time(const struct figures *f)
+{
+    return G(last_save);
+}
+static double f_journal_on(const struct figures *f)
+{
+    return G(journal_on);
+}
+static double f_journal_failing(const struct figures *f)
+{
+    return G(jh.failing);
+}
+static double f_journal_lost(const struct figures *f)
+{
+    return G(jh.lost);
+}
+static double f_journal_failures(const struct figures *f)
+{
+    return G(jh.failures);
+}
 #undef G
 
 static const struct mrow rows[] = {
@@ -213,7 +282,10 @@ struct crow {
     size_t off; /* offset of a uint64_t in pc_coll_stats */
 };
 
-#define C(n, t, h, fld) {n, t, h, offsetof(pc_coll_stats, fld)}
+#define C(n, t, h, fld)                                                                            \
+    {                                                                                              \
+        n, t, h, offsetof(pc_coll_stats, fld)                                                      \
+    }
 static const struct crow crows[] = {
     C("collection_entries", M_GAUGE, "Entries (live and not yet reclaimed).", entries),
     C("collection_buckets", M_GAUGE, "Buckets of the table (it grows).", buckets),
@@ -282,8 +354,8 @@ int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len)
                rows[i].get(f));
     }
     if (f->last_save > 0) {
-        family_head(&b, "last_save_age_seconds", M_GAUGE,
-                    "Seconds since the last successful save.", openmetrics);
+        family_head(&b, "last_save_age_seconds", M_GAUGE, "Seconds since the last successful save.",
+                    openmetrics);
         mb_add(&b, "pcache_last_save_age_seconds %lld\n",
                (long long)(pc_wall_ms() / 1000 - f->last_save));
     }
@@ -348,8 +420,9 @@ int srv_metrics_info(const srv *s, char **out, size_t *len)
                    (unsigned long long)cval(&f->cs[i], crows[r].off));
     for (unsigned i = 0; i < f->ncoll; i++)
         if (f->ps[i].persisted)
-            mb_add(&b, "pcache_coll_%s_last_save_timestamp_seconds:%lld\r\n"
-                       "pcache_coll_%s_last_save_ok:%d\r\n",
+            mb_add(&b,
+                   "pcache_coll_%s_last_save_timestamp_seconds:%lld\r\n"
+                   "pcache_coll_%s_last_save_ok:%d\r\n",
                    f->names[i], (long long)(f->ps[i].last_save_ms / 1000), f->names[i],
                    f->ps[i].last_save_rc == 0 ? 1 : 0);
     mb_add(&b, "\r\n");
@@ -392,8 +465,11 @@ int srv_health(const srv *s, char **out, size_t *len)
     mb_add(&b,
            "],\"journal\":\"%s\",\"last_save_ok\":%s,\"last_save\":%lld,\"saving\":%s,"
            "\"workers\":%u,\"workers_alive\":%u%s}\n",
-           !f->journal_on ? "off" : f->jh.failing ? "failing" : "ok", saves_ok ? "true" : "false",
-           (long long)f->last_save, f->saving ? "true" : "false", f->workers, f->workers_alive,
+           !f->journal_on  ? "off"
+           : f->jh.failing ? "failing"
+                           : "ok",
+           saves_ok ? "true" : "false", (long long)f->last_save, f->saving ? "true" : "false",
+           f->workers, f->workers_alive,
            workers_bad ? ",\"note\":\"a worker is being restarted\"" : "");
     free(f);
     int rc = mb_done(&b, out, len);

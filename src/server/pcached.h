@@ -32,7 +32,7 @@
 #include <sys/types.h>
 
 #define SRV_VERSION pcache_version() /* the project version (src/engine/version.c) */
-#define SRV_REDIS_VERSION "7.0.0" /* what INFO and HELLO report as redis_version */
+#define SRV_REDIS_VERSION "7.0.0"    /* what INFO and HELLO report as redis_version */
 #define SRV_MAX_WORKERS 64u
 #define SRV_MAX_DBS 64u
 #define SRV_MAX_PEERS 64u
@@ -112,8 +112,8 @@ unsigned srv_config_count(void);
 /* config_alias.c: Redis's name for a key (logfile -> log_file...). 1 with
  * *key and the value in pcached's words in vbuf; 0 when name is not one;
  * -1 (err) for a Redis key pcached names differently (databases, save...). */
-int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf,
-                     size_t vcap, char *err, size_t errlen);
+int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf, size_t vcap,
+                     char *err, size_t errlen);
 unsigned srv_config_alias_count(void);
 const char *srv_config_alias_at(unsigned i, const char **key); /* Redis's name; NULL past end */
 int srv_log_level_parse(const char *s);
@@ -210,11 +210,11 @@ struct srv_ctab_hdr {
 };
 
 struct srv_shm {
-    _Atomic int64_t start_unix; /* master's start time */
-    char run_id[48];            /* 40 hex digits and a NUL, written before the fork */
-    char replid[48];            /* INFO master_replid: the same kind, another draw */
+    _Atomic int64_t start_unix;      /* master's start time */
+    char run_id[48];                 /* 40 hex digits and a NUL, written before the fork */
+    char replid[48];                 /* INFO master_replid: the same kind, another draw */
     _Atomic uint64_t next_client_id; /* CLIENT ID: one counter for every worker */
-    _Atomic int64_t last_save;  /* unix seconds of the last successful save (LASTSAVE) */
+    _Atomic int64_t last_save;       /* unix seconds of the last successful save (LASTSAVE) */
     _Atomic int32_t last_save_rc;
     _Atomic uint32_t saving;         /* 1 while the maintenance process saves */
     _Atomic uint32_t bgsave_pending; /* BGSAVEs accepted, not yet finished */
@@ -243,14 +243,14 @@ typedef struct srv {
     int resp_unix_fd;
     dev_t resp_unix_dev; /* the RESP unix socket this instance bound */
     ino_t resp_unix_ino;
-    int done_efd[SRV_MAX_WORKERS];   /* maintenance -> worker i: slot i answered */
-    int maint_efd;                   /* worker -> maintenance: a slot is pending */
-    int kill_efd[SRV_MAX_WORKERS];   /* any worker -> worker i: see your kill_id marks */
-    struct srv_ctab_hdr *ctab_hdr;   /* the client tables: one header per worker slot, */
-    struct srv_client_shm *ctab;     /* then ctab_cap entries per worker slot */
+    int done_efd[SRV_MAX_WORKERS]; /* maintenance -> worker i: slot i answered */
+    int maint_efd;                 /* worker -> maintenance: a slot is pending */
+    int kill_efd[SRV_MAX_WORKERS]; /* any worker -> worker i: see your kill_id marks */
+    struct srv_ctab_hdr *ctab_hdr; /* the client tables: one header per worker slot, */
+    struct srv_client_shm *ctab;   /* then ctab_cap entries per worker slot */
     unsigned ctab_cap;
-    int http_fd, unix_fd;            /* JSON-RPC listeners (maintenance only), -1 = off */
-    dev_t unix_dev;                  /* the unix socket this instance bound (instance.c) */
+    int http_fd, unix_fd; /* JSON-RPC listeners (maintenance only), -1 = off */
+    dev_t unix_dev;       /* the unix socket this instance bound (instance.c) */
     ino_t unix_ino;
     int pid_fd; /* the pidfile, flock(LOCK_EX)ed; -1 = no pidfile */
     unsigned bound_port;
@@ -319,7 +319,7 @@ void srv_unix_socket_unlink(const srv *s); /* the JSON-RPC one, likewise */
 typedef struct srv_bind_addr {
     struct sockaddr_storage sa; /* port not set */
     socklen_t len;
-    int optional; /* "-addr": skipped when the machine lacks it (Redis 7) */
+    int optional;  /* "-addr": skipped when the machine lacks it (Redis 7) */
     char text[64]; /* as given, without '-' and brackets */
 } srv_bind_addr;
 /* Parses `bind`: addresses separated by blanks or commas, IPv4 or IPv6

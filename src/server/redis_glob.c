@@ -19,7 +19,6 @@
  */
 #include "resp.h"
 
-
 /* tolower() of the C locale on a (signed) char, as Redis calls it: ASCII
  * letters only, every other value unchanged. */
 static int fold(int ch, int nocase)

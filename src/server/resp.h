@@ -38,17 +38,17 @@ typedef struct conn {
     uint64_t discard_bytes; /* bytes of the current skipped bulk (with its CRLF) */
     size_t want;            /* bytes the parser needs from in.off to progress */
     /* session */
-    int proto;       /* 2 or 3 (HELLO); RESP2 until HELLO 3 */
-    int mute;        /* replies of the running command are dropped (CLIENT REPLY) */
-    int reply_mode;  /* CLIENT REPLY: 0 ON, 1 OFF, 2 SKIP (the next command) */
-    int no_evict;    /* CLIENT NO-EVICT (accepted, changes nothing) */
-    uint32_t nerr;   /* error replies written (reply_error): for errorstats */
-    char errcode[16]; /* the code (first word) of the last error reply */
-    uint64_t id;     /* CLIENT ID: unique across the workers of the instance */
-    char *name;      /* CLIENT SETNAME (malloc'd), or NULL */
-    int64_t born_ms; /* accepted at (monotonic), for CLIENT LIST age= */
+    int proto;                  /* 2 or 3 (HELLO); RESP2 until HELLO 3 */
+    int mute;                   /* replies of the running command are dropped (CLIENT REPLY) */
+    int reply_mode;             /* CLIENT REPLY: 0 ON, 1 OFF, 2 SKIP (the next command) */
+    int no_evict;               /* CLIENT NO-EVICT (accepted, changes nothing) */
+    uint32_t nerr;              /* error replies written (reply_error): for errorstats */
+    char errcode[16];           /* the code (first word) of the last error reply */
+    uint64_t id;                /* CLIENT ID: unique across the workers of the instance */
+    char *name;                 /* CLIENT SETNAME (malloc'd), or NULL */
+    int64_t born_ms;            /* accepted at (monotonic), for CLIENT LIST age= */
     char addr[112], laddr[112]; /* peer and local address, "ip:port" or "path:0" */
-    const char *lastcmd;      /* the last command's name (CLIENT LIST cmd=), static */
+    const char *lastcmd;        /* the last command's name (CLIENT LIST cmd=), static */
     struct srv_client_shm *pub; /* its entry in our client table, or NULL (table full) */
     int authed;
     unsigned db;
@@ -115,11 +115,11 @@ void reply_array(conn *c, int64_t n);
 void reply_nil_array(conn *c);
 /* RESP3-aware writers: each writes the RESP3 type after HELLO 3 and the
  * RESP2 shape Redis 7 uses otherwise (docs/pcached.md, "RESP3"). */
-void reply_map(conn *c, int64_t pairs);     /* %n, or *2n */
-void reply_set(conn *c, int64_t n);         /* ~n, or *n */
-void reply_double(conn *c, double d);       /* ,d, or a bulk string */
+void reply_map(conn *c, int64_t pairs);                  /* %n, or *2n */
+void reply_set(conn *c, int64_t n);                      /* ~n, or *n */
+void reply_double(conn *c, double d);                    /* ,d, or a bulk string */
 void reply_verbatim(conn *c, const char *txt, size_t n); /* =len txt:..., or a bulk */
-void reply_bulk_str(conn *c, const char *s); /* a NUL-terminated bulk */
+void reply_bulk_str(conn *c, const char *s);             /* a NUL-terminated bulk */
 /* Writes text for an error message: printable ASCII kept, other bytes '?',
  * at most cap - 1 bytes. */
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
@@ -275,9 +275,9 @@ void cmd_hello(srv_worker *w, conn *c, unsigned argc, const char **argv, const s
 void cmd_auth(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 /* clients_shm.c: the worker's client table (pcached.h, srv_client_shm) */
-int srv_ctab_worker_init(srv_worker *w); /* clears our table; 0 or -1 */
-void srv_ctab_publish(srv_worker *w, conn *c); /* accepted: takes an entry (or none) */
-void srv_ctab_update(conn *c);                 /* name, db or protocol changed */
+int srv_ctab_worker_init(srv_worker *w);         /* clears our table; 0 or -1 */
+void srv_ctab_publish(srv_worker *w, conn *c);   /* accepted: takes an entry (or none) */
+void srv_ctab_update(conn *c);                   /* name, db or protocol changed */
 void srv_ctab_unpublish(srv_worker *w, conn *c); /* closed: frees its entry */
 /* One command ran: its index and the time, one relaxed store. */
 static inline void srv_ctab_act(conn *c, int64_t now_us, unsigned idx)

@@ -624,8 +624,8 @@ static int lsn_index(const void *p)
     return q >= lsn && q < lsn + nlsn ? (int)(q - lsn) : -1;
 }
 
-static int unix_off;         /* the unix socket is out of this worker's epoll set */
-static int64_t unix_off_ms;  /* since when */
+static int unix_off;          /* the unix socket is out of this worker's epoll set */
+static int64_t unix_off_ms;   /* since when */
 #define W_UNIX_OFF_MAX_MS 100 /* back in after this, whatever the others do */
 
 /* EPOLLEXCLUSIVE on the shared unix socket: one worker woken per arrival. */
@@ -902,8 +902,8 @@ void srv_worker_main(srv *s, unsigned slot)
              * client's query buffer after 2 s too): 10,000 idle clients
              * would otherwise hold 32 KiB each */
             for (conn *c = w->conns; c != NULL; c = c->next)
-                if (c->in.p != NULL && c->in.off == c->in.len && c->need_args < 0 &&
-                    !c->blocked && now - c->last_ms >= W_IDLE_FREE_MS) {
+                if (c->in.p != NULL && c->in.off == c->in.len && c->need_args < 0 && !c->blocked &&
+                    now - c->last_ms >= W_IDLE_FREE_MS) {
                     free(c->in.p);
                     c->in.p = NULL;
                     c->in.cap = c->in.off = c->in.len = 0;

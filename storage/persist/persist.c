@@ -1001,8 +1001,7 @@ static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
     return rc;
 }
 
-int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll,
-                              pc_persist_save_stats *out)
+int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll, pc_persist_save_stats *out)
 {
     if (p == NULL || coll == NULL || out == NULL)
         return PC_EINVAL;

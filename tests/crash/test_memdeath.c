@@ -187,8 +187,7 @@ static void test_memdeath_churn_kills_return_memory(void **state)
                   (double)leaked / NDEATHS, skip ? " without the reap" : "");
     print_message("held by dead slots: %" PRIu64 " cells; unusable: %" PRIu64 " B of %" PRIu64
                   " B carved (%.0f B per death)\n",
-                  m.on_slots - m.own_slot_cells,
-                  m.carved_bytes - m.free_bytes, m.carved_bytes,
+                  m.on_slots - m.own_slot_cells, m.carved_bytes - m.free_bytes, m.carved_bytes,
                   (double)(m.carved_bytes - m.free_bytes) / NDEATHS);
     if (skip)
         return; /* the figure of the old behaviour, for the record */
@@ -322,8 +321,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_mid_give, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memdeath_pool_lock_mid_take, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_memdeath_new_process_with_arena_full, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_memdeath_new_process_with_arena_full, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

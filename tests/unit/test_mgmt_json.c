@@ -45,8 +45,7 @@ static size_t member_bytes(json_t *o, const char *name, unsigned char *out, size
     if (!json_is_string(v))
         return (size_t)-1;
     size_t n;
-    assert_int_equal(
-        pc_b64_decode(json_string_value(v), json_string_length(v), out, cap, &n), 0);
+    assert_int_equal(pc_b64_decode(json_string_value(v), json_string_length(v), out, cap, &n), 0);
     assert_false(pc_text_ok(out, n)); /* base64 only for what is not text */
     return n;
 }
@@ -109,11 +108,11 @@ static void test_json_escaping(void **state)
         {S("\xc3\xa9"), "{\"v\":\"\xc3\xa9\""},                 /* é: copied */
         {S("na\xc3\xafve"), "{\"v\":\"na\xc3\xafve\""},         /* naïve */
         {S("\xf0\x9f\x98\x80"), "{\"v\":\"\xf0\x9f\x98\x80\""}, /* U+1F600 */
-        {S("\xff\xfe"), "{\"v_b64\":\"//4=\""},                   /* never UTF-8 */
-        {S("\xc0\x80"), "{\"v_b64\":\"wIA=\""},                   /* overlong NUL */
-        {S("\xed\xa0\x80"), "{\"v_b64\":\"7aCA\""},              /* a surrogate */
+        {S("\xff\xfe"), "{\"v_b64\":\"//4=\""},                 /* never UTF-8 */
+        {S("\xc0\x80"), "{\"v_b64\":\"wIA=\""},                 /* overlong NUL */
+        {S("\xed\xa0\x80"), "{\"v_b64\":\"7aCA\""},             /* a surrogate */
         {S("\xf4\x90\x80\x80"), "{\"v_b64\":\"9JCAgA==\""},     /* > U+10FFFF */
-        {S("\xe2\x82"), "{\"v_b64\":\"4oI=\""},                   /* truncated */
+        {S("\xe2\x82"), "{\"v_b64\":\"4oI=\""},                 /* truncated */
         {S("a\xe2\x82\xacz"), "{\"v\":\"a\xe2\x82\xacz\""},     /* € between */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -143,8 +142,12 @@ static void test_json_escaping(void **state)
 static void test_base64(void **state)
 {
     (void)state;
-    static const char *const vec[][2] = {{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},
-                                         {"foo", "Zm9v"},  {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+    static const char *const vec[][2] = {{"", ""},
+                                         {"f", "Zg=="},
+                                         {"fo", "Zm8="},
+                                         {"foo", "Zm9v"},
+                                         {"foob", "Zm9vYg=="},
+                                         {"fooba", "Zm9vYmE="},
                                          {"foobar", "Zm9vYmFy"}};
     for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
         char out[16];
@@ -158,8 +161,8 @@ static void test_base64(void **state)
         assert_int_equal(m, strlen(vec[i][0]));
         assert_memory_equal(back, vec[i][0], m);
     }
-    static const char *const bad[] = {"Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zg==Zg==", "Zm9v\n",
-                                      "Zm 9", "Zm-v", "=Zg="};
+    static const char *const bad[] = {
+        "Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zg==Zg==", "Zm9v\n", "Zm 9", "Zm-v", "=Zg="};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unsigned char back[16];
         size_t m;

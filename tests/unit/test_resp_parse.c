@@ -189,8 +189,7 @@ static void protocol_cases(void **state)
     expect("ECHO \"\\x4\" 'a\\b'\r\n", "ECHO|x4|a\\b;", "", 0);
     expect("ECHO \"a\"b\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n", 1);
     expect("ECHO 'abc\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n", 1);
-    expect("ECHO \"ab\\\"\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n",
-           1);
+    expect("ECHO \"ab\\\"\r\n", "", "-ERR Protocol error: unbalanced quotes in request\r\n", 1);
     expect("ECHO \"ab\\", "", "", 0); /* no line end yet: nothing */
     char inl[300];
     memset(inl, 'a', sizeof inl - 1);
@@ -207,20 +206,40 @@ static void redis_glob_cases(void **state)
         const char *pat, *s;
         int nocase, want;
     } cases[] = {
-        {"[", "[", 0, 0},        {"[", "", 0, 0},          {"[^]", "x", 0, 1},
-        {"[^]", "[", 0, 1},      {"[^]", "", 0, 0},        {"[^]", "ab", 0, 0},
-        {"a\\", "a\\", 0, 1},  {"a\\", "a", 0, 0},      {"[!x]", "x", 0, 1},
-        {"[!x]", "!", 0, 1},     {"[!x]", "y", 0, 0},      {"[^x", "[", 0, 1},
-        {"[^x", "x", 0, 0},      {"[abc", "b", 0, 1},      {"[abc", "d", 0, 0},
-        {"[z-a]", "m", 0, 1},    {"[x-]", "-", 0, 0},      {"[x-]", "x", 0, 1},
-        {"\\[", "[", 0, 1},      {"[\\]]", "]", 0, 1},     {"*x", "abx", 0, 1},
-        {"**x", "x", 0, 1},      {"x*", "x", 0, 1},        {"x**", "x", 0, 1},
-        {"?", "", 0, 0},         {"*", "", 0, 0},          {"a*b*c", "aXbYc", 0, 1},
-        {"a*b*c", "aXbY", 0, 0}, {"TIME*", "timeout", 1, 1}, {"TIME*", "timeout", 0, 0},
+        {"[", "[", 0, 0},
+        {"[", "", 0, 0},
+        {"[^]", "x", 0, 1},
+        {"[^]", "[", 0, 1},
+        {"[^]", "", 0, 0},
+        {"[^]", "ab", 0, 0},
+        {"a\\", "a\\", 0, 1},
+        {"a\\", "a", 0, 0},
+        {"[!x]", "x", 0, 1},
+        {"[!x]", "!", 0, 1},
+        {"[!x]", "y", 0, 0},
+        {"[^x", "[", 0, 1},
+        {"[^x", "x", 0, 0},
+        {"[abc", "b", 0, 1},
+        {"[abc", "d", 0, 0},
+        {"[z-a]", "m", 0, 1},
+        {"[x-]", "-", 0, 0},
+        {"[x-]", "x", 0, 1},
+        {"\\[", "[", 0, 1},
+        {"[\\]]", "]", 0, 1},
+        {"*x", "abx", 0, 1},
+        {"**x", "x", 0, 1},
+        {"x*", "x", 0, 1},
+        {"x**", "x", 0, 1},
+        {"?", "", 0, 0},
+        {"*", "", 0, 0},
+        {"a*b*c", "aXbYc", 0, 1},
+        {"a*b*c", "aXbY", 0, 0},
+        {"TIME*", "timeout", 1, 1},
+        {"TIME*", "timeout", 0, 0},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int got = srv_glob_match(cases[i].pat, strlen(cases[i].pat), cases[i].s,
-                                 strlen(cases[i].s), cases[i].nocase);
+        int got = srv_glob_match(cases[i].pat, strlen(cases[i].pat), cases[i].s, strlen(cases[i].s),
+                                 cases[i].nocase);
         if (got != cases[i].want)
             fail_msg("glob '%s' on '%s': %d, want %d", cases[i].pat, cases[i].s, got,
                      cases[i].want);
@@ -354,12 +373,10 @@ static void rpc_requests(void **state)
     assert_memory_equal(r.args[0].val, "\1\2\3", 3);
     srv_rpc_release(&r);
     static const char *bad64[] = {"{\"key_b64\":\"/w\"}", "{\"key_b64\":\"/x==\"}",
-                                  "{\"key_b64\":\"a=bc\"}", "{\"key_b64\":5}",
-                                  "[{\"b64\":\"*\"}]"};
+                                  "{\"key_b64\":\"a=bc\"}", "{\"key_b64\":5}", "[{\"b64\":\"*\"}]"};
     for (size_t i = 0; i < sizeof bad64 / sizeof bad64[0]; i++) {
         char req[128];
-        snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":%s}",
-                 bad64[i]);
+        snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":%s}", bad64[i]);
         assert_int_equal(rpc(req, &r), 0);
         if (!r.bad_b64)
             fail_msg("'%s' accepted", bad64[i]);

@@ -286,8 +286,7 @@ typedef struct pc_persist_save_stats {
     int64_t last_load_ms;
     int32_t last_load_rc;
 } pc_persist_save_stats;
-int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll,
-                              pc_persist_save_stats *out);
+int pc_persist_save_stats_get(const pc_persist *p, const pc_coll *coll, pc_persist_save_stats *out);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,8 @@
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
  *      version is even whenever its lock is free. Every change a lock-free
  *      reader could observe happens inside a version bracket (odd..even).
+ *      A tag's access bit (PC_TAG_REF) is no part of what readers compare:
+ *      readers set it and the eviction hand clears it outside brackets.
  *      Checked: pc_wbegin/pc_wend (even to odd to even, lock held);
  *      pc_bucket_unlock and after a dead writer's repair (even version,
  *      slots [0, used) non-zero).

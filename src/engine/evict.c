@@ -362,6 +362,21 @@ static uint64_t pc_s3_target(pc_cache *c)
     return atomic_load_explicit(&h->s3_target, memory_order_relaxed);
 }
 
+bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off)
+{
+    const struct pc_coll_shm *cs = coll->shm;
+    const struct pc_bucket_shm *b =
+        pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    if (used & PC_USED_OVF)
+        return true;
+    unsigned n = used & PC_USED_MASK;
+    for (unsigned i = 0; i < n && i < PC_SLOTS; i++)
+        if (atomic_load_explicit(&b->slot[i], memory_order_relaxed) == off)
+            return true;
+    return false;
+}
+
 enum { PC_POP_EMPTY = -1, PC_POP_KEPT = 0, PC_POP_EVICTED = 1 };
 
 /* Pops the small queue's oldest word while the queue is over its goal and
@@ -402,6 +417,8 @@ static int pc_s3_pop(pc_cache *c, uint64_t *bytes)
         return PC_POP_KEPT;
     memcpy(key, r->data, klen);
     uint64_t kh = pc_hash(key, klen);
+    if (!pc_bucket_may_hold(coll, kh, off))
+        return PC_POP_KEPT; /* gone, moved or torn: nothing to lock for */
     int64_t now = pc_mono_ms();
     uint64_t idx;
     struct pc_bucket_shm *b = pc_lock_route(coll, kh, &idx);

@@ -322,6 +322,7 @@ struct pc_header_shm {
     _Atomic uint64_t s3_ghost_off;     /* uint32_t fingerprints of keys evicted from the queue */
     uint64_t s3_ghost_mask;
     _Atomic uint64_t s3_target;      /* the small queue's length goal: a tenth of the entries */
+    _Atomic uint64_t s3_ghost_used;  /* ghost slots in use: the entries, rounded up to 2^k */
     _Atomic int64_t s3_target_at_ms; /* when s3_target was last computed */
     _Atomic uint32_t evict_rr;       /* round-robin start over evicting collections */
     _Atomic uint64_t drain_cursor;   /* where drain.c looks for a chunk next */

@@ -116,12 +116,23 @@ static void rt_release(srv *s, uint64_t g, int publish)
     rt_seen = g + 2;
 }
 
+static int rt_apply(srv *s, uint64_t g, uint64_t expect);
+
 int srv_runtime_poll(srv *s)
 {
     struct srv_runtime_shm *rt = &s->shm->rt;
     uint64_t g = atomic_load_explicit(&rt->gen, memory_order_acquire);
     if (g == rt_seen || g % 2 != 0)
         return 0; /* nothing new, or a writer is at work: the next poll */
+    return rt_apply(s, g, g);
+}
+
+/* Copies the values published at generation g into s->cfg and the log
+ * level, if gen still reads expect after the copy (g for a reader; g + 1
+ * for the writer itself, config_set); else nothing (torn) and 0. */
+static int rt_apply(srv *s, uint64_t g, uint64_t expect)
+{
+    struct srv_runtime_shm *rt = &s->shm->rt;
     srv_config n = s->cfg;
     n.idle_timeout_s = atomic_load_explicit(&rt->idle_timeout_s, memory_order_relaxed);
     n.maxclients = atomic_load_explicit(&rt->maxclients, memory_order_relaxed);
@@ -134,7 +145,7 @@ int srv_runtime_poll(srv *s)
     n.maxmemory = atomic_load_explicit(&rt->maxmemory, memory_order_relaxed);
     int policy = atomic_load_explicit(&rt->maxmemory_policy, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&rt->gen, memory_order_relaxed) != g)
+    if (atomic_load_explicit(&rt->gen, memory_order_relaxed) != expect)
         return 0; /* torn: the next poll */
     static const char *names[] = {"err", "warn", "info", "debug"};
     if (level >= 0 && level <= 3)
@@ -307,9 +318,12 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
         reply_error(c, "ERR syntax error");
         return;
     }
-    /* from the values another worker's CONFIG SET published, not this
-     * process's older copy: they are all published again below */
-    if (srv_runtime_poll(w->s))
+    /* The writer's side first, then the values the last CONFIG SET of any
+     * worker published (not this process's copy, which may be older: they
+     * are all published again below). Held until the reply: every exit
+     * releases it. */
+    uint64_t g = rt_take(w->s);
+    if (g != 0 && g != rt_seen && rt_apply(w->s, g, g + 1))
         cmd_config_limits(w);
     srv_config n = w->s->cfg;
     const char *keys_done[RT_N];
@@ -325,25 +339,25 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
                 resp_sanitize(name, sizeof name, argv[i], argl[i]);
                 reply_error(c, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
                             name);
-                return;
+                goto refused;
             }
             if (cur == NULL || strlen(cur) != argl[i + 1] ||
                 memcmp(cur, argv[i + 1], argl[i + 1]) != 0) {
                 set_failed(c, argv[i], argl[i], "can't set immutable config");
-                return;
+                goto refused;
             }
             continue; /* the value it already has */
         }
         for (unsigned d = 0; d < ndone; d++)
             if (strcmp(keys_done[d], rp->key) == 0) {
                 set_failed(c, argv[i], argl[i], "duplicate parameter");
-                return;
+                goto refused;
             }
         keys_done[ndone++] = rp->key;
         char val[64], err[256];
         if (argl[i + 1] >= sizeof val || memchr(argv[i + 1], '\0', argl[i + 1]) != NULL) {
             set_failed(c, argv[i], argl[i], "argument is not a valid value");
-            return;
+            goto refused;
         }
         memcpy(val, argv[i + 1], argl[i + 1]);
         val[argl[i + 1]] = '\0';
@@ -352,25 +366,23 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
             set_failed(c, argv[i], argl[i],
                        "argument(s) must be one of the following: debug, verbose, notice, "
                        "warning");
-            return;
+            goto refused;
         }
         if (srv_config_set(&n, rp->key, v, "CONFIG SET", err, sizeof err) != 0) {
             const char *why = strstr(err, ": ");
             set_failed(c, argv[i], argl[i], why != NULL ? why + 2 : err);
-            return;
+            goto refused;
         }
         set_policy |= strcmp(rp->key, "maxmemory_policy") == 0;
         set_maxmemory |= strcmp(rp->key, "maxmemory") == 0;
     }
-    uint64_t g = rt_take(w->s);
     if (set_policy) {
         int policy;
         char err[300];
         (void)pc_evict_policy_parse(n.maxmemory_policy, strlen(n.maxmemory_policy), &policy);
         if (srv_eviction_set_default(w->s, policy, err, sizeof err) != 0) {
-            rt_release(w->s, g, 0);
             set_failed(c, "maxmemory-policy", 16, err);
-            return;
+            goto refused;
         }
     }
     if (set_maxmemory)
@@ -386,6 +398,9 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
         srv_log_set_level(srv_log_level_parse(n.log_level));
     cmd_config_limits(w);
     reply_ok(c);
+    return;
+refused: /* nothing changed: the generation goes back as it was */
+    rt_release(w->s, g, 0);
 }
 
 /* ---- CONFIG ---------------------------------------------------------------------------- */

@@ -63,7 +63,78 @@ static int pc_drain_pick_class(pc_cache *c, unsigned cls, bool may_evict)
     return best_free >= 0 ? best_free : may_evict ? best_chunks : -1;
 }
 
-/* A chunk of class k, taken round-robin through the chunk table. */
+static int pc_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The byte offsets of class k's cells that other processes hold free (their
+ * private stacks, the rest of their bump chunks), read without a lock (a
+ * snapshot: their owners write them freely). A chunk holding one of them
+ * cannot become wholly pooled while its holder keeps it, so draining it
+ * would evict its residents for nothing. *n = how many; NULL on no memory. */
+static bool pc_push_u64(uint64_t **v, size_t *len, size_t *cap, uint64_t x)
+{
+    if (*len == *cap) {
+        uint64_t *w = realloc(*v, 2 * *cap * sizeof *w);
+        if (w == NULL)
+            return false;
+        *v = w;
+        *cap *= 2;
+    }
+    (*v)[(*len)++] = x;
+    return true;
+}
+
+static uint64_t *pc_drain_held_elsewhere(pc_cache *c, unsigned k, size_t *n)
+{
+    struct pc_header_shm *h = c->hdr;
+    uint32_t hwm = atomic_load_explicit(&h->proc_hwm, memory_order_acquire);
+    size_t cap = 256, len = 0;
+    uint64_t *v = malloc(cap * sizeof *v);
+    bool ok = v != NULL;
+    for (uint32_t i = 1; ok && i <= hwm && i < PC_MAX_PROCS; i++) {
+        uint64_t aoff = atomic_load_explicit(&h->procs[i].alloc_off, memory_order_acquire);
+        if (i == c->slot || aoff == 0 ||
+            atomic_load_explicit(&h->procs[i].token, memory_order_relaxed) == 0)
+            continue;
+        const struct pc_alloc_shm *L = (const struct pc_alloc_shm *)pc_at(c, aoff) + k;
+        pc_off bump = L->bump, end = L->end;
+        if (bump != 0 && end > bump) /* the rest of its chunk: one offset names the chunk */
+            ok = pc_push_u64(&v, &len, &cap, (uint64_t)bump << PC_OFF_SHIFT);
+        pc_off x = L->free_head;
+        for (uint32_t j = 0; ok && x != 0 && j <= L->free_count + 8; j++) {
+            ok = pc_push_u64(&v, &len, &cap, (uint64_t)x << PC_OFF_SHIFT);
+            const struct pc_free_shm *f = pc_cell(c, x);
+            x = f != NULL && f->cls == k ? f->next : 0; /* a torn link ends the walk */
+        }
+    }
+    if (!ok) {
+        free(v);
+        return NULL;
+    }
+    qsort(v, len, sizeof *v, pc_u64_cmp);
+    *n = len;
+    return v;
+}
+
+/* Whether [off, off + len) holds one of the sorted offsets. */
+static bool pc_range_holds(const uint64_t *v, size_t n, uint64_t off, uint64_t len)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] < off + len;
+}
+
+/* A chunk of class k, taken round-robin through the chunk table, that no
+ * other process holds a free cell of (if there is one; else any). */
 static bool pc_drain_pick_chunk(pc_cache *c, unsigned k, uint64_t *off, uint64_t *len)
 {
     struct pc_header_shm *h = c->hdr;
@@ -72,17 +143,26 @@ static bool pc_drain_pick_chunk(pc_cache *c, unsigned k, uint64_t *off, uint64_t
         n = h->chunk_tab_cap;
     if (n == 0)
         return false;
+    size_t nheld = 0;
+    uint64_t *held = pc_drain_held_elsewhere(c, k, &nheld);
     const _Atomic uint64_t *tab = pc_at(c, h->chunk_tab_off);
     uint64_t start = atomic_fetch_add_explicit(&h->drain_cursor, 1, memory_order_relaxed);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t e = atomic_load_explicit(&tab[(start + i) % n], memory_order_acquire);
-        if ((e & 0xff) == k && pc_chunk_e_off(e) != 0) {
+    bool found = false;
+    for (int strict = 1; strict >= 0 && !found; strict--)
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t e = atomic_load_explicit(&tab[(start + i) % n], memory_order_acquire);
+            if ((e & 0xff) != k || pc_chunk_e_off(e) == 0)
+                continue;
+            if (strict && held != NULL &&
+                pc_range_holds(held, nheld, pc_chunk_e_off(e), pc_chunk_e_len(e)))
+                continue;
             *off = pc_chunk_e_off(e);
             *len = pc_chunk_e_len(e);
-            return true;
+            found = true;
+            break;
         }
-    }
-    return false;
+    free(held);
+    return found;
 }
 
 struct pc_drain {

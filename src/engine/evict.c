@@ -530,8 +530,12 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
     if (cls < 0)
         return 0;
     if (atomic_load_explicit(&c->hdr->evict_colls, memory_order_relaxed) == 0) {
-        /* nothing may be evicted: residents of a hoarding class may move */
-        if ((off = pc_alloc_drained(c, (unsigned)cls, bytes, false)) == 0)
+        /* nothing may be evicted: residents of a hoarding class may move
+         * (a chunk that another process's free stack keeps incomplete
+         * sends the drain on to the next one) */
+        for (unsigned k = 0; k < 3 && off == 0; k++)
+            off = pc_alloc_drained(c, (unsigned)cls, bytes, false);
+        if (off == 0)
             pc_arena_starved(c, (unsigned)cls);
         return off;
     }
@@ -540,7 +544,11 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
      * class and, at the end, whatever they meet */
     for (unsigned round = 0; round < PC_EVICT_ROUNDS; round++) {
         uint64_t freed = 0;
-        if (round == PC_ANY_FROM && (off = pc_alloc_drained(c, (unsigned)cls, bytes, true)) != 0)
+        /* a drained chunk may still miss cells that sit free on another
+         * process's stack (the rebalancer takes only a chunk whose every
+         * cell is pooled): the next turns drain the next chunks */
+        if (round >= PC_ANY_FROM && round < PC_FORCE_FROM + 1 &&
+            (off = pc_alloc_drained(c, (unsigned)cls, bytes, true)) != 0)
             return off;
         (void)pc_evict_batch(c, coll, round < PC_ANY_FROM ? cls : -1, round >= PC_FORCE_FROM,
                              &freed);
@@ -564,6 +572,10 @@ uint64_t pc_evict_ahead(pc_cache *c)
                   m.hugepage_free + m.plain_free < PC_CHUNK_TARGET;
     if (!capped)
         return 0;
+    /* what this process freed (as a writer or here) is for the writers: on
+     * its stacks it could neither serve them nor complete a chunk for a
+     * starved class */
+    pc_give_all(c);
     uint64_t low = (cap != 0 && cap < m.chunk_bytes ? cap : m.chunk_bytes) / 64;
     uint64_t free_bytes = m.free_cell_bytes, evicted = 0;
     while (free_bytes < low && evicted < PC_AHEAD_MAX) {
@@ -574,5 +586,7 @@ uint64_t pc_evict_ahead(pc_cache *c)
         evicted += n;
         free_bytes += freed;
     }
+    if (evicted > 0)
+        pc_give_all(c);
     return evicted;
 }

@@ -615,6 +615,9 @@ int pc_arena_reclaim(pc_cache *c, unsigned cls);
  * holds the pool's lock. Returns how many. */
 uint64_t pc_pool_drop_range_locked(pc_cache *c, unsigned cls, uint64_t off, uint64_t bytes);
 void pc_pool_lock(pc_cache *c, struct pc_pool_shm *pool, unsigned cls);
+/* This process's free cells of every class (and its bump remainders) go to
+ * the pools, where they can complete a chunk for the rebalancer. */
+void pc_give_all(pc_cache *c);
 void pc_pool_unlock(struct pc_pool_shm *pool);
 /* The room a record's cell gives, read once from its class byte and clamped
  * to the region's end: a stale offset into a chunk re-classed since reads

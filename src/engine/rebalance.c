@@ -68,7 +68,7 @@ static long pc_ref_find(const struct pc_chunk_ref *r, size_t n, uint64_t off)
 }
 
 /* Step 1: this process's bump remainders and free stacks go to the pools. */
-static void pc_give_all(pc_cache *c)
+void pc_give_all(pc_cache *c)
 {
     for (unsigned k = 0; k < c->nclasses; k++) {
         struct pc_alloc_shm *L = &c->cls[k];

@@ -276,6 +276,67 @@ static void test_maintain_evicts_ahead(void **state)
     pc_cache_destroy(c);
 }
 
+/* a full evicting cache takes values of new sizes after another process
+ * freed cells of the full class all over its chunks: that process's
+ * maintenance call (pcached's maintenance process, the module's timer)
+ * hands them to the pools, and the drains then complete a chunk */
+static void test_new_sizes_at_the_cap(void **state)
+{
+    (void)state;
+    pc_coll *co;
+    pc_cache *c = capped("a", PC_EVICT_LRU, &co);
+    static char big[1000];
+    memset(big, 'b', sizeof big);
+    for (unsigned i = 0; i < 20000; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "big:%08u", i);
+        check_rc(pc_set(co, k, (size_t)kl, big, sizeof big, 0, 0), PC_OK);
+    }
+    int go[2], done[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        /* frees ~100 cells spread over the chunks onto its private stack */
+        close(go[1]);
+        close(done[0]);
+        unsigned freed = 0;
+        for (unsigned i = 19999; i >= 7 && freed < 100; i -= 7) {
+            char k[32];
+            int kl = snprintf(k, sizeof k, "big:%08u", i);
+            freed += pc_remove(co, k, (size_t)kl) == PC_OK;
+        }
+        pc_maint_report r;
+        (void)pc_maintain(c, PC_MAINT_EVICT, &r);
+        char b = 1;
+        (void)!write(done[1], &b, 1);
+        (void)!read(go[0], &b, 1);
+        _exit(0);
+    }
+    close(go[0]);
+    close(done[1]);
+    char b;
+    if (read(done[0], &b, 1) != 1) {
+        int st = 0;
+        waitpid(kid, &st, 0);
+        fail_msg("the child died before freeing its cells (status %d)", st);
+    }
+    static const size_t sizes[] = {1, 100, 1, 100, 300, 1000, 100, 10, 500, 2000};
+    char val[2000];
+    memset(val, 'n', sizeof val);
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "new:%u", i);
+        int rc = pc_set(co, k, (size_t)kl, val, sizes[i], 0, 0);
+        if (rc != PC_OK)
+            fail_msg("a %zu-byte value at the cap: %s", sizes[i], pc_strerror(rc));
+    }
+    (void)!write(go[1], &b, 1);
+    int st;
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    pc_cache_destroy(c);
+}
+
 /* forked writers evict while a reader checks every value it reads */
 static void test_forked_writers_and_reader(void **state)
 {
@@ -340,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_volatile_spares_persistent_keys),
         cmocka_unit_test(test_hook_and_event),
         cmocka_unit_test(test_maintain_evicts_ahead),
+        cmocka_unit_test(test_new_sizes_at_the_cap),
         cmocka_unit_test(test_forked_writers_and_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * lifecycle of the shared cache inside OpenSIPS.
  *
  * mod_init (main process, before fork) checks the parameters, runs the
- * optional selftests, creates the cache, registers the "perf" cachedb
+ * optional selftests, creates the cache, applies maxmemory and the
+ * eviction policies (cdbp_evict.c), registers the "perf" cachedb
  * engine, opens the store and runs the db_mode startup load, so every
  * worker starts with a warm cache. The module's own process, "cachedb_perf
  * maintenance", ticks once a second: it grows the tables, sweeps expired
@@ -107,6 +108,8 @@ static const param_export_t cdbp_params[] = {
     {"pull_max_key", INT_PARAM, &cdbp_pull_max_key},
     {"pull_max_value", INT_PARAM, &cdbp_pull_max_value},
     {"pull_slots", INT_PARAM, &cdbp_pull_slots},
+    {"eviction", STR_PARAM, &cdbp_eviction},
+    {"maxmemory", INT_PARAM | STR_PARAM | USE_FUNC_PARAM, (void *)cdbp_maxmemory_param},
     {0, 0, 0}};
 
 /* clusterer is a soft dependency: when loaded it initialises first (the
@@ -184,14 +187,16 @@ static void cdbp_maint_tick(void)
         what |= PC_MAINT_GROW;
     if (cdbp_sweep_period > 0 && runs % (unsigned long)cdbp_sweep_period == 0)
         what |= PC_MAINT_SWEEP;
+    if (cdbp_evict_active()) /* ahead of need: writers seldom evict themselves */
+        what |= PC_MAINT_EVICT;
     if (what != 0) {
         pc_maint_report rep;
         int rc = pc_maintain(cdbp_cache, what, &rep);
         if (rc != 0 && rc != PC_EBUSY)
             LM_ERR("maintenance failed: %s\n", pc_store_strerror(rc));
-        else if (rc == 0 && (rep.splits || rep.reaped || rep.procs_reaped))
-            LM_DBG("maintenance: %u splits, %u drained, %u reaped\n", rep.splits, rep.drained,
-                   rep.reaped);
+        else if (rc == 0 && (rep.splits || rep.reaped || rep.procs_reaped || rep.evicted))
+            LM_DBG("maintenance: %u splits, %u drained, %u reaped, %u evicted\n", rep.splits,
+                   rep.drained, rep.reaped, rep.evicted);
     }
     if (cdbp_persist != NULL && cdbp_journal != NULL && cdbp_journal[0] != '\0')
         cdbp_journal_rpc_running();
@@ -400,6 +405,9 @@ static int mod_init(void)
                 "tier %d (%s)%s\n",
                 pc_coll_count(cdbp_cache), cdbp_mem_mb, cdbp_hugepage_mb, ms.tier,
                 pc_tier_name(ms.tier), ms.hugepage_bytes && !ms.pinned ? ", not pinned" : "");
+    /* before the startup load (cdbp_open_persistence) and the fork */
+    if (cdbp_evict_setup() != 0)
+        return -1;
 
     if (cdbp_cdb_init(cdbp_urls) != 0)
         return -1;

@@ -52,6 +52,7 @@ extern int cdbp_pull_negative_ms;  /* pull_negative_ms */
 extern int cdbp_pull_max_key;      /* pull_max_key, bytes */
 extern int cdbp_pull_max_value;    /* pull_max_value, bytes */
 extern int cdbp_pull_slots;        /* pull_slots */
+extern char *cdbp_eviction;        /* eviction: "coll=policy;coll=policy" */
 
 /* ---- live state (created in mod_init, inherited by every process) -------- */
 extern pc_cache *cdbp_cache;
@@ -162,6 +163,18 @@ int cdbp_events_expired(const char *list);
  * creation (EVI is not ready to deliver from mod_init). */
 void cdbp_events_boot(void);
 extern const stat_export_t cdbp_stats[];
+
+/* ---- eviction (cdbp_evict.c) -------------------------------------------- */
+/* The maxmemory modparam's setter (an int in bytes, or a string with
+ * Redis's units). */
+int cdbp_maxmemory_param(modparam_t type, void *val);
+/* In mod_init, after pc_cache_create and before the startup load: checks
+ * and applies maxmemory and every collection's eviction policy (the engine
+ * keeps both in shared memory, for every process). 0 or -1 (logged). */
+int cdbp_evict_setup(void);
+/* 1 when some collection's policy evicts (the maintenance tick then
+ * evicts ahead of need). */
+int cdbp_evict_active(void);
 
 /* ---- startup selftests (cdbp_selftest.c) --------------------------------- */
 int cdbp_arena_selftest_run(void);

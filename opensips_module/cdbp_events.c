@@ -221,6 +221,7 @@ CDBP_STAT_FN(expired)
 CDBP_STAT_FN(destroyed)
 CDBP_STAT_FN(seqlock_retries)
 CDBP_STAT_FN(nomem)
+CDBP_STAT_FN(evicted)
 CDBP_STAT_FN(splits)
 CDBP_STAT_FN(reads)
 CDBP_STAT_FN(lock_fallbacks)
@@ -292,13 +293,11 @@ static unsigned long cdbp_stat_last_save_age(void *ctx)
 #field, STAT_IS_FUNC | STAT_NO_RESET, (stat_var **)cdbp_stat_##field                       \
     }
 
-const stat_export_t cdbp_stats[] = {CDBP_STAT(entries),         CDBP_STAT(buckets),
-                                    CDBP_STAT(overflow),        CDBP_STAT(hits),
-                                    CDBP_STAT(misses),          CDBP_STAT(stores),
-                                    CDBP_STAT(removes),         CDBP_STAT(expired),
-                                    CDBP_STAT(destroyed),       CDBP_STAT(nomem),
-                                    CDBP_STAT(seqlock_retries), CDBP_STAT(splits),
-                                    CDBP_STAT(reads),           CDBP_STAT(lock_fallbacks),
-                                    CDBP_STAT(memory_used),     CDBP_STAT(memory_free),
-                                    CDBP_STAT(journal_failing), CDBP_STAT(saves_failing),
-                                    CDBP_STAT(last_save_age),   {0, 0, 0}};
+const stat_export_t cdbp_stats[] = {
+    CDBP_STAT(entries),       CDBP_STAT(buckets),       CDBP_STAT(overflow),
+    CDBP_STAT(hits),          CDBP_STAT(misses),        CDBP_STAT(stores),
+    CDBP_STAT(removes),       CDBP_STAT(expired),       CDBP_STAT(destroyed),
+    CDBP_STAT(nomem),         CDBP_STAT(evicted),       CDBP_STAT(seqlock_retries),
+    CDBP_STAT(splits),        CDBP_STAT(reads),         CDBP_STAT(lock_fallbacks),
+    CDBP_STAT(memory_used),   CDBP_STAT(memory_free),   CDBP_STAT(journal_failing),
+    CDBP_STAT(saves_failing), CDBP_STAT(last_save_age), {0, 0, 0}};

@@ -7,8 +7,10 @@ header naming the operation and the route answers 200 with an X-Res header),
 calls every MI command over mi_http (JSON-RPC) and checks the replies,
 checks the events (event_route counters), the statistics, the shutdown save
 (db_mode 2) and the startup load after a restart, and that a bad collection
-URL or a bad db_url fails startup with a clear message. Every OpenSIPS it
-starts is stopped, also on failure.
+URL or a bad db_url fails startup with a clear message. Then eviction: a
+collection that evicts (allkeys-s3fifo) under a small maxmemory, filled from
+the script past the cap. Every OpenSIPS it starts is stopped, also on
+failure.
 
 Then the same with db_url an ODBC target (an SQLite file through the SQLite3
 ODBC driver: DSN and connection-string forms, rows checked in the database),
@@ -180,6 +182,25 @@ route {
         $var(ok) = 0;
         while ($var(i) < $(hdr(X-Val){s.int})) {
             if (cache_store("perf:th", "big-$var(i)", $var(b)))
+                $var(ok) = $var(ok) + 1;
+            $var(i) = $var(i) + 1;
+        }
+        $var(r) = "stored:" + $var(ok);
+    } else if ($var(op) == "fill_evict") {
+        # X-Val 1 KiB values into th, keys ev-<X-Start + i>: more than the
+        # eviction node's maxmemory holds (max_while_loops caps a loop at
+        # 10000 turns, so the test sends several requests)
+        $var(b) = "0123456789abcdef";
+        $var(i) = 0;
+        while ($var(i) < 6) {
+            $var(b) = $var(b) + $var(b);
+            $var(i) = $var(i) + 1;
+        }
+        $var(i) = $(hdr(X-Start){s.int});
+        $var(end) = $var(i) + $(hdr(X-Val){s.int});
+        $var(ok) = 0;
+        while ($var(i) < $var(end)) {
+            if (cache_store("perf:th", "ev-$var(i)", $var(b)))
                 $var(ok) = $var(ok) + 1;
             $var(i) = $var(i) + 1;
         }
@@ -435,6 +456,7 @@ def run(args):
                     % os.path.join(work, "shared.sqlite"))
         if "lmdb" in args.only:
             run_lmdb(args, work, cap, nodes)
+            run_evict(args, work, cap, nodes)
         if "odbc" in args.only:
             run_odbc(args, work, cap, nodes)
         sync_ran = False
@@ -764,6 +786,142 @@ def run_lmdb(args, work, cap, nodes):
         check(d.sip("group_fetch", "g-7") == "hit:x7", "the snapshot under the journal loaded")
         d.stop()
         print("ok  journal: th (everysec) write survived kill -9; sessions (no journal) did not")
+
+EVICT_CAP = 4 * 1024 * 1024  # the eviction node's maxmemory, "4mb"
+EVICT_PARAMS = ('modparam("cachedb_perf", "eviction", "th=allkeys-s3fifo; sessions=noeviction")\n'
+                'modparam("cachedb_perf", "maxmemory", %s)')
+
+
+def th_keys(node, glob):
+    """Every key of th matching glob, through perf_scan."""
+    seen, cursor = set(), 0
+    for _ in range(10000):
+        sc = result(node.mi("perf_scan", [cursor, glob, 1000, "th"]), "perf_scan th")
+        seen.update(x["key"] if isinstance(x, dict) else x for x in sc["keys"])
+        cursor = int(sc["cursor"])
+        if cursor == 0:
+            break
+    return seen
+
+
+def run_evict(args, work, cap, nodes):
+    """Eviction (README "Eviction"): th evicts (allkeys-s3fifo) under a 4 MiB
+    maxmemory, sessions does not; a script loop stores five times what fits.
+    Every store succeeds, th counts its evictions in perf_stats and in the
+    OpenSIPS statistics, sessions keeps every key (and its writes at the cap
+    succeed by evicting from th), and after kill -9 the journal replay brings
+    back no evicted key. The refused settings fail startup, saying why."""
+    # ---- the refused settings: each fails startup with a line naming it
+    for name, params, want in (
+            ("evbad-lfu", 'modparam("cachedb_perf", "eviction", "th=allkeys-lfu")',
+             "\"allkeys-lfu\" is a Redis policy pcache does not have: use allkeys-s3fifo"),
+            ("evbad-pol", 'modparam("cachedb_perf", "eviction", "th=newest-first")',
+             "\"newest-first\" is not a policy: noeviction, allkeys-lru"),
+            ("evbad-coll", 'modparam("cachedb_perf", "eviction", "calls=allkeys-lru")',
+             "eviction: \"calls\" is not a declared collection"),
+            ("evbad-twice", 'modparam("cachedb_perf", "eviction", "th=allkeys-lru,th=noeviction")',
+             "eviction: \"th\" is given twice"),
+            ("evbad-mem", 'modparam("cachedb_perf", "maxmemory", "4 parsecs")',
+             "maxmemory: \"4 parsecs\" is not a byte count")):
+        bad = OpenSIPS(args, work, name, db_url="lmdb://" + os.path.join(work, "evbad"),
+                       extra_params=params)
+        nodes.append(bad)
+        rc = bad.start(expect_fail=True)
+        line = [ln for ln in bad.logtext().splitlines() if want in ln]
+        check(rc != 0 and line, "%s: startup did not fail naming the setting:\n%s"
+              % (name, bad.tail()))
+        print("ok  startup refused:", line[0].strip()[line[0].find("ERROR"):])
+
+    # ---- the eviction node: a store of its own, th journaled (everysec)
+    store = "lmdb://" + os.path.join(work, "evstore")
+    e = OpenSIPS(args, work, "evict1", db_url=store, extra_params=EVICT_PARAMS % '"4mb"')
+    nodes.append(e)
+    e.start()
+    log = e.logtext()
+    check("eviction: th=allkeys-s3fifo; maxmemory %d bytes" % EVICT_CAP in log,
+          "the eviction settings are logged at startup:\n" + e.tail())
+    check("collection th is persisted and evicts (allkeys-s3fifo)" in log,
+          "the persisted, evicting th is warned about:\n" + e.tail())
+    for i in range(50):
+        check(e.sip("store", "keep-%d" % i, "k%d" % i, ttl=0) == "stored", "store keep-%d" % i)
+    per, rounds = 5000, 4  # 20000 values of 1 KiB into a 4 MiB cap
+    t0 = time.time()
+    for r in range(rounds):
+        got = e.sip("fill_evict", "", str(per), start=str(r * per))
+        check(got == "stored:%d" % per, "every store succeeds while evicting: round %d: %s"
+              % (r, got))
+    secs = time.time() - t0
+    time.sleep(2)  # maintenance ticks: the table grows, eviction ahead of need runs at the cap
+    st = result(cap.mi(e, "cachedb_perf:perf_stats", {"collection": "th"}), "perf_stats th")
+    th = st["collections"][0]
+    check(th["eviction"] == "allkeys-s3fifo" and th["evicted"] > 0,
+          "perf_stats th: eviction and evicted: %s" % th)
+    check(th["entries"] < per * rounds and th["evicted"] + th["entries"] >= per * rounds,
+          "th holds less than was stored, the rest evicted: %d entries, %d evicted"
+          % (th["entries"], th["evicted"]))
+    check(st["maxmemory"] == EVICT_CAP and st["evicted"] >= th["evicted"],
+          "perf_stats maxmemory and evicted: %s / %s" % (st["maxmemory"], st["evicted"]))
+    # the cap binds (racing carvers may pass it by a chunk each)
+    chunk = st["arena_bytes"] // max(st["arena_chunks"], 1)
+    check(st["arena_bytes"] <= EVICT_CAP + 4 * chunk,
+          "arena_bytes %d within maxmemory %d (+ a chunk per racing process)"
+          % (st["arena_bytes"], EVICT_CAP))
+    check(e.sip("group_fetch", "ev-%d" % (per * rounds - 1)).startswith("hit:"),
+          "the last key stored is there")
+    allst = result(e.mi("perf_stats"), "perf_stats all (eviction node)")
+    sess = [c for c in allst["collections"] if c["collection"] == "sessions"][0]
+    check(sess["eviction"] == "noeviction" and sess["evicted"] == 0,
+          "sessions does not evict: %s" % sess)
+    check(all(e.sip("fetch", "keep-%d" % i) == "hit:k%d" % i for i in range(50)),
+          "the noeviction collection kept every key through th's evictions")
+    # at the cap, a write into the noeviction collection makes room from th
+    ev0 = th["evicted"]
+    for i in range(50, 150):
+        check(e.sip("store", "keep-%d" % i, "x" * 900, ttl=0) == "stored",
+              "a noeviction write at the cap: keep-%d" % i)
+    th1 = result(e.mi("perf_stats", ["th"]), "perf_stats th again")["collections"][0]
+    stats = result(e.mi("get_statistics", [["cachedb_perf:"]]), "get_statistics evicted")
+    check(stats.get("cachedb_perf:evicted", 0) >= th1["evicted"] > 0,
+          "the OpenSIPS statistic evicted: %s vs perf_stats %d"
+          % (stats.get("cachedb_perf:evicted"), th1["evicted"]))
+    result(e.mi("perf_stats_reset", ["th"]), "perf_stats_reset th")
+    th2 = result(e.mi("perf_stats", ["th"]), "perf_stats th after reset")["collections"][0]
+    stats2 = result(e.mi("get_statistics", [["cachedb_perf:"]]), "get_statistics after reset")
+    check(th2["evicted"] < th1["evicted"] and
+          stats2["cachedb_perf:evicted"] >= stats["cachedb_perf:evicted"],
+          "perf_stats_reset re-baselines evicted, the statistic stays cumulative: %d -> %d, "
+          "%d -> %d" % (th1["evicted"], th2["evicted"], stats["cachedb_perf:evicted"],
+                        stats2["cachedb_perf:evicted"]))
+    print("ok  eviction: %d x 1 KiB stores into th under maxmemory 4mb in %.2f s, all stored; "
+          "th %d entries, %d evicted (allkeys-s3fifo); sessions (noeviction) kept its 50 keys and "
+          "took 100 more at the cap (th evicted %d more); statistic evicted %d"
+          % (per * rounds, secs, th["entries"], th["evicted"], th1["evicted"] - ev0,
+             stats["cachedb_perf:evicted"]))
+
+    # ---- kill -9, then the journal replay: evictions were journaled, so no
+    # evicted key comes back (maxmemory as an int this time)
+    time.sleep(2.5)  # the drainer's write-out + fdatasync
+    before = th_keys(e, "ev-*")
+    e.kill9()
+    e2 = OpenSIPS(args, work, "evict2", db_url=store, extra_params=EVICT_PARAMS % EVICT_CAP)
+    nodes.append(e2)
+    e2.start()
+    after = th_keys(e2, "ev-*")
+    check(after and after <= before,
+          "journal replay: th's keys after kill -9 are a subset of those before (%d of %d; "
+          "%d evicted keys came back)" % (len(after), len(before), len(after - before)))
+    st = result(e2.mi("perf_stats", ["th"]), "perf_stats th after replay")
+    check(st["maxmemory"] == EVICT_CAP and st["collections"][0]["eviction"] == "allkeys-s3fifo",
+          "settings after restart (maxmemory as an int): %s" % st["maxmemory"])
+    got = e2.sip("fill_evict", "", str(per), start=str(rounds * per))
+    th3 = result(e2.mi("perf_stats", ["th"]), "perf_stats th after refill")["collections"][0]
+    check(got == "stored:%d" % per and th3["evicted"] > 0,
+          "after the replay, stores at the cap still succeed by evicting: %s, %d evicted"
+          % (got, th3["evicted"]))
+    e2.stop()
+    print("ok  eviction journaled: after kill -9 the replay holds %d of th's %d keys, none that "
+          "was evicted; %d more stores evicted %d" % (len(after), len(before), per,
+                                                      th3["evicted"]))
 
 
 def sql_rows(db, query, params=()):

@@ -17,4 +17,7 @@ int bench_cmd_store(int argc, char **argv);
 /* pcache-bench server [--quick] [--json] [--pcached PATH] [--redis-server PATH] ... */
 int bench_cmd_server(int argc, char **argv);
 
+/* pcache-bench evict [--quick] [--json] [--runs N] (bench_evict.c) */
+int bench_cmd_evict(int argc, char **argv);
+
 #endif

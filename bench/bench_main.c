@@ -29,6 +29,10 @@ static const struct bench_cmd cmds[] = {
      "      the ODBC exporter's save and load on SQLite, PostgreSQL and MariaDB servers\n"
      "      it starts, vs row-by-row autocommit and psql \\copy; 100k and 1M rows"},
 #endif
+    {"evict", bench_cmd_evict,
+     "evict [--quick] [--json] [--runs N]\n"
+     "      GET hit cost with the access bit (allkeys-lru, allkeys-s3fifo) vs noeviction,\n"
+     "      steady and on a first read; SET of new keys at the cap vs with room"},
     {"server", bench_cmd_server,
      "server [--quick] [--json] [--pcached PATH] [--redis-server PATH] [--pogocache PATH]\n"
      "      [--seconds S] [--keys N] [--no-redis-benchmark]\n"

@@ -87,6 +87,10 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
     struct pc_proc_shm *me = &h->procs[c->slot];
     uint32_t cell = c->class_size[cls];
     uint64_t bytes = pc_chunk_bytes(cell);
+    /* the cap of pc_set_maxmemory: racing carvers may pass it by a chunk each */
+    uint64_t cap = atomic_load_explicit(&h->maxmemory, memory_order_relaxed);
+    if (cap != 0 && atomic_load_explicit(&h->chunk_bytes, memory_order_relaxed) + bytes > cap)
+        return PC_ENOMEM;
     uint64_t slot = atomic_fetch_add(&h->chunk_tab_len, 1);
     if (slot >= h->chunk_tab_cap) {
         atomic_fetch_sub(&h->chunk_tab_len, 1);
@@ -140,7 +144,7 @@ void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, 
 /* A refused allocation: counted per class, and, at most once a minute per
  * cache, a warning that says what the free memory is doing (the memory
  * doctor's words: which class starves while how much sits free elsewhere). */
-static void pc_arena_starved(pc_cache *c, unsigned cls)
+void pc_arena_starved(pc_cache *c, unsigned cls)
 {
     struct pc_header_shm *h = c->hdr;
     atomic_fetch_add_explicit(&h->class_starved[cls], 1, memory_order_relaxed);
@@ -161,8 +165,10 @@ static void pc_arena_starved(pc_cache *c, unsigned cls)
            cls, c->class_size[cls], (unsigned long long)free_elsewhere);
 }
 
-/* Hot path: a private pop or a bump; no lock, no atomic. */
-pc_off pc_alloc(pc_cache *c, size_t bytes)
+/* Hot path: a private pop or a bump; no lock, no atomic. report: a
+ * refusal is counted and may log (pc_arena_starved); the evicting writer
+ * (evict.c) reports only its last try. */
+static pc_off pc_alloc_impl(pc_cache *c, size_t bytes, bool report)
 {
     PC_ASSERT(c, I5, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     int cls = pc_class_for(c, bytes);
@@ -190,10 +196,21 @@ pc_off pc_alloc(pc_cache *c, size_t bytes)
         if (pc_pool_take(c, (unsigned)cls) > 0)
             continue;
         if (pc_carve_chunk(c, (unsigned)cls) != 0 && pc_arena_reclaim(c, (unsigned)cls) != 0) {
-            pc_arena_starved(c, (unsigned)cls);
+            if (report)
+                pc_arena_starved(c, (unsigned)cls);
             return 0;
         }
     }
+}
+
+pc_off pc_alloc(pc_cache *c, size_t bytes)
+{
+    return pc_alloc_impl(c, bytes, true);
+}
+
+pc_off pc_alloc_quiet(pc_cache *c, size_t bytes)
+{
+    return pc_alloc_impl(c, bytes, false);
 }
 
 void pc_free(pc_cache *c, pc_off off)

@@ -230,6 +230,8 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     if (what & PC_MAINT_SWEEP)
         for (unsigned i = 0; i < c->ncoll; i++)
             r.reaped += pc_sweep(&c->coll[i], &r.buckets_probed);
+    if (what & PC_MAINT_EVICT)
+        r.evicted = (unsigned)pc_evict_ahead(c);
     if (what & PC_MAINT_REAP) {
         int64_t now = pc_mono_ms();
         if (now >= c->reap_next_ms) {
@@ -255,6 +257,7 @@ enum {
     PC_B_RETRIES,
     PC_B_FALLBACKS,
     PC_B_NOMEM,
+    PC_B_EVICTED,
     PC_B_COUNT
 };
 
@@ -277,6 +280,7 @@ static void pc_sum_counters(pc_coll *coll, uint64_t *sum, uint64_t *ins, uint64_
         sum[PC_B_RETRIES] += PC_SUM(retries);
         sum[PC_B_FALLBACKS] += PC_SUM(fallbacks);
         sum[PC_B_NOMEM] += PC_SUM(nomem);
+        sum[PC_B_EVICTED] += PC_SUM(evicted);
         *ins += PC_SUM(inserted);
         *del += PC_SUM(deleted);
         *oin += PC_SUM(ovf_in);
@@ -333,6 +337,7 @@ static int pc_coll_stats_read(pc_coll *coll, pc_coll_stats *out, bool since_rese
     st.seqlock_retries = sum[PC_B_RETRIES];
     st.lock_fallbacks = sum[PC_B_FALLBACKS];
     st.nomem = sum[PC_B_NOMEM];
+    st.evicted = sum[PC_B_EVICTED];
     st.entries = ins >= del ? ins - del : 0;
     st.overflow = oin >= oout ? oin - oout : 0;
     st.buckets = pc_route_buckets(pc_route_load(cs), cs->log2_initial);
@@ -379,6 +384,12 @@ int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out)
         m.used_cell_bytes += (cl[i].cells - cl[i].free_cells) * cl[i].cell_bytes;
         m.free_cell_bytes += cl[i].free_cells * cl[i].cell_bytes;
         m.starved += cl[i].starved;
+    }
+    m.maxmemory = atomic_load_explicit(&h->maxmemory, memory_order_relaxed);
+    for (unsigned i = 0; i < c->ncoll; i++) {
+        uint64_t sum[PC_B_COUNT], ins, del, oin, oout;
+        pc_sum_counters(&c->coll[i], sum, &ins, &del, &oin, &oout);
+        m.evicted += sum[PC_B_EVICTED];
     }
     *out = m;
     return 0;

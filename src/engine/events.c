@@ -16,8 +16,8 @@
  * persistence layer was its one raiser; hosts show it (MI, logs, tests). */
 const char *pc_event_name(int type)
 {
-    static const char *const names[PC_EV_COUNT] = {"expired", "nomem", "grown", "mem_degraded",
-                                                   "synced"};
+    static const char *const names[PC_EV_COUNT] = {"expired",      "nomem",  "grown",
+                                                   "mem_degraded", "synced", "evicted"};
     return type >= 0 && type < PC_EV_COUNT ? names[type] : "unknown";
 }
 
@@ -46,6 +46,14 @@ int pc_event_expired(pc_coll *coll, int on)
     if (coll == NULL)
         return PC_EINVAL;
     atomic_store(&coll->shm->expired_events, on ? 1u : 0u);
+    return 0;
+}
+
+int pc_event_evicted(pc_coll *coll, int on)
+{
+    if (coll == NULL)
+        return PC_EINVAL;
+    atomic_store(&coll->shm->evicted_events, on ? 1u : 0u);
     return 0;
 }
 

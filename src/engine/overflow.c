@@ -221,7 +221,8 @@ static int pc_drain_one(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_
         pc_wbegin(b);
         pc_chain_unlink(coll, ch, prev, node);
         atomic_store_explicit(&b->slot[cnt], rec, memory_order_relaxed);
-        atomic_store_explicit(&b->tags[cnt], tag, memory_order_relaxed);
+        /* a chain node keeps all 8 bits; a slot's tag has 7 and the access bit */
+        atomic_store_explicit(&b->tags[cnt], (uint8_t)(tag & PC_TAG_BITS), memory_order_relaxed);
         atomic_store_explicit(&b->used, (uint8_t)((cnt + 1) | PC_USED_OVF), memory_order_relaxed);
         pc_wend(b);
         pc_chain_unlock(ch);

@@ -27,6 +27,8 @@
  *  I3  A bucket's slots [0, used) hold valid record offsets, densely; its
  *      version is even whenever its lock is free. Every change a lock-free
  *      reader could observe happens inside a version bracket (odd..even).
+ *      A tag's access bit (PC_TAG_REF) is no part of what readers compare:
+ *      readers set it and the eviction hand clears it outside brackets.
  *      Checked: pc_wbegin/pc_wend (even to odd to even, lock held);
  *      pc_bucket_unlock and after a dead writer's repair (even version,
  *      slots [0, used) non-zero).
@@ -143,6 +145,23 @@ struct pc_bucket_shm {
 _Static_assert(sizeof(struct pc_bucket_shm) == 64, "a bucket is one cache line");
 _Static_assert(PC_SLOTS <= PC_USED_MASK, "slot count fits the used field");
 
+/* A slot's tag is 7 bits of its key's hash; bit 7 is the slot's access
+ * bit for eviction (evict.c). Lock-free readers set it with an atomic OR,
+ * only when it is clear, so a key read often dirties its bucket's line
+ * once per sweep, not per read; the sweep clears it under the bucket lock
+ * with an atomic AND. Every tag comparison masks the bit off. A bit set on
+ * a slot that a writer reused meanwhile marks the new key: harmless. */
+#define PC_TAG_REF 0x80u
+#define PC_TAG_BITS 0x7fu
+static inline uint8_t pc_tag_of(uint64_t h)
+{
+    return (uint8_t)((h >> 56) & PC_TAG_BITS);
+}
+static inline bool pc_tag_eq(uint8_t stored, uint8_t tag)
+{
+    return (stored & PC_TAG_BITS) == tag;
+}
+
 /* ---- overflow side chains --------------------------------------------- */
 #define PC_CHAINS 1024u /* per collection; chain = hash & (PC_CHAINS-1) */
 
@@ -186,6 +205,9 @@ struct pc_coll_shm {
     _Atomic uint32_t expired_events; /* opt-in for PC_EV_EXPIRED */
     _Atomic uint32_t hook_word;      /* pc_coll_set_hook_word: 0 = no mutation hook calls */
     _Atomic int32_t wblock;          /* != 0: writes return it (pc_coll_set_write_block) */
+    _Atomic uint32_t evict_policy;   /* enum pc_evict_policy | PC_EVICT_VOLATILE (evict.c) */
+    _Atomic uint32_t evicted_events; /* opt-in for PC_EV_EVICTED */
+    _Atomic uint64_t evict_hand;     /* next bucket the CLOCK sweep looks at (evict.c) */
     /* perf_stats_reset baseline: the summed counters at the last reset.
      * Guarded by base_lock; readers take it too (rare, management only). */
     _Atomic uint32_t base_lock;
@@ -198,7 +220,7 @@ struct pc_coll_shm {
  * readers. Two cache lines so no two processes share a line. */
 struct pc_stats_shm {
     _Atomic uint64_t hits, misses, stores, removes, expired, destroyed, reads, retries;
-    _Atomic uint64_t inserted, deleted, ovf_in, ovf_out, fallbacks, nomem, splits_done, pad;
+    _Atomic uint64_t inserted, deleted, ovf_in, ovf_out, fallbacks, nomem, splits_done, evicted;
 };
 _Static_assert(sizeof(struct pc_stats_shm) == 128, "stats are two cache lines");
 
@@ -286,6 +308,23 @@ struct pc_header_shm {
     _Atomic uint32_t class_chunks[PC_MAX_CLASSES];
     _Atomic uint64_t class_starved[PC_MAX_CLASSES];
     _Atomic int64_t starved_logged_ms; /* the last starvation warning */
+    /* Eviction (evict.c). maxmemory caps chunk_bytes (0 = the region's
+     * end); evict_colls counts collections whose policy evicts, so a
+     * refused allocation costs one load when none does. The S3-FIFO tables
+     * are carved once, on the first collection set to that policy, under
+     * s3_lock; their offsets are published with release (0 = not yet). */
+    _Atomic uint64_t maxmemory;
+    _Atomic uint32_t evict_colls;
+    _Atomic uint32_t s3_lock;
+    _Atomic uint64_t s3_ring_off; /* uint64_t entries: coll index << 32 | record offset */
+    uint64_t s3_ring_mask;
+    _Atomic uint64_t s3_head, s3_tail; /* pushes and pops so far; head - tail = queue length */
+    _Atomic uint64_t s3_ghost_off;     /* uint32_t fingerprints of keys evicted from the queue */
+    uint64_t s3_ghost_mask;
+    _Atomic uint64_t s3_target;      /* the small queue's length goal: a tenth of the entries */
+    _Atomic int64_t s3_target_at_ms; /* when s3_target was last computed */
+    _Atomic uint32_t evict_rr;       /* round-robin start over evicting collections */
+    _Atomic uint64_t drain_cursor;   /* where drain.c looks for a chunk next */
     struct pc_proc_shm procs[PC_MAX_PROCS];
 };
 
@@ -340,6 +379,7 @@ struct pc_cache {
     int64_t reap_next_ms;                /* pc_maintain's next look for dead slots */
     uint64_t reclaim_seen;               /* pooled cells at this process's last fruitless reclaim */
     int64_t reclaim_at_ms;               /* and when it was */
+    int64_t drain_next_ms[PC_MAX_CLASSES]; /* per class: no chunk drain before (after a failed one) */
     struct pc_alloc_shm *cls;            /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
@@ -541,6 +581,9 @@ uint64_t pc_region_carve(pc_cache *c, uint64_t bytes, uint64_t align);
 void pc_arena_classes_init(uint32_t *sizes, uint32_t *n);
 int pc_class_for(const pc_cache *c, size_t bytes); /* -1 if too large */
 pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
+pc_off pc_alloc_quiet(pc_cache *c, size_t bytes);  /* the same, a refusal not reported */
+/* Counts a refused allocation of class cls and warns (once a minute). */
+void pc_arena_starved(pc_cache *c, unsigned cls);
 void pc_free(pc_cache *c, pc_off off);
 void pc_arena_drop_local(pc_cache *c);
 uint64_t pc_chunk_bytes(uint32_t cell); /* bytes of one chunk of this cell size */
@@ -668,6 +711,27 @@ static inline bool pc_event_wanted(const pc_cache *c, int type)
 {
     return (atomic_load_explicit(&c->hdr->ev_mask, memory_order_relaxed) & (1u << type)) != 0;
 }
+
+/* ---- evict.c -------------------------------------------------------------- */
+/* pc_alloc for a write into coll: when the arena refuses and some
+ * collection evicts, evicts a bounded batch at a time and tries again.
+ * No lock may be held (I5: the eviction takes bucket locks itself). */
+pc_off pc_alloc_evict(pc_coll *coll, size_t bytes);
+/* The insert-time part of the policy, under the new key's bucket lock:
+ * the tag to store (the access bit set for LRU) and, for S3-FIFO, the
+ * push of the record onto the small queue (no allocation, one atomic). */
+uint8_t pc_evict_on_insert(pc_coll *coll, uint64_t h, pc_off rec);
+/* The maintenance process's eviction ahead of need (PC_MAINT_EVICT). */
+uint64_t pc_evict_ahead(pc_cache *c);
+/* The after-unlock part of one eviction of record off (and its chain node,
+ * 0 = none), unlinked under a bucket lock whose version became stamp. */
+void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int64_t now);
+
+/* ---- drain.c: a chunk's residents leave for a starved class ---------------- */
+/* Picks a chunk of another class than cls and moves (or, may_evict, evicts)
+ * every record in it; the rebalancer then re-classes it. 0 when every
+ * record left, PC_ENOMEM when none could be picked or one had to stay. */
+int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict);
 
 /* ---- collections.c -------------------------------------------------------- */
 struct pc_coll_decl {

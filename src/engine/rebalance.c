@@ -32,9 +32,10 @@
  * chunk's cells from the old pool again (idempotent), finishes the
  * re-stamp and frees the chunk's cells, once. The work is bounded by the
  * pooled cells; a process that found nothing does not scan again until the
- * pools have grown by 64 cells or a second has passed. Not done: moving the residents of a
- * partly used chunk (memcached's automove); a chunk of a small class
- * (about 64 KiB) cannot serve a class whose cell is larger.
+ * pools have grown by 64 cells or a second has passed. A partly used chunk
+ * is first emptied by drain.c (its residents move, or are evicted); a chunk
+ * of a small class (about 64 KiB) cannot serve a class whose cell is
+ * larger.
  */
 #include "pc_int.h"
 

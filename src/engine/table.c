@@ -24,11 +24,6 @@
 
 /* ---- locking buckets ----------------------------------------------------- */
 
-static uint8_t pc_tag_of(uint64_t h)
-{
-    return (uint8_t)(h >> 56);
-}
-
 /* A record offset is plausible when it names a record cell (class > 0:
  * class 0 is the 16-byte cell of overflow nodes) with a sane key length. */
 static struct pc_rec_shm *pc_rec_checked(const pc_cache *c, pc_off off, size_t *room)
@@ -211,10 +206,11 @@ static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const voi
 enum { PC_RD_MISS = 0, PC_RD_HIT = 1, PC_RD_RETRY = 2 };
 
 /* Scans one bucket. With locked=false this is the optimistic attempt and
- * may return PC_RD_RETRY; *v gets the version it was read under and *ovf
- * whether the bucket points at overflow. */
+ * may return PC_RD_RETRY; *v gets the version it was read under, *ovf
+ * whether the bucket points at overflow and *hit_slot the slot of a hit. */
 static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, const void *key,
-                          size_t klen, struct pc_rd *rd, bool locked, uint32_t *v, bool *ovf)
+                          size_t klen, struct pc_rd *rd, bool locked, uint32_t *v, bool *ovf,
+                          unsigned *hit_slot)
 {
     const pc_cache *c = coll->c;
     uint32_t v1 = atomic_load_explicit(&b->version, memory_order_acquire);
@@ -226,12 +222,13 @@ static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, c
         n = PC_SLOTS;
     int res = PC_RD_MISS;
     for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != tag)
+        if (!pc_tag_eq(atomic_load_explicit(&b->tags[i], memory_order_relaxed), tag))
             continue;
         pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
         const struct pc_rec_shm *r = pc_cell(c, off);
         if (r != NULL && pc_copy_out(c, r, key, klen, rd, locked)) {
             res = PC_RD_HIT;
+            *hit_slot = i;
             break;
         }
     }
@@ -243,6 +240,16 @@ static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, c
     *v = v1;
     *ovf = (used & PC_USED_OVF) != 0;
     return res;
+}
+
+/* A hit's access bit: stored only when clear (so a hot key's bucket line
+ * is written once per sweep, not per read), with an atomic OR so that no
+ * tag a writer stores meanwhile is overwritten. */
+static inline void pc_mark_ref(struct pc_bucket_shm *b, unsigned slot)
+{
+    _Atomic uint8_t *t = &b->tags[slot];
+    if (!(atomic_load_explicit(t, memory_order_relaxed) & PC_TAG_REF))
+        atomic_fetch_or_explicit(t, PC_TAG_REF, memory_order_relaxed);
 }
 
 static int pc_chain_read(pc_coll *coll, uint64_t h, const void *key, size_t klen, struct pc_rd *rd)
@@ -271,14 +278,20 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
     uint8_t tag = pc_tag_of(h);
     unsigned l2 = cs->log2_initial;
     int res = PC_RD_RETRY;
-    unsigned retries = 0;
+    unsigned retries = 0, slot = 0;
+    /* LRU and S3-FIFO read the access bits; noeviction and random do not,
+     * and their reads store nothing */
+    uint32_t pol = atomic_load_explicit(&cs->evict_policy, memory_order_relaxed) & 0x0fu;
+    bool track = pol == PC_EVICT_LRU || pol == PC_EVICT_S3FIFO;
     for (int attempt = 0; attempt < PC_READ_RETRIES && res == PC_RD_RETRY; attempt++) {
         uint64_t route = pc_route_load(cs);
         uint64_t idx = pc_route_index(route, l2, h);
         struct pc_bucket_shm *b = pc_bucket_at(coll, idx);
         uint32_t v;
         bool ovf;
-        res = pc_bucket_read(coll, b, tag, key, klen, rd, false, &v, &ovf);
+        res = pc_bucket_read(coll, b, tag, key, klen, rd, false, &v, &ovf, &slot);
+        if (res == PC_RD_HIT && track)
+            pc_mark_ref(b, slot);
         if (res == PC_RD_MISS && ovf)
             res = pc_chain_read(coll, h, key, klen, rd);
         if (res == PC_RD_MISS && (pc_route_load(cs) != route ||
@@ -294,7 +307,9 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
         struct pc_bucket_shm *b = pc_lock_route(coll, h, &idx);
         uint32_t v;
         bool ovf;
-        res = pc_bucket_read(coll, b, tag, key, klen, rd, true, &v, &ovf);
+        res = pc_bucket_read(coll, b, tag, key, klen, rd, true, &v, &ovf, &slot);
+        if (res == PC_RD_HIT && track)
+            pc_mark_ref(b, slot);
         if (res == PC_RD_MISS && ovf)
             res = pc_chain_read(coll, h, key, klen, rd);
         pc_bucket_unlock(b);
@@ -330,7 +345,7 @@ void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage)
     if (n > PC_SLOTS)
         n = PC_SLOTS;
     for (unsigned i = 0; i < n; i++)
-        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) == tag) {
+        if (pc_tag_eq(atomic_load_explicit(&b->tags[i], memory_order_relaxed), tag)) {
             const char *r =
                 pc_cell(coll->c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
             if (r == NULL)

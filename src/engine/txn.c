@@ -189,7 +189,7 @@ static int tx_lookup(pc_coll *coll, uint64_t h, const void *key, size_t klen, st
 {
     pc_cache *c = coll->c;
     const struct pc_coll_shm *cs = coll->shm;
-    uint8_t tag = (uint8_t)(h >> 56);
+    uint8_t tag = pc_tag_of(h);
     unsigned attempt = 0;
     for (;;) {
         bool locked = attempt >= TX_READ_RETRIES;
@@ -215,7 +215,7 @@ static int tx_lookup(pc_coll *coll, uint64_t h, const void *key, size_t klen, st
         const struct pc_rec_shm *r = NULL;
         pc_off off = 0;
         for (unsigned i = 0; i < n && r == NULL; i++) {
-            if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != tag)
+            if (!pc_tag_eq(atomic_load_explicit(&b->tags[i], memory_order_relaxed), tag))
                 continue;
             off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
             const struct pc_rec_shm *rr = pc_cell(c, off);
@@ -835,8 +835,11 @@ int pc_txn_commit(pc_txn *t)
         size_t bytes = PC_REC_HDR + e->klen + e->slen;
         if (bytes <= PC_REC_HDR)
             bytes = PC_REC_HDR + 1;
-        if ((e->new_rec = pc_alloc(c, bytes)) == 0 ||
-            (e->rec == 0 && (e->node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0)) {
+        /* an eviction here may take a key this transaction observed: the
+         * commit then conflicts and runs again, as after any writer */
+        if ((e->new_rec = pc_alloc_evict(e->coll, bytes)) == 0 ||
+            (e->rec == 0 &&
+             (e->node = pc_alloc_evict(e->coll, sizeof(struct pc_ovf_node_shm))) == 0)) {
             pc_nomem(e->coll, e->key, e->klen, bytes);
             rc = PC_ENOMEM;
             break;

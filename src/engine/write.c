@@ -16,11 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static uint8_t pc_tag(uint64_t h)
-{
-    return (uint8_t)(h >> 56);
-}
-
 static unsigned pc_used(const struct pc_bucket_shm *b)
 {
     return atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
@@ -59,10 +54,10 @@ void pc_locate_held(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx, uint64
     memset(loc, 0, sizeof *loc);
     loc->b = b;
     loc->idx = idx;
-    uint8_t tag = pc_tag(h);
+    uint8_t tag = pc_tag_of(h);
     unsigned n = pc_used(b);
     for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != tag)
+        if (!pc_tag_eq(atomic_load_explicit(&b->tags[i], memory_order_relaxed), tag))
             continue;
         pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
         struct pc_rec_shm *r = pc_cell(c, off);
@@ -164,6 +159,8 @@ void pc_replace_br(pc_cache *c, struct pc_loc *loc, pc_off rec_off, bool br)
         pc_wbegin_if(loc->b, br);
         atomic_store_explicit(&loc->b->slot[loc->slot], rec_off, memory_order_relaxed);
         pc_wend_if(loc->b, br);
+        /* an overwrite is an access (evict.c): the bit is only read there */
+        atomic_fetch_or_explicit(&loc->b->tags[loc->slot], PC_TAG_REF, memory_order_relaxed);
     } else {
         /* chain nodes are read under the chain lock; the bracket only
          * advances the bucket version, which stamps the write (mutation hook) */
@@ -191,9 +188,10 @@ bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
               pc_route_index(pc_route_load(coll->shm), coll->shm->log2_initial, h) == loc->idx);
     if (n < PC_SLOTS) {
         uint8_t ovf = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_OVF;
+        uint8_t tag = pc_evict_on_insert(coll, h, rec_off);
         pc_wbegin_if(b, br);
         atomic_store_explicit(&b->slot[n], rec_off, memory_order_relaxed);
-        atomic_store_explicit(&b->tags[n], pc_tag(h), memory_order_relaxed);
+        atomic_store_explicit(&b->tags[n], tag, memory_order_relaxed);
         atomic_store_explicit(&b->used, (uint8_t)((n + 1) | ovf), memory_order_relaxed);
         pc_wend_if(b, br);
         loc->where = 0; /* the bucket's hint covers the new slot */
@@ -201,6 +199,7 @@ bool pc_insert_br(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec_off,
     } else {
         if (*node == 0)
             return false;
+        (void)pc_evict_on_insert(coll, h, rec_off); /* a chain slot has no access bit */
         if (loc->ch == NULL) {
             loc->ch = pc_chain_for(coll, h);
             pc_chain_lock(coll, loc->ch);
@@ -333,7 +332,7 @@ bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_
             break;
         }
         pc_release(&loc);
-        if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0)
+        if ((node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm))) == 0)
             break;
     }
     if (node != 0)
@@ -374,7 +373,7 @@ static bool pc_predict_identical(pc_coll *coll, uint64_t h, const void *key, siz
     unsigned n = pc_used(b);
     bool same = false;
     for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
-        if (atomic_load_explicit(&b->tags[i], memory_order_relaxed) != pc_tag(h))
+        if (!pc_tag_eq(atomic_load_explicit(&b->tags[i], memory_order_relaxed), pc_tag_of(h)))
             continue;
         struct pc_rec_shm *r = pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
         if (r == NULL || !pc_rec_key_eq(c, r, key, klen))
@@ -494,7 +493,7 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     size_t bytes = PC_REC_HDR + klen + vlen;
     if (bytes <= PC_REC_HDR)
         bytes = PC_REC_HDR + 1;
-    pc_off rec = pc_alloc(c, bytes), node = 0, old = 0, mine = 0;
+    pc_off rec = pc_alloc_evict(coll, bytes), node = 0, old = 0, mine = 0;
     if (rec == 0) {
         pc_nomem(coll, key, klen, bytes);
         return PC_ENOMEM;
@@ -527,7 +526,7 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
             rec = 0;
         } else {
             pc_release(&loc);
-            node = pc_alloc(c, sizeof(struct pc_ovf_node_shm));
+            node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm));
             if (node == 0) {
                 pc_free(c, rec);
                 pc_nomem(coll, key, klen, bytes);
@@ -744,7 +743,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
         }
         if (rec == 0) {
             pc_release(&loc);
-            if ((rec = pc_alloc(c, PC_REC_HDR + klen + 8)) == 0) {
+            if ((rec = pc_alloc_evict(coll, PC_REC_HDR + klen + 8)) == 0) {
                 pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
                 rc = PC_ENOMEM;
                 break;
@@ -762,7 +761,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
             pc_hint_lower(coll, &loc, e);
         } else if (!pc_insert(coll, &loc, h, rec, e, &node)) {
             pc_release(&loc);
-            if ((node = pc_alloc(c, sizeof(struct pc_ovf_node_shm))) == 0) {
+            if ((node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm))) == 0) {
                 pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
                 rc = PC_ENOMEM;
                 break;

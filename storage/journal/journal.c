@@ -275,6 +275,15 @@ static inline void pc_jcheck_fork(pc_journal *j)
 int pc_journal_hook(void *ctx, const pc_mutation *r)
 {
     pc_journal *j = ctx;
+    pc_mutation del;
+    if (r != NULL && r->op == PC_MUT_EVICT) {
+        /* an eviction is journaled as the delete it is, so that replay
+         * does not bring back what memory no longer holds */
+        del = *r;
+        del.op = PC_MUT_DEL;
+        del.expires_mono_ms = 0;
+        r = &del;
+    }
     if (j == NULL || r == NULL || r->op < PC_MUT_SET || r->op > PC_MUT_EXPIRE ||
         r->klen > PC_KEY_MAX || (r->op == PC_MUT_SET && r->vlen > PC_VALUE_MAX))
         return PC_EINVAL;

@@ -9,6 +9,11 @@
  * usable by any size (pc_arena_reclaim moves fully free chunks to the class
  * that needs them). The table is large and never grows, so both caches give
  * the arena the same bytes.
+ *
+ * The partly used case deletes every other 1000-byte value instead, so no
+ * chunk is free: the residents of a chunk move into the free cells of
+ * others (drain.c) until the memory freed is usable by 100-byte values, and
+ * every value that stayed reads back as written.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,6 +112,51 @@ static void test_rebalance_small_then_bigger(void **state)
 /* What pc_mem_stats / pc_mem_classes report: every record is a cell in
  * use, a refused allocation is counted against its class, and after the
  * flush every carved byte is free. */
+static void test_rebalance_partly_used_chunks(void **state)
+{
+    (void)state;
+    pc_coll *coll;
+    pc_cache *c = open_cache(&coll);
+    uint64_t big = fill(coll, 1000);
+    for (uint64_t i = 0; i < big; i += 2) {
+        char k[24];
+        int kl = snprintf(k, sizeof k, "%09" PRIu64, i);
+        assert_int_equal(pc_remove(coll, k, (size_t)kl), 0);
+    }
+    pc_mem_stats before;
+    assert_int_equal(pc_mem_stats_get(c, &before), 0);
+    static char val[100];
+    memset(val, 's', sizeof val);
+    uint64_t small = 0;
+    for (;; small++) {
+        char k[24];
+        int kl = snprintf(k, sizeof k, "s%09" PRIu64, small);
+        int rc = pc_set(coll, k, (size_t)kl, val, sizeof val, 0, 0);
+        if (rc == PC_ENOMEM)
+            break;
+        assert_int_equal(rc, 0);
+    }
+    /* a 100-byte value with its 10-byte key takes a 128-byte cell */
+    double usable = (double)(small * 128) / (double)before.free_cell_bytes;
+    print_message("%" PRIu64 " 1000-byte values, every other deleted: %" PRIu64
+                  " free cell bytes took %" PRIu64 " 100-byte values (%.3f of them)\n",
+                  big, before.free_cell_bytes, small, usable);
+    assert_true(usable >= 0.9);
+    for (uint64_t i = 1; i < big; i += 2) {
+        char k[24], v[1000];
+        int kl = snprintf(k, sizeof k, "%09" PRIu64, i);
+        size_t len = 0, need = 0;
+        assert_int_equal(pc_get_buf(coll, k, (size_t)kl, v, sizeof v, &len, &need, NULL), 0);
+        assert_int_equal(len, 1000);
+        for (size_t j = 0; j < len; j++)
+            if (v[j] != 'r')
+                fail_msg("key %" PRIu64 " byte %zu changed in a move", i, j);
+    }
+    char msg[256];
+    assert_int_equal(pc__test_verify(c, msg, sizeof msg), 0);
+    pc_cache_destroy(c);
+}
+
 static void test_rebalance_memory_report(void **state)
 {
     (void)state;
@@ -145,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rebalance_big_then_smaller),
         cmocka_unit_test(test_rebalance_small_then_bigger),
+        cmocka_unit_test(test_rebalance_partly_used_chunks),
         cmocka_unit_test(test_rebalance_memory_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

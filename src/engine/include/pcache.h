@@ -257,11 +257,16 @@ typedef struct pc_maint_report {
     unsigned reaped;         /* expired entries reclaimed */
     unsigned buckets_probed; /* buckets the sweep locked */
     unsigned procs_reaped;   /* slots of dead processes whose cells were recovered */
+    unsigned evicted;        /* keys evicted ahead of need (PC_MAINT_EVICT) */
 } pc_maint_report;
 #define PC_MAINT_GROW 0x1u
 #define PC_MAINT_SWEEP 0x2u
 #define PC_MAINT_REAP 0x4u
-#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP | PC_MAINT_REAP)
+/* With a collection that evicts and the arena at its cap, evicts until the
+ * free cells reach a low-water mark (a 64th of the cap, at most 1024 keys a
+ * call), so writers seldom have to evict themselves. */
+#define PC_MAINT_EVICT 0x8u
+#define PC_MAINT_ALL (PC_MAINT_GROW | PC_MAINT_SWEEP | PC_MAINT_REAP | PC_MAINT_EVICT)
 /* Returns PC_EBUSY when another process is inside pc_maintain. report may
  * be NULL. */
 int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);
@@ -274,6 +279,7 @@ typedef struct pc_coll_stats {
     uint64_t hits, misses, stores, removes, expired, destroyed;
     uint64_t reads, seqlock_retries, lock_fallbacks, nomem;
     uint64_t splits;
+    uint64_t evicted;      /* keys evicted to make room (pc_coll_set_eviction) */
     unsigned log2_initial; /* declared size after clamping */
     int64_t reset_at;      /* wall-clock seconds of the last pc_stats_reset, 0 = never */
 } pc_coll_stats;
@@ -299,7 +305,9 @@ typedef struct pc_mem_stats {
      * that may be off by what moves meanwhile. */
     uint64_t used_cell_bytes;
     uint64_t free_cell_bytes;
-    uint64_t starved; /* allocations refused (PC_ENOMEM) since creation, all classes */
+    uint64_t starved;   /* allocations refused (PC_ENOMEM) since creation, all classes */
+    uint64_t maxmemory; /* the cap of pc_set_maxmemory; 0 = none (the region's end) */
+    uint64_t evicted;   /* keys evicted, all collections, since creation */
 } pc_mem_stats;
 int pc_mem_stats_get(pc_cache *c, pc_mem_stats *out);
 
@@ -392,7 +400,8 @@ enum pc_event_type {
     PC_EV_GROWN = 2,        /* collection, prev_buckets, buckets, splits, entries */
     PC_EV_MEM_DEGRADED = 3, /* requested_mb, tier, backing, overcommit_pages */
     PC_EV_RELOADED = 4,     /* collection, source: see pc_event_reloaded */
-    PC_EV_COUNT = 5
+    PC_EV_EVICTED = 5,      /* collection, key (opt-in per collection) */
+    PC_EV_COUNT = 6
 };
 typedef struct pc_event { /* borrowed: valid during the handler only */
     int type;
@@ -411,8 +420,9 @@ typedef struct pc_event { /* borrowed: valid during the handler only */
 int pc_event_handler(pc_cache *c, pc_event_fn fn, void *ctx);
 /* Subscribes (on=1) or unsubscribes every process to an event type. */
 int pc_event_subscribe(pc_cache *c, int type, int on);
-/* Expired events are opt-in per collection. */
+/* Expired and evicted events are opt-in per collection. */
 int pc_event_expired(pc_coll *coll, int on);
+int pc_event_evicted(pc_coll *coll, int on);
 /* Raises reloaded in this process: a layer above replaced the collection's
  * contents as a whole; source (borrowed, may be NULL) names where they came
  * from, in that layer's terms. The engine raises it never by itself. */
@@ -441,7 +451,12 @@ enum pc_mutation_op {
     PC_MUT_SET = 1,     /* val/vlen, expires */
     PC_MUT_COUNTER = 2, /* counter (the resulting value), expires */
     PC_MUT_DEL = 3,
-    PC_MUT_EXPIRE = 4 /* expires only */
+    PC_MUT_EXPIRE = 4, /* expires only */
+    /* the engine removed the key to make room (eviction): key only. A
+     * journal records it as a delete so that replay agrees with memory;
+     * a replicating layer keeps it local. The hook's result is ignored:
+     * the key is gone from memory either way. */
+    PC_MUT_EVICT = 5
 };
 typedef struct pc_mutation { /* borrowed: valid during the hook only */
     pc_coll *coll;
@@ -563,6 +578,58 @@ int pc_txn_commit(pc_txn *t);
  * that one: fn runs once, through it, and nothing is committed here. */
 typedef int (*pc_txn_fn)(void *ctx);
 int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts);
+
+/* ---- eviction (evict.c) ---------------------------------------------------
+ * A collection's policy says whether a write that finds the arena full
+ * (or at the cap of pc_set_maxmemory) may make room by removing other keys,
+ * and which. The policy lives in shared memory (every process); the arena
+ * is shared, so a write into any collection may evict from the collections
+ * whose policy evicts - its own first, then the others in turn - and a
+ * write finds nothing to evict only when none does (PC_ENOMEM, as before).
+ *  - PC_EVICT_LRU: CLOCK, a second-chance approximation of LRU. Each bucket
+ *    slot has an access bit that a read sets (one atomic OR, only while it
+ *    is clear) and an insert sets; a sweep hand goes round the buckets,
+ *    clearing set bits and evicting keys whose bit is clear.
+ *  - PC_EVICT_S3FIFO: S3-FIFO (Yang et al., SOSP 2023) on the same bits. A
+ *    new key enters a small FIFO queue (a tenth of the entries) with its
+ *    bit clear; when it reaches the queue's end unread it is evicted and
+ *    remembered in a ghost table, read since and it stays in the main part,
+ *    which the CLOCK hand serves. A key inserted while its ghost is
+ *    remembered skips the queue. One-hit wonders leave fast; a scan larger
+ *    than the cache leaves a part of it resident.
+ *  - PC_EVICT_RANDOM: the hand evicts what it meets, no bits.
+ *  - | PC_EVICT_VOLATILE: only keys with a TTL are evicted (Redis's
+ *    volatile-*); a full arena with none left refuses the write.
+ * An expired key the hand meets is always taken first. Every eviction runs
+ * in the process that needs the room (or in pc_maintain ahead of need),
+ * takes one bucket lock at a time, allocates nothing and is bounded per
+ * write. Evicted keys are counted (pc_coll_stats.evicted), raise
+ * PC_EV_EVICTED when the collection opted in, and reach the mutation hook
+ * as PC_MUT_EVICT. */
+enum pc_evict_policy {
+    PC_EVICT_NONE = 0, /* "noeviction": the default */
+    PC_EVICT_LRU = 1,  /* "allkeys-lru" */
+    PC_EVICT_S3FIFO = 2, /* "allkeys-s3fifo" */
+    PC_EVICT_RANDOM = 3  /* "allkeys-random" */
+};
+#define PC_EVICT_VOLATILE 0x10u /* "volatile-lru", "volatile-s3fifo", "volatile-random" */
+/* Sets coll's policy. PC_EINVAL for an unknown one; PC_ENOMEM when the
+ * S3-FIFO tables (about 1.6% of the region, carved once for the cache)
+ * find no room. */
+int pc_coll_set_eviction(pc_coll *coll, int policy);
+int pc_coll_eviction(const pc_coll *coll);
+/* Redis's spelling of a policy (static string; "unknown" otherwise). */
+const char *pc_evict_policy_name(int policy);
+/* Parses Redis's spelling (case-insensitive) and pcache's
+ * allkeys-s3fifo / volatile-s3fifo. PC_EINVAL for anything else, including
+ * Redis's LFU and volatile-ttl policies, which pcache does not have. */
+int pc_evict_policy_parse(const char *name, size_t len, int *policy);
+/* Caps the bytes of slab chunks the arena carves for records (0 = no cap:
+ * the region's end). Chunks are never returned (I2), so a cap below what is
+ * carved already stops further carving; evicting collections then write
+ * into the cells eviction frees. PC_EINVAL for a NULL cache. */
+int pc_set_maxmemory(pc_cache *c, uint64_t bytes);
+uint64_t pc_maxmemory(const pc_cache *c);
 
 /* 64-bit hash used for keys (XXH3). Exposed for tests and tools. */
 uint64_t pc_hash(const void *key, size_t len);

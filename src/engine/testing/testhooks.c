@@ -183,7 +183,7 @@ static int pc_verify_coll(pc_coll *coll, char *msg, size_t msglen)
             uint64_t h = pc_hash(r->data, r->klen);
             if (pc_route_index(route, l2, h) != idx)
                 PC_FAIL("%s: key in bucket %" PRIu64 " routes elsewhere", name, idx);
-            if (atomic_load(&b->tags[i]) != (uint8_t)(h >> 56))
+            if (!pc_tag_eq(atomic_load(&b->tags[i]), pc_tag_of(h)))
                 PC_FAIL("%s: bucket %" PRIu64 " slot %u has a wrong tag", name, idx, i);
             for (unsigned j = 0; j < i; j++)
                 if (atomic_load(&b->slot[j]) == off)

@@ -1,0 +1,226 @@
+/*
+ * drain.c - emptying one chunk so that a starved class can have it
+ * (memcached's slab reassign; rebalance.c then re-classes the chunk).
+ *
+ * rebalance.c moves only chunks whose every cell is free. After a delete
+ * pattern that leaves each chunk of a class partly used, or at the cap with
+ * all memory in records of other sizes, no such chunk exists and a write of
+ * a new size was refused while the memory reported free (or evictable) was
+ * plenty. A writer whose class finds no cell (pc_alloc_evict) therefore
+ * picks one chunk of another class and makes every record in it leave:
+ *  - moved, when a free cell of that class lies outside the chunk: the
+ *    record is copied under its bucket lock into the spare cell (taken
+ *    before the lock, I5) and its slot or chain node repointed inside a
+ *    version bracket (I3), exactly as an overwrite with the same bytes;
+ *  - evicted, when its collection's policy evicts it (evict.c);
+ *  - otherwise the drain stops: the chunk stays where it is.
+ * A cell's record is found from its own key: read without a lock (bounded
+ * by the cell, I1/I2), hashed, and looked up under the lock of the bucket
+ * it routes to in each collection; only a bucket slot or chain node that
+ * holds that very offset counts, so a free cell, a torn key or a record
+ * written meanwhile is passed over. The drain never decides that the chunk
+ * is free: the rebalancer re-counts its cells on the pool under the pool
+ * lock and takes it only then.
+ */
+#include "pc_int.h"
+
+#include <stdlib.h>
+
+/* The class to take a chunk from for cls: with moves only, the one with
+ * the most free cells (at least a chunk's worth, so its residents have
+ * somewhere to go); with eviction, else the one holding the most chunks. */
+static int pc_drain_pick_class(pc_cache *c, unsigned cls, bool may_evict)
+{
+    pc_mem_class cl[PC_MAX_CLASSES];
+    unsigned n = 0;
+    if (pc_mem_classes(c, cl, PC_MAX_CLASSES, &n) != 0)
+        return -1;
+    int best_free = -1, best_chunks = -1;
+    uint64_t most_free = 0, most_chunks = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int k = pc_class_for(c, cl[i].cell_bytes);
+        if (k <= 0 || (unsigned)k == cls || cl[i].chunks == 0 ||
+            pc_chunk_bytes(cl[i].cell_bytes) < c->class_size[cls])
+            continue; /* class 0 holds chain nodes, which follow their records */
+        uint64_t per_chunk = pc_chunk_bytes(cl[i].cell_bytes) / cl[i].cell_bytes;
+        if (cl[i].free_cells >= per_chunk && cl[i].free_cells > most_free) {
+            most_free = cl[i].free_cells;
+            best_free = k;
+        }
+        if (cl[i].chunks > most_chunks) {
+            most_chunks = cl[i].chunks;
+            best_chunks = k;
+        }
+    }
+    return best_free >= 0 ? best_free : may_evict ? best_chunks : -1;
+}
+
+/* A chunk of class k, taken round-robin through the chunk table. */
+static bool pc_drain_pick_chunk(pc_cache *c, unsigned k, uint64_t *off, uint64_t *len)
+{
+    struct pc_header_shm *h = c->hdr;
+    uint64_t n = atomic_load_explicit(&h->chunk_tab_len, memory_order_acquire);
+    if (n > h->chunk_tab_cap)
+        n = h->chunk_tab_cap;
+    if (n == 0)
+        return false;
+    const _Atomic uint64_t *tab = pc_at(c, h->chunk_tab_off);
+    uint64_t start = atomic_fetch_add_explicit(&h->drain_cursor, 1, memory_order_relaxed);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t e = atomic_load_explicit(&tab[(start + i) % n], memory_order_acquire);
+        if ((e & 0xff) == k && pc_chunk_e_off(e) != 0) {
+            *off = pc_chunk_e_off(e);
+            *len = pc_chunk_e_len(e);
+            return true;
+        }
+    }
+    return false;
+}
+
+struct pc_drain {
+    pc_cache *c;
+    unsigned k;           /* the chunk's class */
+    uint64_t lo, hi;      /* the chunk's byte range */
+    pc_off spare;         /* a free cell of class k outside the chunk, or 0 */
+    pc_off *stash;        /* cells of the chunk the allocator handed us: freed at the end */
+    unsigned nstash, cap; /* cap = cells per chunk */
+    unsigned char *key;   /* PC_KEY_MAX bytes */
+    unsigned moved, evicted;
+};
+
+static bool pc_drain_inside(const struct pc_drain *d, pc_off off)
+{
+    uint64_t b = (uint64_t)off << PC_OFF_SHIFT;
+    return b >= d->lo && b < d->hi;
+}
+
+/* A spare cell outside the chunk (cells inside it are kept aside). */
+static void pc_drain_spare(struct pc_drain *d)
+{
+    while (d->spare == 0) {
+        pc_off o = pc_alloc_quiet(d->c, d->c->class_size[d->k]);
+        if (o == 0)
+            return;
+        if (!pc_drain_inside(d, o)) {
+            d->spare = o;
+        } else if (d->nstash < d->cap) {
+            d->stash[d->nstash++] = o;
+        } else {
+            pc_free(d->c, o);
+            return;
+        }
+    }
+}
+
+/* Makes the record at off leave, if it is one. Returns false when it is
+ * a record that can neither move nor be evicted (the drain stops). */
+static bool pc_drain_cell(struct pc_drain *d, pc_off off)
+{
+    pc_cache *c = d->c;
+    const struct pc_rec_shm *r = pc_cell(c, off);
+    if (r == NULL)
+        return true;
+    size_t klen = r->klen, room = pc_rec_room(c, r);
+    if (PC_REC_HDR + klen > room)
+        return true; /* not a record now (a free cell's bytes) */
+    memcpy(d->key, r->data, klen);
+    uint64_t h = pc_hash(d->key, klen);
+    int64_t now = pc_mono_ms();
+    for (unsigned ci = 0; ci < c->ncoll; ci++) {
+        pc_coll *coll = &c->coll[ci];
+        uint32_t pol = (uint32_t)pc_coll_eviction(coll);
+        if (d->spare == 0)
+            pc_drain_spare(d);
+        uint64_t idx;
+        struct pc_bucket_shm *b = pc_lock_route(coll, h, &idx);
+        struct pc_loc loc;
+        pc_locate_held(coll, b, idx, h, d->key, klen, now, &loc);
+        int act = 0; /* 1 moved, 2 evicted, -1 stuck */
+        pc_off node = 0;
+        uint32_t stamp = 0;
+        if (loc.where != 0 && loc.rec_off == off &&
+            (loc.rec->cls != d->k ||
+             PC_REC_HDR + (size_t)loc.rec->klen + loc.rec->vlen > c->class_size[d->k])) {
+            /* the chunk changed class meanwhile (it became free and the
+             * rebalancer took it): what it holds now is not ours to move */
+            act = -1;
+        } else if (loc.where != 0 && loc.rec_off == off) {
+            int64_t e = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
+            bool evictable = pol != PC_EVICT_NONE && !((pol & PC_EVICT_VOLATILE) && e == 0);
+            if (d->spare != 0) {
+                size_t bytes = PC_REC_HDR + loc.rec->klen + loc.rec->vlen;
+                unsigned char *to = pc_cell(c, d->spare);
+                /* byte 0 is the class byte, the same in both cells (I2) */
+                memcpy(to + 1, (const unsigned char *)loc.rec + 1, bytes - 1);
+                if (loc.where == 1) {
+                    pc_wbegin(b);
+                    atomic_store_explicit(&b->slot[loc.slot], d->spare, memory_order_relaxed);
+                    pc_wend(b);
+                } else {
+                    pc_replace_br(c, &loc, d->spare, true);
+                }
+                d->spare = 0;
+                act = 1;
+            } else if (evictable || (e != 0 && e <= now)) {
+                pc_unlink_br(coll, &loc, &node, true);
+                stamp = atomic_load_explicit(&b->version, memory_order_relaxed);
+                act = 2;
+            } else {
+                act = -1;
+            }
+        }
+        if (loc.ch != NULL)
+            pc_chain_unlock(loc.ch);
+        pc_bucket_unlock(b);
+        if (act == 0)
+            continue; /* not this collection's */
+        if (act < 0)
+            return false;
+        if (act == 1) {
+            pc_free(c, off);
+            d->moved++;
+        } else {
+            pc_evicted_one(coll, off, node, stamp, now);
+            d->evicted++;
+        }
+        return true;
+    }
+    return true;
+}
+
+int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict)
+{
+    int k = pc_drain_pick_class(c, cls, may_evict);
+    uint64_t off = 0, len = 0;
+    if (k < 0 || !pc_drain_pick_chunk(c, (unsigned)k, &off, &len))
+        return PC_ENOMEM;
+    uint32_t cell = c->class_size[k];
+    struct pc_drain d = {.c = c, .k = (unsigned)k, .lo = off, .hi = off + len};
+    d.cap = (unsigned)(len / cell);
+    d.stash = malloc(d.cap * sizeof *d.stash);
+    d.key = malloc(PC_KEY_MAX);
+    int rc = PC_ENOMEM;
+    if (d.stash == NULL || d.key == NULL)
+        goto out;
+    rc = 0;
+    for (uint64_t o = off; o + cell <= off + len; o += cell)
+        if (!pc_drain_cell(&d, (pc_off)(o >> PC_OFF_SHIFT))) {
+            rc = PC_ENOMEM;
+            break;
+        }
+out:
+    if (d.spare != 0)
+        pc_free(c, d.spare);
+    for (unsigned i = 0; i < d.nstash; i++)
+        pc_free(c, d.stash[i]);
+    free(d.stash);
+    free(d.key);
+    /* the cells are on this process's stacks now: let the rebalancer look
+     * again at once (it waits for the pools to grow otherwise) */
+    c->reclaim_seen = 0;
+    pc_log(c, PC_LOG_DEBUG,
+           "pcache: memory: drained a chunk of %u-byte cells for %u-byte cells: %u moved, %u "
+           "evicted%s",
+           cell, c->class_size[cls], d.moved, d.evicted, rc == 0 ? "" : " (stopped)");
+    return rc;
+}

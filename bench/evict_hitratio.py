@@ -235,12 +235,12 @@ def calibrate_redis(conn, items, value, batch, ids):
             "calibration_resident_mean": resident}
 
 
-def calibrate_pcached(pcached, workdir, n, value):
+def calibrate_pcached(pcached, workdir, n, value, mem_mb):
     """pcached's maxmemory caps record cell bytes (its table is outside the
     cap): the cell bytes one item takes, from INFO memory's
     pcache_used_cell_bytes before and after n inserts into a pcached with
     no maxmemory."""
-    with es.start_pcached(pcached, workdir, {}) as s:
+    with es.start_pcached(pcached, workdir, {"mem_mb": mem_mb}) as s:
         conn = es.Resp(s.port)
         before = conn.info("memory")
         fill(conn, n, value, 1000)
@@ -277,7 +277,7 @@ def run_redis(a, policy, ids, items, value, workdir):
 
 def run_pcached(a, policy, ids, items, value, workdir, cal):
     mm = pcached_maxmemory(items, cal["per_item_cell_bytes"])
-    keys = {"maxmemory": mm, "maxmemory-policy": policy}
+    keys = {"maxmemory": mm, "maxmemory-policy": policy, "mem_mb": a.pcached_mem_mb}
     with es.start_pcached(a.pcached, workdir, keys) as s:
         conn = es.Resp(s.port)
         t = time.time()
@@ -314,8 +314,10 @@ def verdicts(results, traces, sizes):
                 continue
             target = 0.9 if t in OHW_TRACES else 1.0
             ratio = b[0] / ref["miss_ratio"]
-            out["%s/%s" % (t, sz)] = {"best": b[1], "ratio": ratio, "target": target,
-                                      "pass": ratio <= target}
+            v = {"best": b[1], "ratio": ratio, "target": target, "pass": ratio <= target}
+            if cell.get("lru-exact", {}).get("miss_ratio"):
+                v["ratio_vs_exact_lru"] = b[0] / cell["lru-exact"]["miss_ratio"]
+            out["%s/%s" % (t, sz)] = v
     return out
 
 
@@ -333,15 +335,17 @@ def print_tables(results, traces, sizes, systems, verdict):
     w = sys.stdout.write
     w("\nmiss ratio (misses / requests), cache-aside, batch of %d\n\n" % ARGS.batch)
     w("| trace | size (items) | " + " | ".join(systems) +
-      " | best ours / redis lru | target | verdict |\n")
-    w("|" + " --- |" * (len(systems) + 5) + "\n")
+      " | best ours / redis lru | target | verdict | best ours / exact LRU |\n")
+    w("|" + " --- |" * (len(systems) + 6) + "\n")
     for t in traces:
         for sz in sizes:
             cell = results.get(t, {}).get(sz, {})
             row = ["%.4f" % cell[s]["miss_ratio"] if s in cell else "-" for s in systems]
             v = verdict.get("%s/%s" % (t, sz))
             tail = (["%.3f (%s)" % (v["ratio"], v["best"].split(":")[1]), "<= %.1f" % v["target"],
-                     "PASS" if v["pass"] else "FAIL"] if v else ["-", "-", "-"])
+                     "PASS" if v["pass"] else "FAIL",
+                     "%.3f" % v["ratio_vs_exact_lru"] if "ratio_vs_exact_lru" in v else "-"]
+                    if v else ["-"] * 4)
             w("| %s | %s | %s | %s |\n" % (t, sz, " | ".join(row), " | ".join(tail)))
     w("\nitems resident over the replay's second half: mean [min-max] of %d DBSIZE reads"
       " (the offline LRU: its capacity)\n\n" % SAMPLES)
@@ -362,6 +366,8 @@ def print_tables(results, traces, sizes, systems, verdict):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pcached", help="pcached binary (without it pcached is SKIPPED)")
+    p.add_argument("--pcached-mem-mb", type=int, default=64,
+                   help="pcached's arena (mem_mb); maxmemory caps the records inside it")
     p.add_argument("--redis-server", default="redis-server")
     p.add_argument("--keys", type=int, default=100000)
     p.add_argument("--requests", type=int, default=1000000)
@@ -419,7 +425,7 @@ def main():
                 if s.startswith("pcached:"):
                     skipped[s] = "pcached: %s" % why
         else:
-            pc_cal = calibrate_pcached(a.pcached, tmp.name, max(sizes), value)
+            pc_cal = calibrate_pcached(a.pcached, tmp.name, max(sizes), value, a.pcached_mem_mb)
             print("pcached calibration: %.1f cell bytes per item (%.1f dataset bytes), %d items"
                   % (pc_cal["per_item_cell_bytes"], pc_cal["per_item_dataset_bytes"],
                      pc_cal["items"]), file=sys.stderr)
@@ -442,10 +448,13 @@ def main():
                 else:
                     r = run_pcached(a, s.split(":", 1)[1], ids, sz, value, tmp.name, pc_cal)
                 r["miss_ratio"] = r["misses"] / len(ids)
+                if "seconds" in r:
+                    r["requests_per_s"] = len(ids) / r["seconds"]
                 cell[s] = r
-                print("%-8s %6d %-22s miss %.4f resident %6.0f  %.1fs" %
+                print("%-8s %6d %-22s miss %.4f resident %6.0f  %.1fs  %s" %
                       (t, sz, s, r["miss_ratio"], r.get("resident_mean", r["resident"]),
-                       time.time() - t0), file=sys.stderr)
+                       time.time() - t0, "%.0f req/s" % r["requests_per_s"]
+                       if "requests_per_s" in r else ""), file=sys.stderr)
 
     verdict = verdicts(results, traces, sizes)
     print_tables(results, traces, sizes, systems, verdict)
@@ -516,7 +525,8 @@ def write_record(path, a, started, traces, sizes, results, tstats, verdict, skip
             platform.node(), os.cpu_count(), os.getloadavg()[0]),
         "runs": {"params": {"keys": a.keys, "requests": a.requests, "batch": a.batch,
                             "key_bytes": KEY_BYTES, "value_bytes": a.value_size, "seed": a.seed,
-                            "ohw_frac": a.ohw_frac, "loop_frac": a.loop_frac, "sizes": sizes},
+                            "ohw_frac": a.ohw_frac, "loop_frac": a.loop_frac, "sizes": sizes,
+                            "pcached_mem_mb": a.pcached_mem_mb},
                  "traces": tstats, "skipped": skipped, "pcached_calibration": pc_cal},
         "figures": {"run": figures},
         "raw": results,

@@ -106,7 +106,7 @@ def main():
     try:
         if a.pcached:
             why = es.pcached_check(a.pcached, tmp.name,
-                                   {"maxmemory": 1 << 20, "maxmemory-policy": a.policy})
+                                   {"maxmemory": 1 << 20, "maxmemory_policy": a.policy})
             if why:
                 skipped["pcached"] = str(why)
             else:
@@ -114,7 +114,7 @@ def main():
                     d = os.path.join(tmp.name, "pcached-" + kind)
                     os.mkdir(d)
                     servers["pcached", kind] = es.start_pcached(a.pcached, d, {
-                        "maxmemory": mb << 20, "maxmemory-policy": a.policy,
+                        "maxmemory": mb << 20, "maxmemory_policy": a.policy,
                         "mem_mb": a.free_mb + 64})
         else:
             skipped["pcached"] = "no --pcached PATH"

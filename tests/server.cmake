@@ -8,7 +8,8 @@ if(TARGET pcached)
                test_journal_bound test_crash_all test_mgmt_door test_buffers
                test_group_commit test_systemd test_config_alias
                test_txn test_hello test_atomic test_clients
-               test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance)
+               test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance
+               test_evict)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77

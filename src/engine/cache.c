@@ -99,6 +99,7 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     /* room for the allocator state of the first 64 process slots (procs.c
      * carves one per slot at its first claim) */
     meta += (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm) + 64;
+    meta += PC_DRAIN_LOG * sizeof(pc_off) + 64; /* drain.c's log: a full arena still drains */
     for (unsigned i = 0; i < ndecl; i++)
         meta += pc_coll_meta_bytes(decl[i].log2);
     if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
@@ -116,7 +117,8 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
     h->chunk_tab_off = pc_region_carve(c, chunk_cap * 8, 64);
     h->alloc_reserve_off = pc_region_carve(
         c, (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm), 64);
-    if (h->chunk_tab_off == 0 || h->alloc_reserve_off == 0) {
+    h->drain_log_off = pc_region_carve(c, PC_DRAIN_LOG * sizeof(pc_off), 64);
+    if (h->chunk_tab_off == 0 || h->alloc_reserve_off == 0 || h->drain_log_off == 0) {
         rc = PC_ENOMEM;
         goto fail;
     }

@@ -21,6 +21,14 @@
  * written meanwhile is passed over. The drain never decides that the chunk
  * is free: the rebalancer re-counts its cells on the pool under the pool
  * lock and takes it only then.
+ *
+ * One drain runs at a time (the header's drain lock; the order is drain
+ * lock, then bucket, then chain, with pool locks inside the allocator as
+ * ever). Every cell a drain holds - its spare, and the chunk's own free
+ * cells the allocator hands it meanwhile, kept aside so they stay free - is
+ * in the drain log before it is used and leaves it before it is published
+ * or freed; a process that takes the lock over from a dead drainer frees
+ * what the log still names, so a kill mid-drain leaks nothing.
  */
 #include "pc_int.h"
 
@@ -79,12 +87,13 @@ static bool pc_drain_pick_chunk(pc_cache *c, unsigned k, uint64_t *off, uint64_t
 
 struct pc_drain {
     pc_cache *c;
-    unsigned k;           /* the chunk's class */
-    uint64_t lo, hi;      /* the chunk's byte range */
-    pc_off spare;         /* a free cell of class k outside the chunk, or 0 */
-    pc_off *stash;        /* cells of the chunk the allocator handed us: freed at the end */
-    unsigned nstash, cap; /* cap = cells per chunk */
-    unsigned char *key;   /* PC_KEY_MAX bytes */
+    unsigned k;        /* the chunk's class */
+    uint64_t lo, hi;   /* the chunk's byte range */
+    pc_off spare;      /* a free cell of class k outside the chunk, or 0 */
+    uint32_t spare_at; /* its entry in the log */
+    pc_off *log;       /* this slot's drain log: every cell in hand */
+    uint32_t *logn;
+    unsigned char *key; /* PC_KEY_MAX bytes */
     unsigned moved, evicted;
 };
 
@@ -94,20 +103,45 @@ static bool pc_drain_inside(const struct pc_drain *d, pc_off off)
     return b >= d->lo && b < d->hi;
 }
 
-/* A spare cell outside the chunk (cells inside it are kept aside). */
+/* A cell in hand enters the log before it is used; an entry is cleared
+ * before its cell is published or freed, so a death leaves in the log only
+ * cells that no table and no free list names (a death between a pop and
+ * its entry loses that one cell). */
+static bool pc_drain_hold(struct pc_drain *d, pc_off o, uint32_t *at)
+{
+    uint32_t n = *d->logn;
+    if (n >= PC_DRAIN_LOG)
+        return false;
+    d->log[n] = o;
+    PC_CRASH_ORDER();
+    *d->logn = n + 1;
+    PC_CRASH_ORDER();
+    *at = n;
+    return true;
+}
+
+static void pc_drain_release(struct pc_drain *d, uint32_t at)
+{
+    d->log[at] = 0;
+    PC_CRASH_ORDER();
+}
+
+/* A spare cell outside the chunk; cells inside it stay in the log (in
+ * hand) until the end, so the allocator does not hand them out again. */
 static void pc_drain_spare(struct pc_drain *d)
 {
     while (d->spare == 0) {
         pc_off o = pc_alloc_quiet(d->c, d->c->class_size[d->k]);
+        uint32_t at;
         if (o == 0)
             return;
-        if (!pc_drain_inside(d, o)) {
-            d->spare = o;
-        } else if (d->nstash < d->cap) {
-            d->stash[d->nstash++] = o;
-        } else {
+        if (!pc_drain_hold(d, o, &at)) {
             pc_free(d->c, o);
             return;
+        }
+        if (!pc_drain_inside(d, o)) {
+            d->spare = o;
+            d->spare_at = at;
         }
     }
 }
@@ -129,6 +163,8 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
     for (unsigned ci = 0; ci < c->ncoll; ci++) {
         pc_coll *coll = &c->coll[ci];
         uint32_t pol = (uint32_t)pc_coll_eviction(coll);
+        if (!pc_bucket_may_hold(coll, h, off))
+            continue; /* not this collection's (or a free cell's bytes) */
         if (d->spare == 0)
             pc_drain_spare(d);
         uint64_t idx;
@@ -152,6 +188,7 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
                 unsigned char *to = pc_cell(c, d->spare);
                 /* byte 0 is the class byte, the same in both cells (I2) */
                 memcpy(to + 1, (const unsigned char *)loc.rec + 1, bytes - 1);
+                pc_drain_release(d, d->spare_at); /* published next: no longer in hand */
                 if (loc.where == 1) {
                     pc_wbegin(b);
                     atomic_store_explicit(&b->slot[loc.slot], d->spare, memory_order_relaxed);
@@ -188,32 +225,56 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
     return true;
 }
 
+/* The cells a dead drainer held: each entry cleared, then freed (a death
+ * between the two loses that cell, never frees one twice). */
+static void pc_drain_log_recover(pc_cache *c, pc_off *log)
+{
+    uint32_t n = c->hdr->drain_log_n < PC_DRAIN_LOG ? c->hdr->drain_log_n : PC_DRAIN_LOG;
+    unsigned freed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        pc_off x = log[i];
+        log[i] = 0;
+        PC_CRASH_ORDER();
+        const struct pc_free_shm *f = pc_cell(c, x);
+        if (f != NULL && f->cls < c->nclasses) {
+            pc_free(c, x);
+            freed++;
+        }
+    }
+    c->hdr->drain_log_n = 0;
+    pc_log(c, PC_LOG_WARN, "pcache: memory: a chunk drain's process died; %u cells it held freed",
+           freed);
+}
+
 int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict)
 {
     int k = pc_drain_pick_class(c, cls, may_evict);
     uint64_t off = 0, len = 0;
     if (k < 0 || !pc_drain_pick_chunk(c, (unsigned)k, &off, &len))
         return PC_ENOMEM;
+    struct pc_header_shm *h = c->hdr;
+    pc_off *log = pc_at(c, h->drain_log_off);
+    if (pc_lock_word(c, &h->drain_lock) == PC_LOCK_RECOVERED)
+        pc_drain_log_recover(c, log);
     uint32_t cell = c->class_size[k];
-    struct pc_drain d = {.c = c, .k = (unsigned)k, .lo = off, .hi = off + len};
-    d.cap = (unsigned)(len / cell);
-    d.stash = malloc(d.cap * sizeof *d.stash);
+    struct pc_drain d = {
+        .c = c, .k = (unsigned)k, .lo = off, .hi = off + len, .log = log, .logn = &h->drain_log_n};
+    *d.logn = 0;
     d.key = malloc(PC_KEY_MAX);
-    int rc = PC_ENOMEM;
-    if (d.stash == NULL || d.key == NULL)
-        goto out;
-    rc = 0;
-    for (uint64_t o = off; o + cell <= off + len; o += cell)
-        if (!pc_drain_cell(&d, (pc_off)(o >> PC_OFF_SHIFT))) {
+    int rc = d.key == NULL ? PC_EHEAP : 0;
+    for (uint64_t o = off; rc == 0 && o + cell <= off + len; o += cell)
+        if (!pc_drain_cell(&d, (pc_off)(o >> PC_OFF_SHIFT)))
             rc = PC_ENOMEM;
-            break;
+    /* what is still in hand (the spare, the chunk's own cells the
+     * allocator gave us) goes back: each entry cleared, then freed */
+    for (uint32_t i = 0; i < *d.logn; i++)
+        if (log[i] != 0) {
+            pc_off x = log[i];
+            pc_drain_release(&d, i);
+            pc_free(c, x);
         }
-out:
-    if (d.spare != 0)
-        pc_free(c, d.spare);
-    for (unsigned i = 0; i < d.nstash; i++)
-        pc_free(c, d.stash[i]);
-    free(d.stash);
+    *d.logn = 0;
+    pc_unlock_word(&h->drain_lock);
     free(d.key);
     /* the cells are on this process's stacks now: let the rebalancer look
      * again at once (it waits for the pools to grow otherwise) */
@@ -222,5 +283,5 @@ out:
            "pcache: memory: drained a chunk of %u-byte cells for %u-byte cells: %u moved, %u "
            "evicted%s",
            cell, c->class_size[cls], d.moved, d.evicted, rc == 0 ? "" : " (stopped)");
-    return rc;
+    return rc == 0 ? 0 : PC_ENOMEM;
 }

@@ -148,7 +148,12 @@ static inline _Atomic uint32_t *pc_ghost_slot(const pc_cache *c, unsigned coll_i
     const struct pc_header_shm *hd = c->hdr;
     _Atomic uint32_t *g = pc_at(c, atomic_load_explicit(&hd->s3_ghost_off, memory_order_acquire));
     *fp = (uint32_t)(h >> 32) | 1u; /* 0 is an empty slot */
-    return g + ((h ^ (uint64_t)coll_idx * 0x9e3779b97f4a7c15ull) & hd->s3_ghost_mask);
+    /* the ghost remembers about as many keys as the cache holds (the
+     * paper's size): a larger one sends returning keys of the long tail
+     * past the queue, a smaller one forgets the ones worth keeping */
+    uint64_t used = atomic_load_explicit(&hd->s3_ghost_used, memory_order_relaxed);
+    uint64_t mask = used != 0 && used - 1 < hd->s3_ghost_mask ? used - 1 : hd->s3_ghost_mask;
+    return g + ((h ^ (uint64_t)coll_idx * 0x9e3779b97f4a7c15ull) & mask);
 }
 
 int pc_coll_set_eviction(pc_coll *coll, int policy)
@@ -358,8 +363,27 @@ static uint64_t pc_s3_target(pc_cache *c)
             if ((pc_policy(&c->coll[i]) & PC_POLICY_ALG) == PC_EVICT_S3FIFO)
                 entries += pc_coll_entries(&c->coll[i]);
         atomic_store_explicit(&h->s3_target, entries / 10 + 1, memory_order_relaxed);
+        uint64_t g = 1024;
+        while (g < entries && g < (1ull << 40))
+            g *= 2;
+        atomic_store_explicit(&h->s3_ghost_used, g, memory_order_relaxed);
     }
     return atomic_load_explicit(&h->s3_target, memory_order_relaxed);
+}
+
+bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off)
+{
+    const struct pc_coll_shm *cs = coll->shm;
+    const struct pc_bucket_shm *b =
+        pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    if (used & PC_USED_OVF)
+        return true;
+    unsigned n = used & PC_USED_MASK;
+    for (unsigned i = 0; i < n && i < PC_SLOTS; i++)
+        if (atomic_load_explicit(&b->slot[i], memory_order_relaxed) == off)
+            return true;
+    return false;
 }
 
 enum { PC_POP_EMPTY = -1, PC_POP_KEPT = 0, PC_POP_EVICTED = 1 };
@@ -402,6 +426,8 @@ static int pc_s3_pop(pc_cache *c, uint64_t *bytes)
         return PC_POP_KEPT;
     memcpy(key, r->data, klen);
     uint64_t kh = pc_hash(key, klen);
+    if (!pc_bucket_may_hold(coll, kh, off))
+        return PC_POP_KEPT; /* gone, moved or torn: nothing to lock for */
     int64_t now = pc_mono_ms();
     uint64_t idx;
     struct pc_bucket_shm *b = pc_lock_route(coll, kh, &idx);

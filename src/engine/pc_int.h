@@ -322,9 +322,17 @@ struct pc_header_shm {
     _Atomic uint64_t s3_ghost_off;     /* uint32_t fingerprints of keys evicted from the queue */
     uint64_t s3_ghost_mask;
     _Atomic uint64_t s3_target;      /* the small queue's length goal: a tenth of the entries */
+    _Atomic uint64_t s3_ghost_used;  /* ghost slots in use: the entries, rounded up to 2^k */
     _Atomic int64_t s3_target_at_ms; /* when s3_target was last computed */
     _Atomic uint32_t evict_rr;       /* round-robin start over evicting collections */
     _Atomic uint64_t drain_cursor;   /* where drain.c looks for a chunk next */
+    /* One drain at a time (drain.c), under drain_lock: the cells it holds
+     * are in the log (PC_DRAIN_LOG pc_off at drain_log_off, carved with the
+     * metadata), entries [0, drain_log_n) possibly non-zero; whoever takes
+     * the lock over from a dead holder frees them. */
+    _Atomic uint32_t drain_lock;
+    uint32_t drain_log_n;
+    uint64_t drain_log_off;
     struct pc_proc_shm procs[PC_MAX_PROCS];
 };
 
@@ -376,10 +384,11 @@ struct pc_cache {
     uint64_t epoch; /* fork epoch this handle's local state belongs to */
     uint32_t token; /* this process's owner token (0 until claimed) */
     uint32_t slot;
-    int64_t reap_next_ms;                /* pc_maintain's next look for dead slots */
-    uint64_t reclaim_seen;               /* pooled cells at this process's last fruitless reclaim */
-    int64_t reclaim_at_ms;               /* and when it was */
-    int64_t drain_next_ms[PC_MAX_CLASSES]; /* per class: no chunk drain before (after a failed one) */
+    int64_t reap_next_ms;  /* pc_maintain's next look for dead slots */
+    uint64_t reclaim_seen; /* pooled cells at this process's last fruitless reclaim */
+    int64_t reclaim_at_ms; /* and when it was */
+    int64_t
+        drain_next_ms[PC_MAX_CLASSES];   /* per class: no chunk drain before (after a failed one) */
     struct pc_alloc_shm *cls;            /* this slot's state in the region; NULL until claimed */
     uint32_t class_size[PC_MAX_CLASSES]; /* copy of hdr->class_size */
     unsigned nclasses;
@@ -721,6 +730,11 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes);
  * the tag to store (the access bit set for LRU) and, for S3-FIFO, the
  * push of the record onto the small queue (no allocation, one atomic). */
 uint8_t pc_evict_on_insert(pc_coll *coll, uint64_t h, pc_off rec);
+/* Lock-free peek: whether the bucket h routes to may hold record off (a
+ * slot names it, or its keys may be in overflow). The callers find a
+ * record from its own key read without a lock, so a torn key routes
+ * anywhere: this keeps them from locking buckets no key of theirs is in. */
+bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off);
 /* The maintenance process's eviction ahead of need (PC_MAINT_EVICT). */
 uint64_t pc_evict_ahead(pc_cache *c);
 /* The after-unlock part of one eviction of record off (and its chain node,
@@ -728,6 +742,7 @@ uint64_t pc_evict_ahead(pc_cache *c);
 void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int64_t now);
 
 /* ---- drain.c: a chunk's residents leave for a starved class ---------------- */
+#define PC_DRAIN_LOG 4096u /* > the cells of a 64 KiB chunk of any class a drain takes */
 /* Picks a chunk of another class than cls and moves (or, may_evict, evicts)
  * every record in it; the rebalancer then re-classes it. 0 when every
  * record left, PC_ENOMEM when none could be picked or one had to stay. */

@@ -54,6 +54,8 @@ static int pc_stats_memory(pc_cache *c, const pc_result_ops *o, void *r, const p
                ms->used_cell_bytes ? pc_round4((double)carved / (double)ms->used_cell_bytes)
                                    : 1.0));
     TRY(o->u64(r, "alloc_refused", ms->starved));
+    TRY(o->u64(r, "maxmemory", ms->maxmemory));
+    TRY(o->u64(r, "evicted", ms->evicted));
     pc_mem_class cl[96];
     unsigned n = 0;
     TRY(pc_mem_classes(c, cl, 96, &n));
@@ -103,6 +105,9 @@ static int pc_stats_coll(const pc_mgmt *m, pc_coll *coll, const pc_coll_stats *s
     TRY(o->u64(r, "lock_fallbacks", st->lock_fallbacks));
     TRY(o->u64(r, "nomem", st->nomem));
     TRY(o->u64(r, "splits", st->splits));
+    TRY(o->u64(r, "evicted", st->evicted));
+    const char *policy = pc_evict_policy_name(pc_coll_eviction(coll));
+    TRY(o->str(r, "eviction", policy, strlen(policy)));
     TRY(o->u64(r, "log2_initial", st->log2_initial));
     TRY(o->i64(r, "reset_at", st->reset_at));
     if (m->stats_fn != NULL)

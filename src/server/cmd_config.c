@@ -4,9 +4,10 @@
  *
  * CONFIG GET answers pcached's own keys (section 2 of the doc) and the
  * Redis names clients ask for, mapped onto them (timeout, loglevel,
- * port, bind, proto-max-bulk-len...) or constant (save, appendonly,
- * maxmemory-policy). requirepass and management_password are never on the
- * wire: CONFIG GET leaves them out.
+ * port, bind, proto-max-bulk-len, maxmemory-policy: the policy of the
+ * client's selected collection...) or constant (save, appendonly).
+ * requirepass and management_password are never on the wire: CONFIG GET
+ * leaves them out.
  *
  * CONFIG SET changes the run-time settings of rt_params below, several at
  * once as Redis 7 does (all checked first, then all applied, or none).
@@ -22,6 +23,12 @@
  * copies the values into its srv_config and its log level. A worker the
  * master restarts applies them before it serves. Nothing is written to the
  * configuration file: a restart returns to it.
+ *
+ * maxmemory and maxmemory-policy act in the engine, whose cap and
+ * per-collection policies live in shared memory: the writer changes them
+ * there while it holds gen odd (all or none: a policy the engine refuses
+ * leaves every collection as it was and publishes nothing), and srv.rt only
+ * carries the text that CONFIG GET shows in the other processes.
  */
 #include "resp.h"
 
@@ -48,12 +55,17 @@ static const struct rt_param {
     {"max_bulk", "max_bulk", 0},
     {"max_inline", "max_inline", 0},
     {"max_request_mb", "max_request_mb", 0},
+    {"maxmemory", "maxmemory", 0},
+    {"maxmemory-policy", "maxmemory_policy", 0},
+    {"maxmemory_policy", "maxmemory_policy", 0},
 };
 #define RT_N (sizeof rt_params / sizeof rt_params[0])
 
 static uint64_t rt_seen; /* the generation this process applied last */
 
-static void rt_publish(srv *s)
+/* Takes the writer's side of the seqlock; returns the even generation it
+ * found (gen is that + 1 until rt_release). */
+static uint64_t rt_take(srv *s)
 {
     struct srv_runtime_shm *rt = &s->shm->rt;
     uint64_t g = atomic_load_explicit(&rt->gen, memory_order_relaxed), odd_seen = 0;
@@ -75,6 +87,18 @@ static void rt_publish(srv *s)
         }
         g = atomic_load_explicit(&rt->gen, memory_order_relaxed);
     }
+    return g;
+}
+
+/* Ends the turn rt_take began at g: publishes s->cfg's run-time values, or
+ * (publish 0: nothing changed) hands the generation back as it was. */
+static void rt_release(srv *s, uint64_t g, int publish)
+{
+    struct srv_runtime_shm *rt = &s->shm->rt;
+    if (!publish) {
+        atomic_store_explicit(&rt->gen, g, memory_order_release);
+        return;
+    }
     const srv_config *c = &s->cfg;
     atomic_store_explicit(&rt->idle_timeout_s, c->idle_timeout_s, memory_order_relaxed);
     atomic_store_explicit(&rt->maxclients, c->maxclients, memory_order_relaxed);
@@ -84,9 +108,15 @@ static void rt_publish(srv *s)
     atomic_store_explicit(&rt->max_inline, c->max_inline, memory_order_relaxed);
     atomic_store_explicit(&rt->max_request_mb, c->max_request_mb, memory_order_relaxed);
     atomic_store_explicit(&rt->log_level, srv_log_level_parse(c->log_level), memory_order_relaxed);
+    atomic_store_explicit(&rt->maxmemory, c->maxmemory, memory_order_relaxed);
+    int policy = PC_EVICT_NONE;
+    (void)pc_evict_policy_parse(c->maxmemory_policy, strlen(c->maxmemory_policy), &policy);
+    atomic_store_explicit(&rt->maxmemory_policy, policy, memory_order_relaxed);
     atomic_store_explicit(&rt->gen, g + 2, memory_order_release);
     rt_seen = g + 2;
 }
+
+static int rt_apply(srv *s, uint64_t g, uint64_t expect);
 
 int srv_runtime_poll(srv *s)
 {
@@ -94,6 +124,15 @@ int srv_runtime_poll(srv *s)
     uint64_t g = atomic_load_explicit(&rt->gen, memory_order_acquire);
     if (g == rt_seen || g % 2 != 0)
         return 0; /* nothing new, or a writer is at work: the next poll */
+    return rt_apply(s, g, g);
+}
+
+/* Copies the values published at generation g into s->cfg and the log
+ * level, if gen still reads expect after the copy (g for a reader; g + 1
+ * for the writer itself, config_set); else nothing (torn) and 0. */
+static int rt_apply(srv *s, uint64_t g, uint64_t expect)
+{
+    struct srv_runtime_shm *rt = &s->shm->rt;
     srv_config n = s->cfg;
     n.idle_timeout_s = atomic_load_explicit(&rt->idle_timeout_s, memory_order_relaxed);
     n.maxclients = atomic_load_explicit(&rt->maxclients, memory_order_relaxed);
@@ -103,12 +142,15 @@ int srv_runtime_poll(srv *s)
     n.max_inline = atomic_load_explicit(&rt->max_inline, memory_order_relaxed);
     n.max_request_mb = atomic_load_explicit(&rt->max_request_mb, memory_order_relaxed);
     int level = atomic_load_explicit(&rt->log_level, memory_order_relaxed);
+    n.maxmemory = atomic_load_explicit(&rt->maxmemory, memory_order_relaxed);
+    int policy = atomic_load_explicit(&rt->maxmemory_policy, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&rt->gen, memory_order_relaxed) != g)
+    if (atomic_load_explicit(&rt->gen, memory_order_relaxed) != expect)
         return 0; /* torn: the next poll */
     static const char *names[] = {"err", "warn", "info", "debug"};
     if (level >= 0 && level <= 3)
         snprintf(n.log_level, sizeof n.log_level, "%s", names[level]);
+    snprintf(n.maxmemory_policy, sizeof n.maxmemory_policy, "%s", pc_evict_policy_name(policy));
     s->cfg = n;
     if (level >= 0)
         srv_log_set_level(level);
@@ -151,7 +193,8 @@ static const char *pcached_level(const char *redis)
 }
 
 /* The Redis names CONFIG GET answers: name -> value text into buf. */
-static unsigned redis_names(const srv *s, const char *names[], const char *vals[], char bufs[][32])
+static unsigned redis_names(const srv *s, pc_coll *coll, const char *names[], const char *vals[],
+                            char bufs[][32])
 {
     unsigned n = 0;
 #define PUT(nm, v) (names[n] = (nm), vals[n] = (v), n++)
@@ -159,8 +202,8 @@ static unsigned redis_names(const srv *s, const char *names[], const char *vals[
     PUT("save", "");
     PUT("appendonly", "no");
     PUTF("databases", "%u", s->ndbs);
-    PUTF("maxmemory", "%llu", (unsigned long long)s->cfg.mem_mb << 20);
-    PUT("maxmemory-policy", "noeviction");
+    /* maxmemory is pcached's key too (§2), listed with them */
+    PUT("maxmemory-policy", pc_evict_policy_name(pc_coll_eviction(coll)));
     PUTF("timeout", "%u", s->cfg.idle_timeout_s);
     PUT("loglevel", redis_level(s->cfg.log_level));
     PUTF("port", "%u", s->bound_port != 0 ? s->bound_port : s->cfg.port);
@@ -186,7 +229,9 @@ static void config_get(srv_worker *w, conn *c, unsigned argc, const char **argv,
 {
     const char *names[REDIS_NAMES_MAX], *vals[REDIS_NAMES_MAX];
     char bufs[REDIS_NAMES_MAX][32], buf[32];
-    unsigned nr = redis_names(w->s, names, vals, bufs);
+    if (srv_runtime_poll(w->s)) /* what another worker's CONFIG SET changed */
+        cmd_config_limits(w);
+    unsigned nr = redis_names(w->s, c->coll, names, vals, bufs);
     conn tmp;
     memset(&tmp, 0, sizeof tmp);
     int64_t pairs = 0;
@@ -229,11 +274,11 @@ static const struct rt_param *rt_find(const char *p, size_t n)
 /* Whether name is a known setting that cannot change: pcached's keys and
  * the Redis names of CONFIG GET. *cur = its value text (for the "same
  * value" rule), or NULL when it has none to compare. */
-static int is_immutable(const srv *s, const char *p, size_t n, const char **cur, char bufs[][32],
-                        char *buf)
+static int is_immutable(const srv *s, pc_coll *coll, const char *p, size_t n, const char **cur,
+                        char bufs[][32], char *buf)
 {
     const char *names[REDIS_NAMES_MAX], *vals[REDIS_NAMES_MAX];
-    unsigned nr = redis_names(s, names, vals, bufs);
+    unsigned nr = redis_names(s, coll, names, vals, bufs);
     for (unsigned i = 0; i < nr; i++)
         if (arg_eq(p, n, names[i])) {
             *cur = vals[i];
@@ -273,38 +318,46 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
         reply_error(c, "ERR syntax error");
         return;
     }
+    /* The writer's side first, then the values the last CONFIG SET of any
+     * worker published (not this process's copy, which may be older: they
+     * are all published again below). Held until the reply: every exit
+     * releases it. */
+    uint64_t g = rt_take(w->s);
+    if (g != 0 && g != rt_seen && rt_apply(w->s, g, g + 1))
+        cmd_config_limits(w);
     srv_config n = w->s->cfg;
     const char *keys_done[RT_N];
     unsigned ndone = 0;
+    int set_policy = 0, set_maxmemory = 0;
     for (unsigned i = 2; i < argc; i += 2) {
         const struct rt_param *rp = rt_find(argv[i], argl[i]);
         if (rp == NULL) {
             const char *cur;
             char bufs[REDIS_NAMES_MAX][32], buf[32];
-            if (!is_immutable(w->s, argv[i], argl[i], &cur, bufs, buf)) {
+            if (!is_immutable(w->s, c->coll, argv[i], argl[i], &cur, bufs, buf)) {
                 char name[129];
                 resp_sanitize(name, sizeof name, argv[i], argl[i]);
                 reply_error(c, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
                             name);
-                return;
+                goto refused;
             }
             if (cur == NULL || strlen(cur) != argl[i + 1] ||
                 memcmp(cur, argv[i + 1], argl[i + 1]) != 0) {
                 set_failed(c, argv[i], argl[i], "can't set immutable config");
-                return;
+                goto refused;
             }
             continue; /* the value it already has */
         }
         for (unsigned d = 0; d < ndone; d++)
-            if (keys_done[d] == rp->key) {
+            if (strcmp(keys_done[d], rp->key) == 0) {
                 set_failed(c, argv[i], argl[i], "duplicate parameter");
-                return;
+                goto refused;
             }
         keys_done[ndone++] = rp->key;
         char val[64], err[256];
         if (argl[i + 1] >= sizeof val || memchr(argv[i + 1], '\0', argl[i + 1]) != NULL) {
             set_failed(c, argv[i], argl[i], "argument is not a valid value");
-            return;
+            goto refused;
         }
         memcpy(val, argv[i + 1], argl[i + 1]);
         val[argl[i + 1]] = '\0';
@@ -313,20 +366,41 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
             set_failed(c, argv[i], argl[i],
                        "argument(s) must be one of the following: debug, verbose, notice, "
                        "warning");
-            return;
+            goto refused;
         }
         if (srv_config_set(&n, rp->key, v, "CONFIG SET", err, sizeof err) != 0) {
             const char *why = strstr(err, ": ");
             set_failed(c, argv[i], argl[i], why != NULL ? why + 2 : err);
-            return;
+            goto refused;
+        }
+        set_policy |= strcmp(rp->key, "maxmemory_policy") == 0;
+        set_maxmemory |= strcmp(rp->key, "maxmemory") == 0;
+    }
+    if (set_policy) {
+        int policy;
+        char err[300];
+        (void)pc_evict_policy_parse(n.maxmemory_policy, strlen(n.maxmemory_policy), &policy);
+        if (srv_eviction_set_default(w->s, policy, err, sizeof err) != 0) {
+            set_failed(c, "maxmemory-policy", 16, err);
+            goto refused;
         }
     }
+    if (set_maxmemory)
+        (void)pc_set_maxmemory(w->s->cache, n.maxmemory);
     w->s->cfg = n;
-    rt_publish(w->s);
+    rt_release(w->s, g, 1);
+    if (set_policy || set_maxmemory)
+        srv_log(PC_LOG_INFO,
+                "CONFIG SET: maxmemory %llu, maxmemory_policy %s (collections "
+                "without an eviction entry)",
+                (unsigned long long)n.maxmemory, n.maxmemory_policy);
     if (srv_log_level_parse(n.log_level) >= 0)
         srv_log_set_level(srv_log_level_parse(n.log_level));
     cmd_config_limits(w);
     reply_ok(c);
+    return;
+refused: /* nothing changed: the generation goes back as it was */
+    rt_release(w->s, g, 0);
 }
 
 /* ---- CONFIG ---------------------------------------------------------------------------- */

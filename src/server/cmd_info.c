@@ -227,14 +227,17 @@ static void sec_server(srv_worker *w, struct info_buf *b)
            w->slot);
 }
 
-static void sec_memory(srv_worker *w, struct info_buf *b)
+static void sec_memory(srv_worker *w, pc_coll *coll, struct info_buf *b)
 {
     pc_mem_stats m;
     if (pc_mem_stats_get(w->s->cache, &m) != 0)
         return;
     /* cells holding data and the tables: what a write can no longer use */
     uint64_t used = (uint64_t)m.used_cell_bytes + m.table_bytes;
-    uint64_t maxm = (uint64_t)m.hugepage_bytes + m.plain_bytes;
+    /* maxmemory as Redis reports it: the cap set, 0 = none. What binds is
+     * the cap or the arena, whichever is smaller (pcache_memory_limit) */
+    uint64_t maxm = m.maxmemory, region = (uint64_t)m.hugepage_bytes + m.plain_bytes;
+    int by_cap = maxm > 0 && maxm < region;
     uint64_t rss = 0;
     FILE *f = fopen("/proc/self/statm", "re");
     if (f != NULL) {
@@ -251,11 +254,15 @@ static void sec_memory(srv_worker *w, struct info_buf *b)
            "# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\nused_memory_rss:%llu\r\n"
            "used_memory_rss_human:%s\r\nused_memory_peak:%llu\r\nused_memory_peak_human:%s\r\n"
            "used_memory_dataset:%llu\r\nmaxmemory:%llu\r\nmaxmemory_human:%s\r\n"
-           "maxmemory_policy:noeviction\r\nmem_fragmentation_ratio:%.2f\r\n"
+           "maxmemory_policy:%s\r\nmem_fragmentation_ratio:%.2f\r\n"
            "mem_allocator:pcache-arena\r\n",
            (unsigned long long)used, hu, (unsigned long long)rss, hr, (unsigned long long)used, hu,
            (unsigned long long)m.used_cell_bytes, (unsigned long long)maxm, hm,
-           used ? (double)rss / (double)used : 0.0);
+           pc_evict_policy_name(pc_coll_eviction(coll)), used ? (double)rss / (double)used : 0.0);
+    ib_add(b,
+           "pcache_memory_limit:%llu\r\npcache_memory_limit_by:%s\r\npcache_evicted_keys:%llu\r\n",
+           (unsigned long long)(by_cap ? maxm : region), by_cap ? "maxmemory" : "arena",
+           (unsigned long long)m.evicted);
     ib_add(b,
            "pcache_mem_tier:%s\r\npcache_pinned:%d\r\npcache_hugepage_bytes:%zu\r\n"
            "pcache_hugepage_free:%zu\r\npcache_plain_bytes:%zu\r\npcache_plain_free:%zu\r\n"
@@ -319,20 +326,20 @@ static uint64_t ops_per_sec(uint64_t cmds)
 }
 
 static void sec_stats(srv_worker *w, struct info_buf *b, const struct totals *t, uint64_t hits,
-                      uint64_t misses, uint64_t expired)
+                      uint64_t misses, uint64_t expired, uint64_t evicted)
 {
     (void)w;
     ib_add(b,
            "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
            "instantaneous_ops_per_sec:%llu\r\nrejected_connections:%llu\r\nsync_full:0\r\n"
-           "sync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:0\r\n"
+           "sync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:%llu\r\n"
            "evicted_clients:0\r\nkeyspace_hits:%llu\r\nkeyspace_misses:%llu\r\n"
            "pubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\n"
            "total_error_replies:%llu\r\ntotal_error_replies_protocol:%llu\r\n",
            (unsigned long long)t->conns, (unsigned long long)t->cmds,
            (unsigned long long)ops_per_sec(t->cmds), (unsigned long long)t->rej,
-           (unsigned long long)expired, (unsigned long long)hits, (unsigned long long)misses,
-           (unsigned long long)t->errors, (unsigned long long)t->perr);
+           (unsigned long long)expired, (unsigned long long)evicted, (unsigned long long)hits,
+           (unsigned long long)misses, (unsigned long long)t->errors, (unsigned long long)t->perr);
 }
 
 static void sec_cpu(srv_worker *w, struct info_buf *b)
@@ -425,7 +432,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
     }
     for (unsigned k = 0; k < SRV_ERR_CODES; k++)
         t.errors += errors_total(s, k);
-    uint64_t hits = 0, misses = 0, expired = 0;
+    uint64_t hits = 0, misses = 0, expired = 0, evicted = 0;
     pc_coll_stats cs[PC_MAX_COLLECTIONS];
     unsigned ncoll = pc_coll_count(s->cache);
     for (unsigned i = 0; i < ncoll; i++) {
@@ -434,6 +441,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         hits += cs[i].hits;
         misses += cs[i].misses;
         expired += cs[i].expired;
+        evicted += cs[i].evicted;
     }
     /* each section ends with a blank line; the last one's is cut below */
     if (want[S_SERVER]) {
@@ -448,7 +456,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                (unsigned long long)t.clients,
                (unsigned long long)s->cfg.maxclients * s->cfg.workers);
     if (want[S_MEMORY]) {
-        sec_memory(w, &b);
+        sec_memory(w, c->coll, &b);
         ib_add(&b, "\r\n");
     }
     if (want[S_PERSISTENCE]) {
@@ -456,7 +464,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         ib_add(&b, "\r\n");
     }
     if (want[S_STATS]) {
-        sec_stats(w, &b, &t, hits, misses, expired);
+        sec_stats(w, &b, &t, hits, misses, expired, evicted);
         ib_add(&b, "\r\n");
     }
     if (want[S_REPLICATION])
@@ -507,7 +515,8 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
             ib_add(&b,
                    "coll_%s:entries=%llu,buckets=%llu,overflow=%llu,hits=%llu,misses=%llu,"
                    "stores=%llu,removes=%llu,expired=%llu,destroyed=%llu,reads=%llu,"
-                   "seqlock_retries=%llu,lock_fallbacks=%llu,nomem=%llu,splits=%llu\r\n",
+                   "seqlock_retries=%llu,lock_fallbacks=%llu,nomem=%llu,splits=%llu,"
+                   "evicted=%llu,eviction=%s\r\n",
                    pc_coll_name(pc_coll_at(s->cache, i)), (unsigned long long)st->entries,
                    (unsigned long long)st->buckets, (unsigned long long)st->overflow,
                    (unsigned long long)st->hits, (unsigned long long)st->misses,
@@ -515,7 +524,8 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
                    (unsigned long long)st->expired, (unsigned long long)st->destroyed,
                    (unsigned long long)st->reads, (unsigned long long)st->seqlock_retries,
                    (unsigned long long)st->lock_fallbacks, (unsigned long long)st->nomem,
-                   (unsigned long long)st->splits);
+                   (unsigned long long)st->splits, (unsigned long long)st->evicted,
+                   pc_evict_policy_name(pc_coll_eviction(pc_coll_at(s->cache, i))));
         }
         ib_add(&b, "\r\n");
     }

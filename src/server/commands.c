@@ -103,8 +103,8 @@ void reply_pc_error(conn *c, int rc)
                     PC_KEY_MAX, PC_VALUE_MAX);
         break;
     case PC_ENOMEM:
-        reply_error(c, "OOM command not allowed: the shared arena is full (mem_mb), the write "
-                       "was dropped");
+        reply_error(c, "OOM command not allowed: the shared arena is full (maxmemory, mem_mb) "
+                       "and no collection's policy found a key to evict, the write was dropped");
         break;
     case PC_ENOTNUM:
         reply_error(c, "ERR value is not an integer or out of range");

@@ -20,8 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-enum { CK_STR, CK_UINT, CK_OCTAL };
+enum { CK_STR, CK_UINT, CK_OCTAL, CK_BYTES }; /* CK_BYTES: a uint64_t, Redis's units */
 
 typedef struct srv_key {
     const char *name;
@@ -39,6 +40,10 @@ typedef struct srv_key {
 #define OCTAL(f, d, hi, h)                                                                         \
     {                                                                                              \
 #f, CK_OCTAL, offsetof(srv_config, f), 0, d, 0, hi, h                                      \
+    }
+#define BYTES(f, d, h)                                                                             \
+    {                                                                                              \
+#f, CK_BYTES, offsetof(srv_config, f), 0, d, 0, 0, h                                       \
     }
 #define UINT(f, d, lo, hi, h)                                                                      \
     {                                                                                              \
@@ -58,6 +63,13 @@ static const srv_key srv_keys[] = {
         "SELECT index -> collection, comma separated; empty = declaration order"),
     UINT(mem_mb, "256", 8, 1048576, "shared memory for records and tables, MiB"),
     UINT(hugepage_mb, "0", 0, 1048576, "huge-page reservation in front of it, MiB"),
+    BYTES(maxmemory, "0",
+          "cap on the bytes of record cells, Redis's units (512mb, 2gb); 0 = the arena is the cap"),
+    STR(maxmemory_policy, "noeviction",
+        "full cache: noeviction, allkeys-lru, allkeys-s3fifo, allkeys-random, volatile-*"),
+    STR(eviction, "", "per collection, over maxmemory_policy: 'a=allkeys-lru;b=noeviction'"),
+    STR(event_expired_collections, "", "log an 'event expired' line per expired key ('a,b')"),
+    STR(event_evicted_collections, "", "log an 'event evicted' line per evicted key ('a,b')"),
     UINT(maxclients, "10000", 1, 1000000, "connections per worker"),
     UINT(max_args, "65536", 1, 1048576, "arguments in one command"),
     UINT(max_bulk, "1048576", 1024, 536870912, "bytes in one argument"),
@@ -132,6 +144,36 @@ int srv_log_level_parse(const char *s)
     return -1;
 }
 
+int srv_parse_bytes(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        uint64_t mul;
+    } units[] = {{"", 1},
+                 {"b", 1},
+                 {"k", 1000},
+                 {"kb", 1024},
+                 {"m", 1000 * 1000},
+                 {"mb", 1024 * 1024},
+                 {"g", 1000ull * 1000 * 1000},
+                 {"gb", 1024ull * 1024 * 1024}};
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(end, units[i].unit) == 0) {
+            if (v > UINT64_MAX / units[i].mul)
+                return -1;
+            *out = (uint64_t)v * units[i].mul;
+            return 0;
+        }
+    return -1;
+}
+
 static const srv_key *cfg_find(const char *name)
 {
     for (unsigned i = 0; i < SRV_NKEYS; i++)
@@ -176,6 +218,27 @@ static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const
         if (strcmp(k->name, "log_level") == 0 && srv_log_level_parse(value) < 0)
             return cfg_err(err, errlen, "%s: log_level: '%s' is not one of err, warn, info, debug",
                            where, value);
+        char perr[512];
+        int policy;
+        if (strcmp(k->name, "maxmemory_policy") == 0) {
+            if (srv_evict_policy(value, n, &policy, perr, sizeof perr) != 0)
+                return cfg_err(err, errlen, "%s: maxmemory_policy: %s", where, perr);
+            /* kept as the engine spells it: CONFIG GET shows one name */
+            snprintf(field, k->size, "%s", pc_evict_policy_name(policy));
+        }
+        if (strcmp(k->name, "eviction") == 0 &&
+            srv_eviction_check(value, NULL, perr, sizeof perr) != 0)
+            return cfg_err(err, errlen, "%s: %s", where, perr);
+        return 0;
+    }
+    if (k->type == CK_BYTES) {
+        uint64_t b;
+        if (srv_parse_bytes(value, &b) != 0)
+            return cfg_err(err, errlen,
+                           "%s: %s: '%.100s' is not a byte count (digits and an optional unit: b, "
+                           "k, kb, m, mb, g, gb)",
+                           where, k->name, value);
+        memcpy(field, &b, sizeof b);
         return 0;
     }
     char *end;
@@ -503,6 +566,12 @@ const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name,
     const char *field = (const char *)cfg + k->off;
     if (k->type == CK_STR)
         return field;
+    if (k->type == CK_BYTES) {
+        uint64_t b;
+        memcpy(&b, field, sizeof b);
+        snprintf(buf, cap, "%llu", (unsigned long long)b);
+        return buf;
+    }
     snprintf(buf, cap, k->type == CK_OCTAL ? "%o" : "%u", *(const unsigned *)(const void *)field);
     return buf;
 }

@@ -9,7 +9,7 @@
  * to write instead (`databases`, `save`, `appendonly`...), never ignored.
  *
  * The keys pcached already shares with Redis (port, bind, requirepass,
- * maxclients, pidfile) need no entry. docs/pcached.md §2 "Redis names"
+ * maxclients, pidfile, maxmemory) need no entry. docs/pcached.md §2 "Redis names"
  * lists this table; tests/server/test_config_alias.py checks the two agree.
  */
 #include "pcached.h"
@@ -30,6 +30,7 @@ static const srv_alias srv_aliases[] = {
     {"syslog-enabled", "syslog", "yes=1;no=0"},
     {"dir", "db_url", NULL},
     {"timeout", "idle_timeout_s", NULL},
+    {"maxmemory-policy", "maxmemory_policy", NULL},
 };
 
 /* Redis keys that are not aliases: what pcached has instead. */
@@ -43,6 +44,9 @@ static const struct {
     {"appendfsync", "the journal's mode: journal = COLLECTION=always|everysec|off"},
     {"dbfilename", "db_url names the store's directory; its files are fixed"},
     {"daemonize", "pcached runs in the foreground (systemd Type=notify); no daemonize"},
+    {"maxmemory-samples", "pcache's policies sample nothing (CLOCK, S3-FIFO): drop the line"},
+    {"maxmemory-eviction-tenacity", "eviction work per write is bounded by the engine: drop the "
+                                    "line"},
 };
 
 int srv_config_alias(const char *name, const char *value, const char **key, char *vbuf, size_t vcap,

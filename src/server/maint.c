@@ -36,13 +36,17 @@
 static pc_json *m_json;
 
 /* Events raised in this process: a reload by perf_sync raises "synced"
- * here (docs/sync.md); pcached has no script to hand it to, so it logs. */
+ * here (docs/sync.md), the sweep "expired", eviction ahead of need
+ * "evicted" (when opted in: eviction.c); pcached has no script to hand
+ * them to, so it logs. */
 static void maint_event(void *ctx, const pc_event *ev)
 {
     (void)ctx;
     if (ev->type == PC_EV_RELOADED)
         srv_log(PC_LOG_INFO, "event synced: collection %s from node %s", ev->collection,
                 ev->source[0] != '\0' ? ev->source : "unknown");
+    else
+        srv_event_log(ev); /* expired by the sweep, evicted ahead of need */
 }
 
 /* Runs one management command here, keeping LASTSAVE and the save counters

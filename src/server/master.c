@@ -135,7 +135,11 @@ int srv_setup_cache(srv *s, char *err, size_t errlen)
                  pc_store_strerror(rc));
         return -1;
     }
-    return build_dbs(s, err, errlen);
+    if (build_dbs(s, err, errlen) != 0)
+        return -1;
+    /* before the store is loaded: a warm-up larger than maxmemory evicts
+     * as the writes that follow it would */
+    return srv_eviction_setup(s, err, errlen);
 }
 
 /* Every worker may hold maxclients sockets: raise the soft descriptor

@@ -40,6 +40,7 @@ struct figures {
     unsigned ncoll;
     const char *names[PC_MAX_COLLECTIONS];
     pc_coll_stats cs[PC_MAX_COLLECTIONS];
+    int policy[PC_MAX_COLLECTIONS];               /* pc_coll_eviction */
     pc_persist_save_stats ps[PC_MAX_COLLECTIONS]; /* zero without a store */
 };
 
@@ -76,6 +77,7 @@ static void gather(const srv *s, struct figures *f)
         pc_coll *c = pc_coll_at(s->cache, i);
         f->names[i] = pc_coll_name(c);
         (void)pc_coll_stats_total(c, &f->cs[i]);
+        f->policy[i] = pc_coll_eviction(c);
         if (s->persist != NULL)
             (void)pc_persist_save_stats_get(s->persist, c, &f->ps[i]);
     }
@@ -201,6 +203,14 @@ static double f_mem_pinned(const struct figures *f)
 {
     return G(mem.pinned);
 }
+static double f_mem_maxmemory(const struct figures *f)
+{
+    return G(mem.maxmemory);
+}
+static double f_mem_evicted(const struct figures *f)
+{
+    return G(mem.evicted);
+}
 static double f_persist(const struct figures *f)
 {
     return G(persist);
@@ -259,6 +269,9 @@ static const struct mrow rows[] = {
     {"memory_table_bytes", M_GAUGE, "Bytes in bucket segments and hint arrays.", f_mem_table},
     {"memory_chunks", M_GAUGE, "Slab chunks carved.", f_mem_chunks},
     {"memory_pinned", M_GAUGE, "1 when mlock pinned the huge-page reservation.", f_mem_pinned},
+    {"memory_maxmemory_bytes", M_GAUGE, "The maxmemory cap on record cells, 0 = none (the arena).",
+     f_mem_maxmemory},
+    {"evicted_keys", M_COUNTER, "Keys evicted, all collections.", f_mem_evicted},
     {"persistence_enabled", M_GAUGE, "1 when a db_url is configured.", f_persist},
     {"save_in_progress", M_GAUGE, "1 while a save runs or a BGSAVE is pending.", f_saving},
     {"saves", M_COUNTER, "Successful saves (SAVE, BGSAVE, periodic).", f_saves},
@@ -303,6 +316,8 @@ static const struct crow crows[] = {
       lock_fallbacks),
     C("collection_nomem", M_COUNTER, "Writes refused: the shared arena was full.", nomem),
     C("collection_splits", M_COUNTER, "Bucket splits (table growth).", splits),
+    C("collection_evicted", M_COUNTER, "Keys evicted to make room (the collection's policy).",
+      evicted),
 };
 #undef C
 
@@ -367,6 +382,14 @@ int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len)
             mb_label(&b, f->names[i]);
             mb_add(&b, "\"} %llu\n", (unsigned long long)cval(&f->cs[i], crows[r].off));
         }
+    }
+    family_head(&b, "collection_eviction_info", M_GAUGE,
+                "1, labelled with the collection's eviction policy (maxmemory_policy, eviction).",
+                openmetrics);
+    for (unsigned i = 0; i < f->ncoll; i++) {
+        mb_add(&b, "pcache_collection_eviction_info{collection=\"");
+        mb_label(&b, f->names[i]);
+        mb_add(&b, "\",policy=\"%s\"} 1\n", pc_evict_policy_name(f->policy[i]));
     }
     /* the persisted collections' own last save (every save path: SAVE,
      * periodic, shutdown, perf_save, the journal bound) */

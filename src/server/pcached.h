@@ -57,6 +57,15 @@ typedef struct srv_config {
     unsigned max_request_mb; /* bytes one command may occupy, all arguments */
     unsigned max_output_mb;  /* a client's unsent replies: reading pauses above it */
     unsigned idle_timeout_s; /* 0 = never */
+    /* eviction (eviction.c): the cap on record cells in bytes (0 = the
+     * arena), the policy of the collections `eviction` does not name, the
+     * per-collection list "a=allkeys-lru;b=noeviction", and the
+     * collections whose expired / evicted events are logged ("a,b") */
+    uint64_t maxmemory;
+    char maxmemory_policy[32];
+    char eviction[2048];
+    char event_expired_collections[2048];
+    char event_evicted_collections[2048];
     char db_url[1024];
     unsigned db_mode;
     char persist_collections[2048];
@@ -101,6 +110,9 @@ int srv_config_arg(srv_config *cfg, const char *a, const char *next, char *err, 
  * Returns 0 or -1 with err set. */
 int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
                    char *err, size_t errlen);
+/* Parses a byte count as Redis's memtoll does: digits and an optional
+ * unit, any case: b, k (1000), kb (1024), m, mb, g, gb. 0 or -1. */
+int srv_parse_bytes(const char *s, uint64_t *out);
 /* Checks cross-key rules (a worker count in range, db_mode with a db_url...). */
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen);
 /* Writes the effective configuration as INI text to f (requirepass masked). */
@@ -117,6 +129,22 @@ int srv_config_alias(const char *name, const char *value, const char **key, char
 unsigned srv_config_alias_count(void);
 const char *srv_config_alias_at(unsigned i, const char **key); /* Redis's name; NULL past end */
 int srv_log_level_parse(const char *s);
+
+/* evict_names.c: the policy of a name (Redis's spelling, any case); -1
+ * with err naming what to write instead (Redis's LFU and TTL policies) or
+ * the names there are. */
+int srv_evict_policy(const char *name, size_t len, int *policy, char *err, size_t errlen);
+/* Calls fn for each item of "a=x;b=y" or "a,b" (both separators, blanks
+ * trimmed; val NULL for an item without '='), as the persistence layer
+ * reads `journal`. Stops at fn's first non-zero result and returns it. */
+typedef int (*srv_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen);
+int srv_list_items(const char *list, srv_item_fn fn, void *ctx);
+/* Checks an `eviction` list ("a=allkeys-lru;b=noeviction"): its policies,
+ * no collection twice and, with cache (else NULL), only declared ones.
+ * 0 or -1 with err. */
+int srv_eviction_check(const char *spec, pc_cache *cache, char *err, size_t errlen);
+/* 1 with *policy when the (checked) list spec names coll, else 0. */
+int srv_eviction_lookup(const char *spec, const char *coll, int *policy);
 
 /* ---- logging (log.c) ---------------------------------------------------------- */
 void srv_log_init(const srv_config *cfg, const char *role);
@@ -181,6 +209,11 @@ struct srv_runtime_shm {
     _Atomic uint32_t idle_timeout_s, maxclients, max_output_mb, max_args, max_bulk, max_inline,
         max_request_mb;
     _Atomic int32_t log_level; /* PC_LOG_* */
+    /* the text of maxmemory / maxmemory_policy: the engine holds the
+     * values that act (pc_maxmemory, pc_coll_eviction), set by the writer
+     * while it holds gen odd, so two CONFIG SETs never interleave them */
+    _Atomic uint64_t maxmemory;
+    _Atomic int32_t maxmemory_policy; /* enum pc_evict_policy */
 };
 
 /* The client table (clients_shm.c, docs/pcached.md "Connections"): one
@@ -259,6 +292,17 @@ typedef struct srv {
     struct sockaddr_in peers[SRV_MAX_PEERS];
     char node_id[64];
 } srv;
+
+/* eviction.c: master (and --check), after the cache exists and before anything is
+ * loaded or forked: maxmemory, every collection's policy, the expired and
+ * evicted event opt-ins and the handler that logs them. 0 or -1 with err. */
+int srv_eviction_setup(srv *s, char *err, size_t errlen);
+/* CONFIG SET maxmemory-policy: policy for every collection that `eviction`
+ * does not name; all or none (the ones changed go back on a failure).
+ * 0, or -1 with err. */
+int srv_eviction_set_default(srv *s, int policy, char *err, size_t errlen);
+/* Logs an expired or evicted event (rate-limited); others are ignored. */
+void srv_event_log(const pc_event *ev);
 
 /* sync_udp.c: perf_sync notices over UDP (docs/sync.md) */
 int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max, unsigned *n,

@@ -42,6 +42,8 @@ class Alias(unittest.TestCase):
         ("syslog-enabled", "no", "syslog", "0"),
         ("dir", "/tmp", "db_url", "/tmp"),
         ("timeout", "300", "idle_timeout_s", "300"),
+        ("maxmemory-policy", "allkeys-lru", "maxmemory_policy", "allkeys-lru"),
+        ("maxmemory-policy", "Volatile-S3FIFO", "maxmemory_policy", "volatile-s3fifo"),
     ]
 
     def test_command_line_and_file(self):
@@ -69,11 +71,26 @@ class Alias(unittest.TestCase):
     def test_redis_keys_of_another_shape_refused(self):
         for key, hint in (("databases", "select_collections"), ("save", "snapshot_period_s"),
                           ("appendonly", "journal ="), ("appendfsync", "journal ="),
-                          ("dbfilename", "db_url"), ("daemonize", "foreground")):
+                          ("dbfilename", "db_url"), ("daemonize", "foreground"),
+                          ("maxmemory-samples", "sample nothing"),
+                          ("maxmemory-eviction-tenacity", "bounded")):
             p, _ = check(conf="%s = 1\n" % key)
             self.assertEqual(p.returncode, 2, key)
             self.assertIn("'%s' is Redis's key, not pcached's" % key, p.stderr)
             self.assertIn(hint, p.stderr)
+
+    def test_maxmemory_takes_redis_units(self):
+        # Redis's memtoll: k/m/g are powers of 1000, kb/mb/gb of 1024, any case
+        for given, want in (("0", "0"), ("4096", "4096"), ("512k", "512000"), ("512kb", "524288"),
+                            ("100mb", "104857600"), ("100M", "100000000"), ("2GB", "2147483648"),
+                            ("1g", "1000000000"), ("7b", "7")):
+            p, v = check("--maxmemory=%s" % given)
+            self.assertEqual(p.returncode, 0, (given, p.stderr))
+            self.assertEqual(v.get("maxmemory"), want, given)
+        for bad in ("", "-1", "1.5gb", "12 mb", "1tb", "mb", "99999999999999999999"):
+            p, _ = check("--maxmemory=%s" % bad)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn("maxmemory: '%s' is not a byte count" % bad, p.stderr)
 
     def test_unknown_is_still_unknown(self):
         p, _ = check("--maxmemoryish=1")

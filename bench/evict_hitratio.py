@@ -239,20 +239,15 @@ def replay_server(conn, ids, batch, value, samples=0):
     return r
 
 
-def fill(conn, n, value, batch, first=0, prefix=b"c", oom_ok=False):
-    """SETs keys first .. first+n-1 of the trace's shape (another prefix,
-    same length), pipelined batch at a time as the replay does; returns the
-    SETs refused with -OOM (an error unless oom_ok)."""
-    oom = 0
-    for s in range(first, first + n, batch):
-        e = min(first + n, s + batch)
+def fill(conn, n, value, batch, prefix=b"c"):
+    """SETs n keys of the trace's shape (another prefix, same length),
+    pipelined batch at a time as the replay does."""
+    for s in range(0, n, batch):
+        e = min(n, s + batch)
         conn.send(b"".join(es.encode(b"SET", prefix + b"%015d" % i, value) for i in range(s, e)))
         for r in conn.replies(e - s):
             if isinstance(r, es.RespError):
-                if not (oom_ok and str(r).startswith("OOM")):
-                    raise RuntimeError("calibration SET failed: %s" % r)
-                oom += 1
-    return oom
+                raise RuntimeError("calibration SET failed: %s" % r)
 
 
 # ---- calibration: the maxmemory in bytes that holds `items` items ---------
@@ -437,9 +432,9 @@ def table(w, results, traces, sizes, systems, fmt):
                 fmt(cell[s]) if s in cell else "-" for s in systems)))
 
 
-def print_tables(results, traces, sizes, systems, verdict):
+def print_tables(results, traces, sizes, systems, verdict, batch):
     w = sys.stdout.write
-    w("\nmiss ratio (misses / requests), cache-aside, batch of %d\n\n" % ARGS.batch)
+    w("\nmiss ratio (misses / requests), cache-aside, batch of %d\n\n" % batch)
     w("| trace | size (items) | " + " | ".join(systems) +
       " | best ours / redis lru | target | verdict | best ours / exact LRU |\n")
     w("|" + " --- |" * (len(systems) + 6) + "\n")
@@ -469,6 +464,55 @@ def print_tables(results, traces, sizes, systems, verdict):
           (t, sz, s, c["set_errors"], c["first_error"], c["wrong_replies"]))
 
 
+def report(results, traces, sizes, systems, batch):
+    """Prints the tables and the verdicts; returns the verdicts."""
+    verdict = verdicts(results, traces, sizes)
+    print_tables(results, traces, sizes, systems, verdict, batch)
+    print("\nmaxmemory: redis-server = used_memory after FLUSHALL + items x (used_memory growth"
+          " per item inserted into the empty server), then searched until a cache-aside"
+          " replay of the trace's first 10 x items requests holds a mean DBSIZE within 1 % of"
+          " items (the client's buffers count in used_memory, and vary with hits and misses);"
+          " pcached = whole 64 KiB chunks of record cells (its table is outside the cap), the"
+          " count around items x cell bytes whose replay of the same prefix holds a mean DBSIZE"
+          " nearer items")
+    if not verdict:
+        print("targets: not judged (needs pcached and redis-server allkeys-lru)")
+        return verdict
+    ok = all(v["pass"] for v in verdict.values())
+    print("targets (best of ours <= redis allkeys-lru everywhere, <= 0.9x on %s): %s"
+          % ("/".join(OHW_TRACES), "PASS" if ok else "FAIL (%d of %d cells)" %
+             (sum(not v["pass"] for v in verdict.values()), len(verdict))))
+    for k, v in verdict.items():
+        if not v["pass"]:
+            t, sz = k.split("/")
+            cell = results[t][int(sz)]
+            print("  FAIL %s: %s %d misses, redis allkeys-lru %d (ratio %.6f > %.1f)" % (
+                k, v["best"], cell[v["best"]]["misses"], cell["redis:allkeys-lru"]["misses"],
+                v["ratio"], v["target"]))
+    for p in PC_POLICIES:
+        s = "pcached:" + p
+        if any(s in results[t][sz] for t in traces for sz in sizes):
+            alone = verdicts({t: {sz: {k: v for k, v in results[t][sz].items()
+                                       if k == s or not k.startswith("pcached:")}
+                                  for sz in sizes} for t in traces}, traces, sizes)
+            fails = [k for k, v in alone.items() if not v["pass"]]
+            print("  %s alone: %s" % (p, "PASS" if not fails else "FAIL (%s)" % ", ".join(fails)))
+    return verdict
+
+
+def from_record(path):
+    """--report: the tables of a JSON record this bench wrote."""
+    with open(path) as f:
+        rec = json.load(f)
+    par = rec["runs"]["params"]
+    results = {t: {int(sz): c for sz, c in cells.items()} for t, cells in rec["raw"].items()}
+    traces = [t for t in TRACES if t in results]
+    sizes = par["sizes"]
+    systems = [s for s in SYSTEMS if any(s in results[t][sz] for t in traces for sz in sizes)]
+    print("%s, commit %s: %s" % (path, rec["commit"], rec["command"]))
+    report(results, traces, sizes, systems, par["batch"])
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pcached", help="pcached binary (without it pcached is SKIPPED)")
@@ -487,7 +531,9 @@ def parse_args():
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 20,000 keys, 50,000 requests, no JSON unless --out")
-    p.add_argument("--out", help="JSON record (default bench/results/<date>T<HHMM>-evict-hitratio.json)")
+    p.add_argument("--report", metavar="JSON", help="print the tables of a record, run nothing")
+    p.add_argument("--out",
+                   help="JSON record (default bench/results/<date>T<HHMM>-evict-hitratio.json)")
     a = p.parse_args()
     if a.quick:
         a.keys, a.requests = 20000, 50000
@@ -495,8 +541,9 @@ def parse_args():
 
 
 def main():
-    global ARGS
-    a = ARGS = parse_args()
+    a = parse_args()
+    if a.report:
+        return from_record(a.report)
     traces = [t for t in a.traces.split(",") if t]
     systems = [s for s in a.systems.split(",") if s]
     for t in traces:
@@ -564,31 +611,7 @@ def main():
                        time.time() - t0, "%.0f req/s" % r["requests_per_s"]
                        if "requests_per_s" in r else ""), file=sys.stderr)
 
-    verdict = verdicts(results, traces, sizes)
-    print_tables(results, traces, sizes, systems, verdict)
-    print("\nmaxmemory: redis-server = used_memory after FLUSHALL + items x (used_memory growth"
-          " per item inserted into the empty server), then searched until a cache-aside"
-          " replay of the trace's first 10 x items requests holds a mean DBSIZE within 1 % of"
-          " items (the client's buffers count in used_memory, and vary with hits and misses);"
-          " pcached = whole 64 KiB chunks of record cells (its table is outside the cap), the"
-          " count around items x cell bytes whose replay of the same prefix holds a mean DBSIZE"
-          " nearer items")
-    if verdict:
-        ok = all(v["pass"] for v in verdict.values())
-        print("targets (best of ours <= redis allkeys-lru everywhere, <= 0.9x on %s): %s"
-              % ("/".join(OHW_TRACES), "PASS" if ok else "FAIL (%d of %d cells)" %
-                 (sum(not v["pass"] for v in verdict.values()), len(verdict))))
-        for p in PC_POLICIES:
-            s = "pcached:" + p
-            if s in run_systems:
-                alone = verdicts({t: {sz: {k: v for k, v in results[t][sz].items()
-                                           if k == s or not k.startswith("pcached:")}
-                                      for sz in sizes} for t in traces}, traces, sizes)
-                print("  %s alone: %s" % (p, "PASS" if all(v["pass"] for v in alone.values())
-                                          else "FAIL"))
-    else:
-        print("targets: not judged (needs pcached and redis-server allkeys-lru)")
-
+    verdict = report(results, traces, sizes, systems, a.batch)
     out = a.out
     if out is None and not a.quick:
         root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -234,7 +234,8 @@ def start_pcached(pcached, workdir, keys):
     for attempt in range(5):
         port = pick_port()
         path = pcached_conf(workdir, port, keys)
-        s = Server("pcached", [os.path.abspath(pcached), "-c", path], workdir, os.path.join(workdir, "pcached.log"))
+        s = Server("pcached", [os.path.abspath(pcached), "-c", path], workdir,
+                   os.path.join(workdir, "pcached.log"))
         try:
             return s.start(port)
         except RuntimeError:

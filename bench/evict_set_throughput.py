@@ -18,6 +18,7 @@ evicting run evicted at least 90 % of its SETs, the free one none.
 
   nice /usr/bin/python3 bench/evict_set_throughput.py --pcached build/src/server/pcached
       [--rounds 5] [--requests 500000] [--policy allkeys-lru] [--no-redis] [--json]
+--json prints one JSON object on stdout, the table and progress on stderr.
 """
 import argparse
 import json
@@ -103,6 +104,8 @@ def main():
     value = b"x" * a.value
     tmp = tempfile.TemporaryDirectory(prefix="evict-setrate-")
     servers, skipped = {}, {}
+    policy = {"pcached": a.policy,
+              "redis": a.policy if a.policy in REDIS_POLICIES else "allkeys-lru"}
     try:
         if a.pcached:
             why = es.pcached_check(a.pcached, tmp.name,
@@ -120,12 +123,11 @@ def main():
             skipped["pcached"] = "no --pcached PATH"
         redis = None if a.no_redis else es.which_redis(a.redis_server)
         if redis:
-            rpol = a.policy if a.policy in REDIS_POLICIES else "allkeys-lru"
             for kind, mb in (("evict", a.cap_mb), ("free", a.free_mb)):
                 d = os.path.join(tmp.name, "redis-" + kind)
                 os.mkdir(d)
                 servers["redis", kind] = es.start_redis(redis, d, [
-                    "--maxmemory", "%dmb" % mb, "--maxmemory-policy", rpol])
+                    "--maxmemory", "%dmb" % mb, "--maxmemory-policy", policy["redis"]])
         elif not a.no_redis:
             skipped["redis"] = "redis-server not found"
         for k, why in skipped.items():
@@ -153,7 +155,7 @@ def main():
         tmp.cleanup()
 
     out = {"params": {k: v for k, v in vars(a).items() if k not in ("redis_benchmark",)},
-           "skipped": skipped, "failures": failures}
+           "policy": policy, "skipped": skipped, "failures": failures}
     for name in sorted({k[0] for k in rates}):
         ev, fr = rates.get((name, "evict")), rates.get((name, "free"))
         if not ev or not fr:
@@ -162,15 +164,17 @@ def main():
         out["%s_set_free_per_s" % name] = statistics.median(fr)
         out["%s_set_evict_over_free" % name] = statistics.median(e / f for e, f in zip(ev, fr))
         out["%s_rounds" % name] = {"evict": ev, "free": fr}
-    print("| server | SET/s evicting | SET/s free memory | evicting / free (median of rounds) |")
-    print("| --- | --- | --- | --- |")
+    tab = sys.stderr if a.json else sys.stdout  # --json: stdout holds the JSON object only
+    print("| server | SET/s evicting | SET/s free memory | evicting / free (median of rounds) |",
+          file=tab)
+    print("| --- | --- | --- | --- |", file=tab)
     for name in ("pcached", "redis"):
         if "%s_set_evict_over_free" % name in out:
             print("| %s %s | %.0f | %.0f | %.3f |" % (
-                name, a.policy, out["%s_set_evict_per_s" % name],
-                out["%s_set_free_per_s" % name], out["%s_set_evict_over_free" % name]))
+                name, policy[name], out["%s_set_evict_per_s" % name],
+                out["%s_set_free_per_s" % name], out["%s_set_evict_over_free" % name]), file=tab)
     for f in failures:
-        print("FAIL: " + f)
+        print("FAIL: " + f, file=tab)
     if a.json:
         print(json.dumps(out, indent=1))
     return 1 if failures else 0

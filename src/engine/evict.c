@@ -363,7 +363,7 @@ static uint64_t pc_s3_target(pc_cache *c)
             if ((pc_policy(&c->coll[i]) & PC_POLICY_ALG) == PC_EVICT_S3FIFO)
                 entries += pc_coll_entries(&c->coll[i]);
         atomic_store_explicit(&h->s3_target, entries / 10 + 1, memory_order_relaxed);
-        uint64_t g = 1024;
+        uint64_t g = 4096;
         while (g < entries && g < (1ull << 40))
             g *= 2;
         atomic_store_explicit(&h->s3_ghost_used, g, memory_order_relaxed);

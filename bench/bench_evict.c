@@ -209,8 +209,8 @@ int bench_cmd_evict(int argc, char **argv)
             if (!json) {
                 printf("  %7zu keys  %-15s steady %6.1f vs %6.1f ns  ratio %.3f   "
                        "first read %6.1f vs %6.1f ns  ratio %.3f\n",
-                       n, pnames[p], f.steady[p], f.steady[P_OFF], rs, f.first[p],
-                       f.first[P_OFF], rf);
+                       n, pnames[p], f.steady[p], f.steady[P_OFF], rs, f.first[p], f.first[P_OFF],
+                       rf);
             } else {
                 char key[96];
                 snprintf(key, sizeof key, "get_%zu_%s_steady_ratio", n, pnames[p]);

@@ -607,8 +607,8 @@ int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts);
  * PC_EV_EVICTED when the collection opted in, and reach the mutation hook
  * as PC_MUT_EVICT. */
 enum pc_evict_policy {
-    PC_EVICT_NONE = 0, /* "noeviction": the default */
-    PC_EVICT_LRU = 1,  /* "allkeys-lru" */
+    PC_EVICT_NONE = 0,   /* "noeviction": the default */
+    PC_EVICT_LRU = 1,    /* "allkeys-lru" */
     PC_EVICT_S3FIFO = 2, /* "allkeys-s3fifo" */
     PC_EVICT_RANDOM = 3  /* "allkeys-random" */
 };

@@ -154,7 +154,7 @@ static void pc_jdrain_all(pc_journal *j, bool maint)
             if (pc_jslot_lock(s) != 0)
                 continue;
             struct pc_jioerr e = {0};
-            if (pc_jdrain_locked(j, s, fds, &e) != 0) {
+            if (pc_jdrain_locked(j, s, fds, &j->dio, &e) != 0) {
                 pc_jnote(j, PC_EIO, e.err != 0 ? e.err : EIO,
                          "draining the ring of process %lu: %s failed: %s", (unsigned long)owner,
                          e.what, strerror(e.err));
@@ -182,6 +182,8 @@ static int pc_jdfd_alloc(pc_journal *j)
 {
     if (j->dfd != NULL)
         return 0;
+    if (pc_jdio_alloc(&j->dio) != 0)
+        return PC_EHEAP;
     size_t n = (size_t)j->nslots * PC_MAX_COLLECTIONS;
     if ((j->dfd = malloc(n * sizeof *j->dfd)) == NULL)
         return PC_EHEAP;
@@ -286,6 +288,7 @@ void pc_jdrainer_free(pc_journal *j)
             pc_jfd_close(&j->dfd[i]);
     free(j->dfd);
     j->dfd = NULL;
+    pc_jdio_free(&j->dio);
     free(j->synced);
     j->synced = NULL;
     j->nsynced = j->capsynced = 0;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* ---- the on-disk format (docs/journal-format.md) -------------------------
  * For the writer, the replay and the tests (testing/pc_journal_testing.h):
@@ -192,12 +193,31 @@ struct pc_jshm {
     _Atomic uint64_t h_failures;
 };
 
-/* A process-local open segment: the descriptor and which segment it is. */
+/* A process-local open segment: the descriptor and which segment it is.
+ * The drainer's descriptors also keep an O_DIRECT descriptor of the same
+ * file for the whole blocks of a run (journal_ring.c, pc_jdio); a zeroed
+ * struct has none. */
 struct pc_jfd {
     int fd; /* -1 = none */
     int32_t n;
     uint32_t pid;
     uint64_t epoch;
+    bool dio_open; /* dio is an O_DIRECT descriptor of the same segment */
+    int dio;
+};
+
+/* The drainer's direct-I/O state (docs/journal-format.md §6.2, "Direct
+ * writes"): an aligned bounce buffer the whole blocks of a run are
+ * composed in, and room for longer runs than a caller's stack holds.
+ * Private to the drainer thread (under dmu); allocated before any lock. */
+struct pc_jdio {
+    uint8_t *buf; /* cap bytes, align-aligned */
+    size_t cap;   /* a multiple of align */
+    size_t align; /* the block: offsets and lengths of direct writes */
+    bool off;     /* the file system refused O_DIRECT: buffered only */
+    struct iovec *iov;
+    uint64_t *sum;
+    unsigned recs; /* records a run may hold */
 };
 
 /* One collection's writer state in this process (process-local). */
@@ -264,6 +284,7 @@ struct pc_journal {
     _Atomic bool dstop; /* asks it to stop */
     pthread_t dthr;
     struct pc_jfd *dfd; /* [nslots * PC_MAX_COLLECTIONS]: the drainer's descriptors */
+    struct pc_jdio dio; /* the drainer's direct writes (buf NULL until allocated) */
     int64_t last_sync;  /* coarse ms of its last fdatasync pass */
     int drc;            /* the first error of its passes since the last report */
     int pass_err;       /* errno of an I/O failure in the current pass, 0 = none */
@@ -336,9 +357,31 @@ void pc_jslot_unlock(struct pc_jslot_shm *s);
 void pc_jslot_reset(struct pc_jslot_shm *s);
 /* Closes f's descriptor, if any, and marks it none (fd = -1). */
 void pc_jfd_close(struct pc_jfd *f);
-/* Drains slot s's items into its segments through fds[]; under s's lock; PC_EIO with e set. */
-int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds,
+/* Drains slot s's items into its segments through fds[]; under s's lock; PC_EIO with e set.
+ * dio (the drainer's, or NULL): write whole blocks with O_DIRECT. */
+int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, struct pc_jdio *dio,
                      struct pc_jioerr *e);
+/* A run of whole records on its way to a segment: each record's bytes but
+ * its sum (iov[2i], in the ring) and its sum (iov[2i + 1], pointing at
+ * sum[i], the consumer's memory). The consumer never writes into the ring:
+ * lines it only reads stay shared, and the producer's next lap over them
+ * costs no transfer of a modified line from the consumer's core. */
+struct pc_jrun {
+    struct iovec *iov; /* [2 * cap] */
+    uint64_t *sum;     /* [cap] */
+    unsigned n, cap;   /* records, and the most it may hold */
+    size_t bytes;      /* their total size */
+};
+/* journal_direct.c: writes run at offset at of f's segment, its whole
+ * blocks through f->dio from d's buffer, the partial ones through f->fd.
+ * 0; PC_EIO with e set (the file cut back to at, *cut_failed when that
+ * failed); 1 when the file system refused the direct write (d->off is set,
+ * the file cut back: write the run through the page cache instead). */
+int pc_jrun_write_direct(struct pc_jdio *d, struct pc_jfd *f, const struct pc_jrun *run,
+                         uint64_t at, struct pc_jioerr *e, bool *cut_failed);
+/* Allocates the drainer's direct-I/O state (no lock held); PC_EHEAP. */
+int pc_jdio_alloc(struct pc_jdio *d);
+void pc_jdio_free(struct pc_jdio *d);
 /* Wakes the drainer threads (bumps and futex-wakes shm->drain_futex). */
 void pc_jdrainer_wake(pc_journal *j);
 

@@ -73,6 +73,25 @@ void pc_jfd_close(struct pc_jfd *f)
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
+    if (f->dio_open)
+        close(f->dio);
+    f->dio_open = false;
+}
+
+/* Gives the drainer's f an O_DIRECT descriptor of segment name (already
+ * open in f->fd), unless the file system refused one before. */
+static void pc_jfd_open_direct(pc_journal *j, struct pc_jfd *f, const char *name,
+                               struct pc_jdio *dio)
+{
+    if (dio == NULL || dio->off || f->dio_open)
+        return;
+    int fd = openat(j->dirfd, name, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (fd >= 0) {
+        f->dio = fd;
+        f->dio_open = true;
+    } else if (errno == EINVAL) {
+        dio->off = true; /* tmpfs and others: the page cache only */
+    }
 }
 
 void pc_jseg_name(char *out, size_t cap, const char *cn, uint64_t epoch, uint32_t pid, int32_t n)
@@ -214,7 +233,7 @@ static int pc_jslot_claim(pc_journal *j)
  * the segment (and writing its header) when g names none or another
  * epoch. Under s's lock. */
 static int pc_jseg_ready(pc_journal *j, struct pc_jslot_shm *s, unsigned c, struct pc_jfd *f,
-                         struct pc_jioerr *e)
+                         struct pc_jdio *dio, struct pc_jioerr *e)
 {
     struct pc_jseg_shm *g = &s->seg[c];
     uint32_t pid = atomic_load_explicit(&s->owner, memory_order_relaxed);
@@ -228,6 +247,7 @@ static int pc_jseg_ready(pc_journal *j, struct pc_jslot_shm *s, unsigned c, stru
         int fd = openat(j->dirfd, name, O_WRONLY | O_CLOEXEC);
         if (fd >= 0) {
             *f = (struct pc_jfd){.fd = fd, .n = g->n, .pid = pid, .epoch = g->epoch};
+            pc_jfd_open_direct(j, f, name, dio);
             return 0;
         }
         if (errno != ENOENT) {
@@ -270,26 +290,19 @@ static int pc_jseg_ready(pc_journal *j, struct pc_jslot_shm *s, unsigned c, stru
     }
     *g = (struct pc_jseg_shm){.epoch = s->c_epoch, .bytes = PC_JSEG_HDR_SIZE, .n = n};
     *f = (struct pc_jfd){.fd = fd, .n = n, .pid = pid, .epoch = s->c_epoch};
+    pc_jfd_open_direct(j, f, name, dio);
     return 0;
 }
 
-/* A run of whole records on its way to a segment: each record's bytes but
- * its sum (in the ring) and its sum (here). The consumer never writes into
- * the ring: lines it only reads stay shared, and the producer's next lap
- * over them costs no transfer of a modified line from the consumer's core. */
+/* The records a run holds on a consumer's stack (struct pc_jrun); the
+ * drainer's runs are longer (struct pc_jdio). */
 #define PC_JIOV_RECS 256u
-struct pc_jrun {
-    struct iovec iov[2 * PC_JIOV_RECS];
-    uint64_t sum[PC_JIOV_RECS];
-    unsigned n;   /* records */
-    size_t bytes; /* their total size */
-};
 
 /* Appends the run to the current segment of s. A failed or short write is
  * cut back to the last whole record; when even that fails the segment is
  * abandoned (the next run opens a "-<n>" one). */
 static int pc_jrun_write(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds,
-                         struct pc_jrun *run, struct pc_jioerr *e)
+                         struct pc_jdio *dio, struct pc_jrun *run, struct pc_jioerr *e)
 {
     unsigned c = s->c_coll;
     if (c >= j->ncoll) { /* cannot happen: a producer writes a control item first */
@@ -301,10 +314,27 @@ static int pc_jrun_write(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *f
      * segment the next save retires (§5.2) */
     if (s->c_epoch < atomic_load_explicit(&j->shm->retired[c], memory_order_acquire))
         return 0;
-    int rc = pc_jseg_ready(j, s, c, &fds[c], e);
+    int rc = pc_jseg_ready(j, s, c, &fds[c], dio, e);
     if (rc != 0)
         return rc;
     struct pc_jseg_shm *g = &s->seg[c];
+    if (fds[c].dio_open && dio != NULL) {
+        bool cut_failed = false;
+        rc = pc_jrun_write_direct(dio, &fds[c], run, g->bytes, e, &cut_failed);
+        if (cut_failed) { /* what follows g->bytes is unknown: a new segment */
+            g->n = -1;
+            pc_jfd_close(&fds[c]);
+        }
+        if (rc == 0) {
+            g->bytes += run->bytes;
+            return 0;
+        }
+        if (rc < 0 || cut_failed)
+            return PC_EIO;
+        pc_jfd_close(&fds[c]); /* refused: through the page cache from now on */
+        if ((rc = pc_jseg_ready(j, s, c, &fds[c], NULL, e)) != 0)
+            return rc;
+    }
     size_t done = 0;
     struct iovec *iov = run->iov;
     int niov = (int)(2 * run->n);
@@ -340,15 +370,20 @@ static int pc_jrun_write(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *f
 /* Drains slot s into its segments: every item in [tail, head). Under s's
  * lock. Stops at the first failure (tail stays at the first record not
  * written). */
-int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, struct pc_jioerr *e)
+int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, struct pc_jdio *dio,
+                     struct pc_jioerr *e)
 {
     const uint64_t R = j->ring_bytes;
     uint8_t *ring = s == j->slot && j->private_ring ? j->ring : pc_jring_of(j, s);
     uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
-    struct pc_jrun run;
-    run.n = 0;
-    run.bytes = 0;
+    struct iovec iov[2 * PC_JIOV_RECS];
+    uint64_t sum[PC_JIOV_RECS];
+    struct pc_jrun run = {.iov = iov, .sum = sum, .cap = PC_JIOV_RECS};
+    if (dio != NULL && dio->buf != NULL && !dio->off)
+        run = (struct pc_jrun){.iov = dio->iov, .sum = dio->sum, .cap = dio->recs};
+    else
+        dio = NULL;
     int rc;
     atomic_store_explicit(&s->wake, 0, memory_order_relaxed);
     for (;;) {
@@ -358,7 +393,7 @@ int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, 
         bool more = at < head;
         bool rec = more && left >= 4 && memcmp(p, pc_jwrap_marker, 4) != 0 &&
                    memcmp(p, pc_jctl_marker, 4) != 0;
-        if (rec && run.n < PC_JIOV_RECS) {
+        if (rec && run.n < run.cap) {
             uint32_t size = pc_jrec_size_at(p); /* written by our producer */
             run.iov[2 * run.n] = (struct iovec){(void *)p, size - PC_JREC_SUM_SIZE};
             run.sum[run.n] = pc_jrec_sum(p, size);
@@ -368,7 +403,7 @@ int pc_jdrain_locked(pc_journal *j, struct pc_jslot_shm *s, struct pc_jfd *fds, 
             continue;
         }
         if (run.n > 0) {
-            if ((rc = pc_jrun_write(j, s, fds, &run, e)) != 0)
+            if ((rc = pc_jrun_write(j, s, fds, dio, &run, e)) != 0)
                 return rc;
             tail += run.bytes;
             run.n = 0;
@@ -610,7 +645,7 @@ static int pc_jown_drain(pc_journal *j, struct pc_jioerr *e)
         pc_jioerr_set(e, EDEADLK, "locking the ring");
         return PC_EIO;
     }
-    int rc = pc_jdrain_locked(j, j->slot, j->own, e);
+    int rc = pc_jdrain_locked(j, j->slot, j->own, NULL, e);
     pc_jslot_unlock(j->slot);
     return rc;
 }
@@ -639,7 +674,7 @@ int pc_jown_flush(pc_journal *j, bool sync)
     struct pc_jioerr e = {0};
     if (pc_jslot_lock(j->slot) != 0)
         return PC_ESYS;
-    int rc = pc_jdrain_locked(j, j->slot, j->own, &e);
+    int rc = pc_jdrain_locked(j, j->slot, j->own, NULL, &e);
     for (unsigned c = 0; sync && c < j->ncoll; c++) {
         int r2 = pc_jseg_sync_locked(j, j->slot, c, j->own, &e);
         if (rc == 0)
@@ -716,7 +751,7 @@ int pc_jown_commit(pc_journal *j, unsigned coll, bool stage)
     struct pc_jslot_shm *s = j->slot;
     if (pc_jslot_lock(s) != 0)
         return PC_ESYS;
-    int rc = pc_jdrain_locked(j, s, j->own, &e);
+    int rc = pc_jdrain_locked(j, s, j->own, NULL, &e);
     if (rc == 0 && !stage) {
         rc = pc_jseg_sync_locked(j, s, coll, j->own, &e);
     } else if (rc != 0 && atomic_load_explicit(&s->tail, memory_order_relaxed) <= j->put_at) {
@@ -765,7 +800,7 @@ void pc_jown_release(pc_journal *j)
     struct pc_jslot_shm *s = j->slot;
     if (s != NULL && pc_jslot_lock(s) == 0) {
         struct pc_jioerr e = {0};
-        (void)pc_jdrain_locked(j, s, j->own, &e);
+        (void)pc_jdrain_locked(j, s, j->own, NULL, &e);
         bool empty = atomic_load(&s->tail) == atomic_load(&s->head);
         pc_jslot_unlock(s);
         if (e.err != 0)
@@ -805,6 +840,7 @@ void pc_jring_after_fork(pc_journal *j)
         free(j->dfd);
         j->dfd = NULL;
     }
+    pc_jdio_free(&j->dio);
     j->drainer = false;
     atomic_store(&j->dstop, false);
     pthread_mutex_init(&j->dmu, NULL);

@@ -192,7 +192,7 @@ static int pc_jshm_drain_old(pc_journal *j, struct pc_jshm *h)
         for (unsigned c = 0; c < PC_MAX_COLLECTIONS; c++)
             fds[c] = (struct pc_jfd){.fd = -1};
         struct pc_jioerr e = {0};
-        int rc = pc_jdrain_locked(&v, s, fds, &e);
+        int rc = pc_jdrain_locked(&v, s, fds, NULL, &e);
         for (unsigned c = 0; rc == 0 && c < v.ncoll; c++) {
             struct pc_jseg_shm *g = &s->seg[c];
             if (g->n < 0 || fds[c].fd < 0)

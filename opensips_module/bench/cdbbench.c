@@ -8,8 +8,8 @@
  *   cdbbench_fill(url, n)          makes the backend hold keys 0 .. n-1,
  *                                  "thid-%010u" (15 B), 200-byte values
  *                                  (keys already there are overwritten)
- *   cdbbench_run(url, ops, seed, get_pct, spread, $var(res))
- *                                  ops operations over those n keys:
+ *   cdbbench_run(url, ops, seed, get_pct, spread, n, $var(res))
+ *                                  ops operations over keys 0 .. n-1:
  *                                  get_pct % get, the rest set; spread 1
  *                                  picks each key at random, 0 walks them
  *                                  in order from a seed-chosen start;
@@ -45,7 +45,6 @@ static struct cb_con {
     cachedb_con *con;
 } cb_cons[CB_MAX_CONS];
 static int cb_ncons;
-static unsigned cb_nkeys = 50000;
 
 static struct cb_con *cb_get(str *url)
 {
@@ -88,22 +87,29 @@ static int w_fill(struct sip_msg *msg, str *url, int *n)
     char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'v', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
-    cb_nkeys = (unsigned)*n;
-    for (unsigned i = 0; i < cb_nkeys; i++) {
+    for (unsigned i = 0; i < (unsigned)*n; i++) {
         cb_key(kbuf, i);
         str k = {kbuf, CB_KLEN};
         if (c->f.set(c->con, &k, &v, 0) < 0) {
-            LM_ERR("%.*s: set %u of %u failed\n", url->len, url->s, i, cb_nkeys);
+            LM_ERR("%.*s: set %u of %d failed\n", url->len, url->s, i, *n);
             return -1;
         }
     }
     return 1;
 }
 
+/* The key count comes with every run, not from the fill: the fill and the
+ * runs may land in different SIP workers, and a count kept per process
+ * made a worker that had not filled walk another size's keys. */
 static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
-                 pv_spec_t *out)
+                 int *nkeys, pv_spec_t *out)
 {
     struct cb_con *c = NULL;
+    if (*nkeys <= 0) {
+        LM_ERR("cdbbench_run: %d keys\n", *nkeys);
+        return -1;
+    }
+    const unsigned cb_nkeys = (unsigned)*nkeys;
     if (!(url->len == 4 && memcmp(url->s, "none", 4) == 0) && (c = cb_get(url)) == NULL)
         return -1;
     char kbuf[CB_KLEN], vbuf[CB_VLEN];
@@ -231,6 +237,7 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                     {"cdbbench_run",
                                      (cmd_function)w_run,
                                      {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},

@@ -62,6 +62,7 @@ route {
     $var(seed) = $(hdr(X-Seed){s.int});
     $var(pct) = $(hdr(X-Get){s.int});
     $var(spread) = $(hdr(X-Spread){s.int});
+    $var(keys) = $(hdr(X-Keys){s.int});
     if ($hdr(X-Op) == "fill") {
         if (!cdbbench_fill("$var(url)", $var(ops))) {
             sl_send_reply(500, "fill failed");
@@ -69,7 +70,8 @@ route {
         }
         $var(ns) = "filled";
     } else {
-        cdbbench_run("$var(url)", $var(ops), $var(seed), $var(pct), $var(spread), $var(ns));
+        cdbbench_run("$var(url)", $var(ops), $var(seed), $var(pct), $var(spread), $var(keys),
+                     $var(ns));
     }
     append_to_reply("X-Res: $var(ns)\r\n");
     sl_send_reply(200, "OK");
@@ -86,7 +88,7 @@ def free_port():
     return p
 
 
-def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, timeout=900):
+def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, keys=0, timeout=900):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.settimeout(timeout)
@@ -94,8 +96,8 @@ def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, timeout=900):
     msg = ("OPTIONS sip:b@127.0.0.1:%d SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%d\r\n"
            "Max-Forwards: 70\r\nFrom: <sip:t@127.0.0.1>;tag=%d\r\nTo: <sip:b@127.0.0.1>\r\n"
            "Call-ID: %d@b\r\nCSeq: 1 OPTIONS\r\nX-Op: %s\r\nX-Url: %s\r\nX-Ops: %d\r\n"
-           "X-Seed: %d\r\nX-Get: %d\r\nX-Spread: %d\r\nContent-Length: 0\r\n\r\n"
-           % (port, s.getsockname()[1], n, n, n, op, url, ops, seed, get_pct, spread))
+           "X-Seed: %d\r\nX-Get: %d\r\nX-Spread: %d\r\nX-Keys: %d\r\nContent-Length: 0\r\n\r\n"
+           % (port, s.getsockname()[1], n, n, n, op, url, ops, seed, get_pct, spread, keys))
     s.sendto(msg.encode(), ("127.0.0.1", port))
     data = s.recv(4096).decode(errors="replace")
     s.close()
@@ -105,15 +107,17 @@ def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, timeout=900):
     raise RuntimeError("bad reply: " + data[:200])
 
 
-def timed(port, url, ops, workers, get_pct, spread):
-    """Mean ns/op of `workers` concurrent loops of `ops` operations."""
+def timed(port, url, ops, workers, get_pct, spread, keys):
+    """Mean ns/op of `workers` concurrent loops of `ops` operations over
+    `keys` keys (sent with each run: the SIP worker that runs it need not be
+    the one that filled)."""
     out = [None] * workers
     errs = []
 
     def one(i):
         try:
             out[i] = sip(port, "run", url, ops, seed=1 + 7919 * i, get_pct=get_pct,
-                         spread=spread)
+                         spread=spread, keys=keys)
         except Exception as e:  # noqa: BLE001 - reported below
             errs.append(e)
     th = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
@@ -192,10 +196,10 @@ def main():
                         sp = 1 if order == "spread" else 0
                         raw = {}
                         for _ in range(a.rounds):
-                            base = timed(port, "none", a.ops, w, mix, sp)
+                            base = timed(port, "none", a.ops, w, mix, sp, n)
                             raw.setdefault("none", []).append(base)
                             for url, _ in BACKENDS:
-                                ns = timed(port, url, ops_for(url, n, a.ops), w, mix, sp)
+                                ns = timed(port, url, ops_for(url, n, a.ops), w, mix, sp, n)
                                 raw.setdefault(url, []).append(ns - base)
                         med = {k: statistics.median(v) for k, v in raw.items()}
                         row = {"keys": n, "order": order, "get_pct": mix, "workers": w,

@@ -373,6 +373,9 @@ struct pc_coll {
     pc_cache *c;
     struct pc_coll_shm *shm;
     unsigned idx;
+    /* pc_get_alloc's guess of the next value's size in this process (the
+     * last hit's, rounded up), 0 = no guess; see pc_obtain_ahead */
+    _Atomic uint32_t alloc_guess;
 };
 
 struct pc_cache {

@@ -217,6 +217,46 @@ static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const voi
 
 enum { PC_RD_MISS = 0, PC_RD_HIT = 1, PC_RD_RETRY = 2 };
 
+/* The largest guess pc_obtain_ahead acts on: what a wrong guess can waste. */
+#define PC_GUESS_MAX PC_PREFETCH_VALUE_MAX
+
+/* A read with an allocator that has found a candidate record obtains its
+ * block before it touches the record: the record's lines are asked for
+ * first, and the host's allocator (an OpenSIPS pkg_malloc scans its free
+ * lists for hundreds of ns) runs while they come from memory, where the
+ * copy would otherwise wait for them. Only a tag match gets here, so a miss
+ * still allocates nothing (bar a tag collision, whose block is released).
+ * The size is a guess, this process's last hit in the collection; a value
+ * that turns out larger is obtained again at its size in pc_copy_out, and a
+ * failed obtain here only means no block yet. */
+static void pc_obtain_ahead(pc_coll *coll, const struct pc_rec_shm *r, size_t klen,
+                            struct pc_rd *rd)
+{
+    uint32_t guess = atomic_load_explicit(&coll->alloc_guess, memory_order_relaxed);
+    if (guess == 0 || guess > PC_GUESS_MAX)
+        return;
+    const char *p = (const char *)r;
+    size_t span = PC_REC_HDR + klen + guess;
+    for (size_t o = 0; o < span + 63; o += 64)
+        __builtin_prefetch(p + o, 0, 3); /* a prefetch past the region cannot fault */
+    if ((rd->buf = rd->alloc->obtain((size_t)guess + 1, rd->alloc->ctx)) != NULL)
+        rd->cap = guess;
+}
+
+/* The next guess after a hit of vlen bytes: kept while it fits and wastes
+ * under half, else vlen rounded up to a line (values of a collection often
+ * vary by a few bytes); 0 past PC_GUESS_MAX. Stored only when it changes,
+ * so a steady collection writes nothing. */
+static void pc_note_guess(pc_coll *coll, size_t vlen)
+{
+    uint32_t g = atomic_load_explicit(&coll->alloc_guess, memory_order_relaxed);
+    if (g != 0 && vlen <= g && vlen >= g / 2)
+        return;
+    uint32_t ng = vlen > PC_GUESS_MAX ? 0 : (uint32_t)((vlen + 64) & ~(size_t)63);
+    if (ng != g)
+        atomic_store_explicit(&coll->alloc_guess, ng, memory_order_relaxed);
+}
+
 /* Scans one bucket. With locked=false this is the optimistic attempt and
  * may return PC_RD_RETRY; *v gets the version it was read under, *ovf
  * whether the bucket points at overflow and *hit_slot the slot of a hit. */
@@ -238,6 +278,8 @@ static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, c
             continue;
         pc_off off = atomic_load_explicit(&b->slot[i], memory_order_relaxed);
         const struct pc_rec_shm *r = pc_cell(c, off);
+        if (r != NULL && !locked && rd->alloc != NULL && rd->buf == NULL)
+            pc_obtain_ahead(coll, r, klen, rd);
         if (r != NULL && pc_copy_out(c, r, key, klen, rd, locked)) {
             res = PC_RD_HIT;
             *hit_slot = i;
@@ -528,6 +570,8 @@ int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator
     rd.retries = retries;
     rd.fallback = fallback;
     pc_read_stats(coll, &rd, rc == 0 && !rd.alloc_failed);
+    if (rc == 0 && !rd.alloc_failed && !(rd.flags & PC_RF_COUNTER))
+        pc_note_guess(coll, rd.vlen);
     if (rc == 0 && !rd.alloc_failed && (rd.flags & PC_RF_COUNTER)) {
         char num[24];
         int n = snprintf(num, sizeof num, "%" PRId64, rd.counter);

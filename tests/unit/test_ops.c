@@ -333,14 +333,18 @@ static void parse_i64_canonical(void **state)
 
 /* An allocator that counts its blocks and can be told to fail. */
 struct counting_alloc {
-    int live, obtained, fail_at; /* fail_at: the obtain that fails (1-based), 0 never */
+    int live, obtained;
+    int fail_at, fail_to; /* obtains fail_at .. fail_to fail (1-based; fail_to 0: and all
+                             after; fail_at 0: none) */
     size_t last_n;
 };
 
 static void *ca_obtain(size_t n, void *ctx)
 {
     struct counting_alloc *ca = ctx;
-    if (++ca->obtained == ca->fail_at)
+    ++ca->obtained;
+    if (ca->fail_at > 0 && ca->obtained >= ca->fail_at &&
+        (ca->fail_to == 0 || ca->obtained <= ca->fail_to))
         return NULL;
     ca->live++;
     ca->last_n = n;
@@ -373,12 +377,50 @@ static void get_alloc_paths(void **state)
     assert_true(m.ttl_ms > 2000 && m.ttl_ms <= 3000);
     ca_release(v, &ca);
 
-    /* an absent key: no allocation at all, and nothing returned */
+    /* the next read obtains ahead, at the guess the first hit left (its
+     * size rounded up to a line): still one block */
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca.last_n, 65);
+    assert_int_equal(vlen, 10);
+    assert_string_equal(v, "0123456789");
+    ca_release(v, &ca);
+
+    /* an absent key: no allocation at all, and nothing returned, with a
+     * guess in place too */
     ca.obtained = 0;
     check_rc(pc_get_alloc(f->def, S("nope"), &a, &v, &vlen, NULL), PC_ENOTFOUND);
     assert_int_equal(ca.obtained, 0);
     assert_null(v);
     assert_int_equal(vlen, 0);
+
+    /* a value over the guess: the block obtained ahead is released and one
+     * of the value's size obtained; the guess follows it */
+    char mid[500];
+    memset(mid, 'm', sizeof mid);
+    check_rc(pc_set(f->def, S("mid"), mid, sizeof mid, 0, 0), PC_OK);
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("mid"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 2);
+    assert_int_equal(ca.last_n, sizeof mid + 1);
+    assert_int_equal(ca.live, 1);
+    assert_int_equal(vlen, sizeof mid);
+    assert_memory_equal(v, mid, sizeof mid);
+    ca_release(v, &ca);
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("mid"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca.last_n, 513);
+    assert_memory_equal(v, mid, sizeof mid);
+    ca_release(v, &ca);
+    /* a smaller value fits the guess's block */
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(vlen, 10);
+    assert_string_equal(v, "0123456789");
+    ca_release(v, &ca);
 
     /* binary values and the largest value, copied whole */
     static unsigned char big[PC_VALUE_MAX];
@@ -389,6 +431,12 @@ static void get_alloc_paths(void **state)
     check_rc(pc_get_alloc(f->def, S("big"), &a, &v, &vlen, NULL), PC_OK);
     assert_int_equal(vlen, sizeof big);
     assert_memory_equal(v, big, sizeof big);
+    ca_release(v, &ca);
+    /* past the largest guess no block is obtained ahead: one, exact */
+    ca.obtained = 0;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca.last_n, 11);
     ca_release(v, &ca);
 
     /* counters as decimal */
@@ -404,6 +452,19 @@ static void get_alloc_paths(void **state)
     ca.fail_at = 1;
     check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_EHEAP);
     assert_null(v);
+    assert_int_equal(ca.live, 0);
+    /* a block obtained ahead that fails is only no block yet: the read
+     * obtains again at the value's size */
+    ca.fail_at = 0;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK); /* a guess again */
+    ca_release(v, &ca);
+    ca.obtained = 0;
+    ca.fail_at = ca.fail_to = 1;
+    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
+    assert_int_equal(ca.obtained, 2);
+    assert_string_equal(v, "0123456789");
+    ca.fail_at = 0;
+    ca_release(v, &ca);
     assert_int_equal(ca.live, 0);
 
     /* arguments */

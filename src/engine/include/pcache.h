@@ -200,7 +200,10 @@ typedef struct pc_allocator {
  * *vlen bytes and a NUL after them (not counted); a counter is formatted
  * as decimal. The allocator is called only while no lock is held, usually
  * once per hit and not at all for an absent key; a block the read did not keep is
- * released before it returns. PC_ENOTFOUND, PC_EHEAP when obtain fails
+ * released before it returns. The block may be larger than *vlen + 1: it is
+ * obtained while the record is still loading, at a size guessed from this
+ * process's earlier hits in the collection (a value larger than the guess
+ * gets a block of its own size). PC_ENOTFOUND, PC_EHEAP when obtain fails
  * (nothing is kept), PC_EINVAL, PC_ETOOBIG (key). meta may be NULL. */
 int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator *a, void **val,
                  size_t *vlen, pc_meta *meta);

@@ -305,9 +305,15 @@ class OpenSIPS:
                 raise AssertionError("%s exited with %s during startup:\n%s"
                                      % (self.name, self.proc.returncode, self.tail()))
             if not expect_fail:
+                # ready is the core's "running", not the first MI answer: the
+                # MI and SIP processes answer while the attendant still forks
+                # the rest, and until it has, OpenSIPS ignores a SIGTERM
+                # (signals.c: only the attendant acts on it, and it becomes
+                # the attendant last), which left a stop() waiting 30 s
                 try:
-                    self.mi("version")
-                    return 0
+                    st = self.mi("sr_get_status", {"group": "core"}).get("result", {})
+                    if st.get("Status") == 1:
+                        return 0
                 except OSError:
                     pass
             time.sleep(0.2)

@@ -34,17 +34,24 @@
 
 #include <stdlib.h>
 
-/* The class to take a chunk from for cls: with moves only, the one with
- * the most free cells (at least a chunk's worth, so its residents have
- * somewhere to go); with eviction, else the one holding the most chunks. */
-static int pc_drain_pick_class(pc_cache *c, unsigned cls, bool may_evict)
+/* The class to take a chunk from for cls, the attempt-th candidate: first
+ * the one with the most free cells (at least a chunk's worth, so its
+ * residents have somewhere to go); with eviction, then the others by the
+ * chunks they hold, most first. A later attempt of the same write skips
+ * the classes an earlier one tried: a chunk whose residents could neither
+ * move nor be evicted (a noeviction collection's, with no room elsewhere)
+ * must not end the write while another class could give one. */
+static int pc_drain_pick_class(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt)
 {
     pc_mem_class cl[PC_MAX_CLASSES];
     unsigned n = 0;
     if (pc_mem_classes(c, cl, PC_MAX_CLASSES, &n) != 0)
         return -1;
-    int best_free = -1, best_chunks = -1;
-    uint64_t most_free = 0, most_chunks = 0;
+    int best_free = -1;
+    uint64_t most_free = 0;
+    int cand[PC_MAX_CLASSES];
+    uint64_t chunks[PC_MAX_CLASSES];
+    unsigned nc = 0;
     for (unsigned i = 0; i < n; i++) {
         int k = pc_class_for(c, cl[i].cell_bytes);
         if (k <= 0 || (unsigned)k == cls || cl[i].chunks == 0 ||
@@ -55,12 +62,28 @@ static int pc_drain_pick_class(pc_cache *c, unsigned cls, bool may_evict)
             most_free = cl[i].free_cells;
             best_free = k;
         }
-        if (cl[i].chunks > most_chunks) {
-            most_chunks = cl[i].chunks;
-            best_chunks = k;
-        }
+        cand[nc] = k;
+        chunks[nc++] = cl[i].chunks;
     }
-    return best_free >= 0 ? best_free : may_evict ? best_chunks : -1;
+    if (best_free >= 0 && attempt-- == 0)
+        return best_free;
+    if (!may_evict)
+        return -1;
+    for (unsigned i = 0; i < nc; i++) { /* by chunks held, most first */
+        unsigned m = i;
+        for (unsigned j = i + 1; j < nc; j++)
+            if (chunks[j] > chunks[m])
+                m = j;
+        int tk = cand[i];
+        uint64_t tc = chunks[i];
+        cand[i] = cand[m], chunks[i] = chunks[m];
+        cand[m] = tk, chunks[m] = tc;
+        if (cand[i] == best_free)
+            continue; /* tried first */
+        if (attempt-- == 0)
+            return cand[i];
+    }
+    return -1;
 }
 
 static int pc_u64_cmp(const void *a, const void *b)
@@ -326,9 +349,9 @@ static void pc_drain_log_recover(pc_cache *c, pc_off *log)
            freed);
 }
 
-int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict)
+int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt)
 {
-    int k = pc_drain_pick_class(c, cls, may_evict);
+    int k = pc_drain_pick_class(c, cls, may_evict, attempt);
     uint64_t off = 0, len = 0;
     if (k < 0 || !pc_drain_pick_chunk(c, (unsigned)k, &off, &len))
         return PC_ENOMEM;

@@ -507,17 +507,22 @@ static unsigned pc_evict_batch(pc_cache *c, pc_coll *pref, int cls, bool force, 
     return 0;
 }
 
-/* A chunk drain for cls (drain.c), at most every 100 ms per process after
- * one that failed: a full arena of records that must stay makes each
- * refused write pay only the first look. */
-static pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict)
+/* A chunk drain for cls (drain.c), attempt n of this write. After a write
+ * whose attempts all failed (last) none runs for 100 ms in this process: a
+ * full arena of records that must stay makes each refused write pay only
+ * one look. Within a write, a failed attempt does not stop the next one,
+ * which tries the next candidate class. */
+static pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict,
+                               unsigned attempt, bool last)
 {
     int64_t now = pc_mono_ms();
     if (now < c->drain_next_ms[cls])
         return 0;
-    if (pc_chunk_drain(c, cls, may_evict) != 0)
+    int rc = pc_chunk_drain(c, cls, may_evict, attempt);
+    pc_off off = pc_alloc_quiet(c, bytes);
+    if (off == 0 && rc != 0 && last)
         c->drain_next_ms[cls] = now + 100;
-    return pc_alloc_quiet(c, bytes);
+    return off;
 }
 
 pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
@@ -534,7 +539,7 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
          * (a chunk that another process's free stack keeps incomplete
          * sends the drain on to the next one) */
         for (unsigned k = 0; k < 3 && off == 0; k++)
-            off = pc_alloc_drained(c, (unsigned)cls, bytes, false);
+            off = pc_alloc_drained(c, (unsigned)cls, bytes, false, 0, true);
         if (off == 0)
             pc_arena_starved(c, (unsigned)cls);
         return off;
@@ -548,7 +553,8 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
          * process's stack (the rebalancer takes only a chunk whose every
          * cell is pooled): the next turns drain the next chunks */
         if (round >= PC_ANY_FROM && round < PC_FORCE_FROM + 1 &&
-            (off = pc_alloc_drained(c, (unsigned)cls, bytes, true)) != 0)
+            (off = pc_alloc_drained(c, (unsigned)cls, bytes, true, round - PC_ANY_FROM,
+                                    round == PC_FORCE_FROM)) != 0)
             return off;
         (void)pc_evict_batch(c, coll, round < PC_ANY_FROM ? cls : -1, round >= PC_FORCE_FROM,
                              &freed);

@@ -749,10 +749,11 @@ void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int6
 
 /* ---- drain.c: a chunk's residents leave for a starved class ---------------- */
 #define PC_DRAIN_LOG 4096u /* > the cells of a 64 KiB chunk of any class a drain takes */
-/* Picks a chunk of another class than cls and moves (or, may_evict, evicts)
- * every record in it; the rebalancer then re-classes it. 0 when every
- * record left, PC_ENOMEM when none could be picked or one had to stay. */
-int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict);
+/* Picks a chunk of another class than cls (attempt n: the n-th candidate
+ * class, see pc_drain_pick_class) and moves (or, may_evict, evicts) every
+ * record in it; the rebalancer then re-classes it. 0 when every record
+ * left, PC_ENOMEM when none could be picked or one had to stay. */
+int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt);
 
 /* ---- collections.c -------------------------------------------------------- */
 struct pc_coll_decl {

@@ -358,6 +358,16 @@ static void ca_release(void *p, void *ctx)
     free(p);
 }
 
+/* One pc_get_alloc hit of key through a (whose ctx is ca): how many blocks
+ * it obtained. */
+static int ca_hit_obtains(pc_coll *co, const char *key, const pc_allocator *a,
+                          struct counting_alloc *ca, void **v, size_t *vlen)
+{
+    ca->obtained = 0;
+    check_rc(pc_get_alloc(co, key, strlen(key), a, v, vlen, NULL), PC_OK);
+    return ca->obtained;
+}
+
 static void get_alloc_paths(void **state)
 {
     struct fx *f = *state;
@@ -379,9 +389,7 @@ static void get_alloc_paths(void **state)
 
     /* the next read obtains ahead, at the guess the first hit left (its
      * size rounded up to a line): still one block */
-    ca.obtained = 0;
-    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca_hit_obtains(f->def, "b", &a, &ca, &v, &vlen), 1);
     assert_int_equal(ca.last_n, 65);
     assert_int_equal(vlen, 10);
     assert_string_equal(v, "0123456789");
@@ -400,24 +408,18 @@ static void get_alloc_paths(void **state)
     char mid[500];
     memset(mid, 'm', sizeof mid);
     check_rc(pc_set(f->def, S("mid"), mid, sizeof mid, 0, 0), PC_OK);
-    ca.obtained = 0;
-    check_rc(pc_get_alloc(f->def, S("mid"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 2);
+    assert_int_equal(ca_hit_obtains(f->def, "mid", &a, &ca, &v, &vlen), 2);
     assert_int_equal(ca.last_n, sizeof mid + 1);
     assert_int_equal(ca.live, 1);
     assert_int_equal(vlen, sizeof mid);
     assert_memory_equal(v, mid, sizeof mid);
     ca_release(v, &ca);
-    ca.obtained = 0;
-    check_rc(pc_get_alloc(f->def, S("mid"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca_hit_obtains(f->def, "mid", &a, &ca, &v, &vlen), 1);
     assert_int_equal(ca.last_n, 513);
     assert_memory_equal(v, mid, sizeof mid);
     ca_release(v, &ca);
     /* a smaller value fits the guess's block */
-    ca.obtained = 0;
-    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca_hit_obtains(f->def, "b", &a, &ca, &v, &vlen), 1);
     assert_int_equal(vlen, 10);
     assert_string_equal(v, "0123456789");
     ca_release(v, &ca);
@@ -433,9 +435,7 @@ static void get_alloc_paths(void **state)
     assert_memory_equal(v, big, sizeof big);
     ca_release(v, &ca);
     /* past the largest guess no block is obtained ahead: one, exact */
-    ca.obtained = 0;
-    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 1);
+    assert_int_equal(ca_hit_obtains(f->def, "b", &a, &ca, &v, &vlen), 1);
     assert_int_equal(ca.last_n, 11);
     ca_release(v, &ca);
 
@@ -458,10 +458,8 @@ static void get_alloc_paths(void **state)
     ca.fail_at = 0;
     check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK); /* a guess again */
     ca_release(v, &ca);
-    ca.obtained = 0;
     ca.fail_at = ca.fail_to = 1;
-    check_rc(pc_get_alloc(f->def, S("b"), &a, &v, &vlen, NULL), PC_OK);
-    assert_int_equal(ca.obtained, 2);
+    assert_int_equal(ca_hit_obtains(f->def, "b", &a, &ca, &v, &vlen), 2);
     assert_string_equal(v, "0123456789");
     ca.fail_at = 0;
     ca_release(v, &ca);

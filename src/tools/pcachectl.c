@@ -132,9 +132,9 @@ static int named(const char *a, size_t *nlen)
 
 /* Writes the JSON text j (n bytes, as the server wrote it) indented by two
  * spaces a level, copying every token verbatim: numbers are never
- * re-encoded (a perf_scan cursor is a uint64, past what a JSON library's
- * integers hold) and strings keep their escapes. Empty containers stay
- * "{}" / "[]". */
+ * re-encoded (a parse and dump would print a double's shortest digits as
+ * 17, and a uint64 counter past INT64_MAX would not load) and strings keep
+ * their escapes. Empty containers stay "{}" / "[]". */
 static void print_indented(const char *j, size_t n)
 {
     int depth = 0, in_str = 0;

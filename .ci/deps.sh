@@ -9,10 +9,10 @@ set -eu
 RUN_PKGS="build-essential cmake pkg-config libxxhash-dev liblmdb-dev libzstd-dev libsystemd-dev"
 RUN_PKGS="$RUN_PKGS unixodbc-dev"
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
-# pcached's systemd readiness (sd_notify), the man pages (pandoc), the
-# packages' dependencies (dpkg-shlibdeps, in dpkg-dev), the unit's checks
-# (systemd-analyze, in systemd)
-PKGS="$PKGS libsystemd-dev pandoc dpkg-dev fakeroot systemd"
+# pcached's systemd readiness (sd_notify), the man pages' test (man and
+# lexgrog, in man-db), the packages' dependencies (dpkg-shlibdeps, in
+# dpkg-dev), the unit's checks (systemd-analyze, in systemd)
+PKGS="$PKGS libsystemd-dev man-db dpkg-dev fakeroot systemd"
 # The ODBC exporter (odbc/): unixODBC, the three drivers its tests use, and
 # the servers they start privately (tests/support/odbc_servers.sh; no service is
 # enabled or started by these packages' use here).

@@ -7,7 +7,8 @@
  *   {"jsonrpc":"2.0","method":"perf_stats","params":{"collection":"th"},"id":1}
  *
  * and GET /metrics (OpenMetrics / Prometheus text) and GET /health
- * (metrics.c).
+ * (metrics.c). A method is a management command, or one of the door's own
+ * (help: jsonrpc_help.c).
  *
  * params is an object (named arguments) or an array (positional ones) of
  * strings, numbers, booleans (as 1/0) or null (the argument omitted). In a
@@ -185,7 +186,8 @@ static void door_call(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const
                   r->id_len);
         return;
     }
-    if (pc_mgmt_cmd_find(m, r->method) == NULL) {
+    int own = srv_rpc_own(r->method); /* help: jsonrpc_help.c */
+    if (!own && pc_mgmt_cmd_find(m, r->method) == NULL) {
         char msg[128];
         snprintf(msg, sizeof msg, "Method not found: %s", r->method);
         rpc_error(d, c, -32601, msg, r->id, r->id_len);
@@ -207,7 +209,8 @@ static void door_call(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const
     pc_mgmt_err err;
     const char *text;
     size_t tlen;
-    int rc = srv_maint_run_json(s, m, r->method, r->args, r->nargs, &err, &text, &tlen);
+    int rc = own ? srv_rpc_own_run(m, d->jb, r, &err, &text, &tlen)
+                 : srv_maint_run_json(s, m, r->method, r->args, r->nargs, &err, &text, &tlen);
     if (rc != 0) {
         rpc_error(d, c, rpc_code(rc), err.msg, r->id, r->id_len);
         return;

@@ -420,6 +420,13 @@ struct rpc_req {
 int srv_rpc_parse(const char *body, size_t len, char *scratch, struct rpc_req *r);
 /* Frees what srv_rpc_parse kept; accepts a released or zeroed request. */
 void srv_rpc_release(struct rpc_req *r);
+/* jsonrpc_help.c: the door's own methods (help), beside the management
+ * commands. srv_rpc_own: 1 when name is one. srv_rpc_own_run runs r's
+ * method (one of them) with its result built in jb: *text (len bytes) is
+ * valid until jb's next use. 0, or PC_EINVAL / PC_EHEAP with err set. */
+int srv_rpc_own(const char *name);
+int srv_rpc_own_run(pc_mgmt *m, pc_json *jb, const struct rpc_req *r, pc_mgmt_err *err,
+                    const char **text, size_t *len);
 
 /* metrics.c: the monitoring figures (docs/pcached.md, "Metrics and
  * health"). On success *out is caller-owned (free()), *len its length.

@@ -10,11 +10,20 @@
  * status is 0; a JSON-RPC error goes to stderr with status 1; a transport
  * failure with status 2. Without -s / -p (nor PCACHECTL_SOCKET /
  * PCACHECTL_PORT) it calls the unix socket of the installed pcached.conf.
- * Depends on libc, and on libpcache for its version only.
+ * On a terminal the result is indented; elsewhere (a pipe, a file) it is
+ * the server's one line, for scripts.
+ *
+ *   pcachectl help [METHOD]
+ *
+ * calls the door's help method and prints its list as text: the methods and
+ * their parameters come from the server's tables, never from a copy here.
+ * Depends on libc, jansson (to read help's answer) and libpcache for its
+ * version only.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +48,7 @@ static void usage(FILE *f)
             "  -p, --port PORT      pcached's http_port (1-65535): JSON-RPC over TCP\n"
             "  -h, --help           this text\n"
             "  -V, --version        the version\n"
+            "pcachectl help [METHOD] lists the methods pcached serves and their parameters.\n"
             "environment: PCACHECTL_SOCKET, PCACHECTL_PORT (the default target),\n"
             "  PCACHECTL_PASSWORD (management_password, for the TCP door)\n"
             "e.g. pcachectl perf_stats default\n"
@@ -118,6 +128,132 @@ static int named(const char *a, size_t *nlen)
         return 0;
     *nlen = i;
     return 1;
+}
+
+/* Writes the JSON text j (n bytes, as the server wrote it) indented by two
+ * spaces a level, copying every token verbatim: numbers are never
+ * re-encoded (a parse and dump would print a double's shortest digits as
+ * 17, and a uint64 counter past INT64_MAX would not load) and strings keep
+ * their escapes. Empty containers stay "{}" / "[]". */
+static void print_indented(const char *j, size_t n)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = j[i];
+        if (in_str) {
+            putchar(c);
+            if (c == '\\' && i + 1 < n)
+                putchar(j[++i]);
+            else if (c == '"')
+                in_str = 0;
+            continue;
+        }
+        switch (c) {
+        case '"':
+            in_str = 1;
+            putchar(c);
+            break;
+        case '{':
+        case '[':
+            putchar(c);
+            if (i + 1 < n && (j[i + 1] == '}' || j[i + 1] == ']')) {
+                putchar(j[++i]);
+                break;
+            }
+            printf("\n%*s", 2 * ++depth, "");
+            break;
+        case '}':
+        case ']':
+            depth -= depth > 0;
+            printf("\n%*s%c", 2 * depth, "", c);
+            break;
+        case ',':
+            printf(",\n%*s", 2 * depth, "");
+            break;
+        case ':':
+            fputs(": ", stdout);
+            break;
+        case ' ':
+        case '\t':
+        case '\r':
+        case '\n':
+            break;
+        default:
+            putchar(c);
+        }
+    }
+    putchar('\n');
+}
+
+/* "perf_keys glob [collection] [limit]" from a help entry. */
+static void help_usage(json_t *m)
+{
+    printf("%s", json_string_value(json_object_get(m, "method")));
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(m, "params"), i, p)
+    {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        printf(json_is_true(json_object_get(p, "required")) ? " %s" : " [%s]", name);
+    }
+    putchar('\n');
+}
+
+/* One parameter of a help entry: name, type, range, default, help. */
+static void help_param(json_t *p)
+{
+    printf("    %-12s %s", json_string_value(json_object_get(p, "name")),
+           json_string_value(json_object_get(p, "type")));
+    json_t *min = json_object_get(p, "min"), *max = json_object_get(p, "max");
+    if (json_is_integer(min) && json_is_integer(max))
+        printf(" %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT, json_integer_value(min),
+               json_integer_value(max));
+    else if (json_is_integer(max))
+        printf(", at most %" JSON_INTEGER_FORMAT "%s", json_integer_value(max),
+               strcmp(json_string_value(json_object_get(p, "type")), "string") == 0 ? " bytes"
+                                                                                    : "");
+    if (json_is_true(json_object_get(p, "required")))
+        printf(", required");
+    else if (json_is_string(json_object_get(p, "default")))
+        printf(", default %s", json_string_value(json_object_get(p, "default")));
+    const char *h = json_string_value(json_object_get(p, "help"));
+    printf("%s%s\n", h != NULL ? ": " : "", h != NULL ? h : "");
+}
+
+/* The answer of the door's help method (res: n bytes of JSON) as text:
+ * one usage line and summary per method, and with one method asked, its
+ * parameters. 0, or 2 when the answer is not help's shape. */
+static int print_help(const char *res, size_t n, int one)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb(res, n, 0, &jerr);
+    json_t *ms = json_object_get(doc, "methods");
+    if (!json_is_array(ms)) {
+        fprintf(stderr, "pcachectl: help: the answer is not a method list: %.200s\n", res);
+        json_decref(doc);
+        return 2;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(ms, i, m)
+    {
+        if (!json_is_string(json_object_get(m, "method")))
+            continue;
+        help_usage(m);
+        printf("    %s\n", json_string_value(json_object_get(m, "summary")));
+        if (!one)
+            continue;
+        json_t *ps = json_object_get(m, "params");
+        if (json_array_size(ps) > 0)
+            printf("parameters (positional in this order, or NAME=VALUE):\n");
+        size_t k;
+        json_t *p;
+        json_array_foreach(ps, k, p) help_param(p);
+    }
+    if (!one)
+        printf("pcachectl help METHOD: its parameters\n");
+    json_decref(doc);
+    return 0;
 }
 
 /* The request and the answer: freed at exit, whichever return is taken. */
@@ -320,7 +456,13 @@ int main(int argc, char **argv)
             idp = strstr(idp + 1, ",\"id\":");
         if (idp != NULL)
             end = idp;
-        printf("%.*s\n", (int)(end - (b + 26)), b + 26);
+        size_t rn = (size_t)(end - (b + 26));
+        if (strcmp(method, "help") == 0)
+            return print_help(b + 26, rn, argc > i);
+        if (isatty(STDOUT_FILENO))
+            print_indented(b + 26, rn);
+        else
+            printf("%.*s\n", (int)rn, b + 26);
         return 0;
     }
     fprintf(stderr, "%s\n", b);

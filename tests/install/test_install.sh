@@ -32,7 +32,7 @@ for f in usr/bin/pcached usr/bin/pcachectl usr/bin/pcache-snapshot etc/pcache/pc
          usr/share/doc/pcache/README.md; do
     [ -e "$r/$f" ] || fail "$f not installed"
 done
-if [ -d "$build/man" ]; then # built with pandoc (cmake/PcacheMan.cmake)
+if [ -d "$build/man" ]; then # the man pages (cmake/PcacheMan.cmake)
     for f in man8/pcached.8.gz man5/pcached.conf.5.gz man1/pcachectl.1.gz \
              man1/pcache-snapshot.1.gz; do
         [ -e "$r/usr/share/man/$f" ] || fail "man page $f not installed"

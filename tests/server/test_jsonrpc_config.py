@@ -1,10 +1,12 @@
 """pcached's management door (JSON-RPC 2.0 over HTTP on loopback and on a
-unix socket, pcachectl) and its configuration (file, overrides, --check,
+unix socket, its help method, pcachectl and its help and terminal
+indentation) and its configuration (file, overrides, --check,
 errors naming key and line, docs/pcached.md listing every key)."""
 import base64
 import http.client
 import json
 import os
+import pty
 import socket
 import stat
 import subprocess
@@ -57,6 +59,27 @@ def rpc_unix(body):
         buf += chunk
     s.close()
     return json.loads(buf.split(b"\r\n\r\n", 1)[1])
+
+
+def on_terminal(argv):
+    """argv's stdout when it is a terminal (a pty), as text."""
+    master, slave = pty.openpty()
+    q = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    err = q.stderr.read()
+    q.stderr.close()
+    assert q.wait(10) == 0, err
+    return out.decode().replace("\r\n", "\n")
 
 
 def call(method, params=None, id=1):
@@ -187,6 +210,66 @@ class JsonRpc(unittest.TestCase):
         p = subprocess.run([PCACHECTL, "-p", "1", "perf_stats"], capture_output=True, text=True,
                            timeout=10)
         self.assertEqual(p.returncode, 2)
+
+    def test_help_lists_the_tables(self):
+        """help answers from the registered tables: the management layer's
+        built-ins, the storage layer's perf_save / perf_load / perf_sync and
+        the door's own help, each with its parameters in positional order."""
+        res = call("help")["result"]["methods"]
+        names = [m["method"] for m in res]
+        for want in ("perf_stats", "perf_keys", "perf_scan", "perf_set", "perf_del", "perf_save",
+                     "perf_load", "perf_sync", "help"):
+            self.assertIn(want, names)
+        self.assertEqual(len(names), len(set(names)))
+        keys = next(m for m in res if m["method"] == "perf_keys")
+        self.assertEqual([p["name"] for p in keys["params"]], ["glob", "collection", "limit"])
+        limit = keys["params"][2]
+        self.assertEqual((limit["type"], limit["required"], limit["default"], limit["min"],
+                          limit["max"]), ("integer", False, "1000", 1, 100000))
+        for m in res:  # every listed method is served: a bogus name is -32602, not -32601
+            if m["method"] == "help":
+                continue
+            err = call(m["method"], {"zz_no_such_param": "1"})["error"]
+            self.assertEqual(err["code"], -32602, (m["method"], err))
+            self.assertIn(m["method"], err["message"])
+        one = call("help", {"method": "perf_scan"})["result"]["methods"]
+        self.assertEqual([m["method"] for m in one], ["perf_scan"])
+        self.assertEqual(call("help", ["perf_scan"])["result"]["methods"], one)
+        self.assertEqual(call("help", ["perf_nope"])["error"]["code"], -32602)
+        self.assertEqual(call("help", {"verb": "x"})["error"]["code"], -32602)
+
+    def test_pcachectl_help_and_indent(self):
+        ctl = [PCACHECTL, "-s", S.opts["unix_socket"]]
+        p = subprocess.run(ctl + ["help"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for m in call("help")["result"]["methods"]:
+            usage = m["method"] + "".join(
+                (" %s" if q["required"] else " [%s]") % q["name"] for q in m["params"])
+            self.assertIn("\n" + usage + "\n    " + m["summary"] + "\n", "\n" + p.stdout)
+        p = subprocess.run(ctl + ["help", "perf_keys"], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"\n    limit +integer 1-100000, default 1000: most keys")
+        self.assertRegex(p.stdout, r"\n    glob +glob, required: ")
+        self.assertNotIn("perf_dump", p.stdout)
+        p = subprocess.run(ctl + ["help", "perf_nope"], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(json.loads(p.stderr)["error"]["code"], -32602)
+        # a pipe gets the server's one line; a terminal the same JSON indented
+        p = subprocess.run(ctl + ["perf_stats", "th"], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("\n"), 1)
+        text = on_terminal(ctl + ["perf_stats", "th"])
+        self.assertIn('{\n  "', text)
+        self.assertIn('\n    {\n      "collection": "th"', text)
+        self.assertEqual(json.loads(text), json.loads(p.stdout))
+        # tokens are copied verbatim: brackets, commas, colons and escapes in a string
+        redis.Redis(port=S.port).set("ind", 'a"b,{c}:[d]\\ {}')
+        text = on_terminal(ctl + ["perf_get", "ind"])
+        self.assertEqual(json.loads(text)["value"], 'a"b,{c}:[d]\\ {}')
+        self.assertIn('\n  "value": "a\\"b,{c}:[d]\\\\ {}",\n', text)
 
 
 class Config(unittest.TestCase):

@@ -10,7 +10,7 @@
 #      of it, with a free port: redis-cli SET/GET against it, pcachectl
 #      beside it, SIGTERM (the shutdown save), run again: the key is back;
 #   2. the install row (README's "Install" row, as written, "y" answered to
-#      apt-get): the packages install; without systemd nothing starts and
+#      apt-get): it builds no test and no benchmark; the packages install; without systemd nothing starts and
 #      the postinst says how; /var/lib/pcache pcache:pcache 0750, the
 #      configuration 0640 root:pcache, /var/log/pcache, copyright and
 #      changelog; `service pcached start` (the init script) returns once
@@ -216,6 +216,9 @@ mark "run command OK: SET, GET, pcachectl, restart"
 in_root "cd /root/pcache && yes | { $install_cmd; }" >"$tmp/install.log" 2>&1 ||
     { tail -40 "$tmp/install.log"; fail "the install row"; }
 mark "the install row installed the packages"
+# it built what the packages hold, no test and no benchmark
+[ -z "$(find "$R/root/pcache/build-pkg" -name CTestTestfile.cmake -o -name 'pcache-bench' \
+    -o -name 'test_*' -type f -perm -u+x)" ] || fail "the install row built tests or benchmarks"
 grep -q "pcached is not running.*service pcached start" "$tmp/install.log" ||
     fail "the postinst did not say how to start pcached without systemd: $(tail -5 "$tmp/install.log")"
 owner() { in_root "stat -c '%U:%G %a' $1"; }

@@ -7,7 +7,7 @@
 #      the archive this machine's apt uses), the source tree copied in (the
 #      files git knows, no build trees); no compiler in it;
 #   1. the run command (README's "Run" row, read from README.md) in a chroot
-#      of it, with a free port: redis-cli SET/GET against it, pcachectl
+#      of it, with free ports: redis-cli SET/GET against it, pcachectl
 #      beside it, SIGTERM (the shutdown save), run again: the key is back;
 #   2. the install row (README's "Install" row, as written, "y" answered to
 #      apt-get): it builds no test and no benchmark; the packages install; without systemd nothing starts and
@@ -185,9 +185,12 @@ fi
 mark "root ready"
 
 # ---- 1. the run command ---------------------------------------------------
+# free ports (the chroot shares this machine's loopback): the README says
+# extra arguments of the run command are pcached options
 port=$(free_port)
+hport=$(free_port)
 run_once() { # $1: log file
-    in_root_exec "cd /root/pcache && exec $run_cmd --port=$port" >"$1" 2>&1 &
+    in_root_exec "cd /root/pcache && exec $run_cmd --port=$port --http_port=$hport" >"$1" 2>&1 &
     runpid=$!
     wait_pong "$port" "$runpid" 1500 ||
         { tail -40 "$1"; fail "the run command did not serve on port $port"; }

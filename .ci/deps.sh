@@ -5,14 +5,22 @@
 #   .ci/deps.sh run   only what scripts/run.sh needs: the compilers and the
 #                     libraries pcached, pcachectl and pcache-snapshot are
 #                     built from (no test framework, no database server)
+#   .ci/deps.sh package  what scripts/package.sh needs: the run list and file
+#                     (cpack's dpkg-shlibdeps step); the man pages need only gzip
+# tests/install/test_fresh_debian.sh runs the first two on a minimal Debian 12
+# with nothing else installed: a library missing here fails it.
 set -eu
 RUN_PKGS="build-essential cmake pkg-config libxxhash-dev liblmdb-dev libzstd-dev libsystemd-dev"
-RUN_PKGS="$RUN_PKGS unixodbc-dev"
+RUN_PKGS="$RUN_PKGS unixodbc-dev libjansson-dev"
+PACKAGE_PKGS="$RUN_PKGS file"
 PKGS="build-essential cmake pkg-config libxxhash-dev libcmocka-dev liblmdb-dev libzstd-dev libsqlite3-dev libjansson-dev"
 # pcached's systemd readiness (sd_notify), the man pages' test (man and
 # lexgrog, in man-db), the packages' dependencies (dpkg-shlibdeps, in
-# dpkg-dev), the unit's checks (systemd-analyze, in systemd)
-PKGS="$PKGS libsystemd-dev man-db dpkg-dev fakeroot systemd"
+# dpkg-dev, and file), the unit's checks (systemd-analyze, in systemd)
+PKGS="$PKGS libsystemd-dev man-db dpkg-dev fakeroot systemd file"
+# the fresh-machine test (tests/install/test_fresh_debian.sh): a minimal
+# Debian 12 root to run the README's commands in
+PKGS="$PKGS debootstrap"
 # The ODBC exporter (odbc/): unixODBC, the three drivers its tests use, and
 # the servers they start privately (tests/support/odbc_servers.sh; no service is
 # enabled or started by these packages' use here).
@@ -34,6 +42,8 @@ if [ "${PCACHE_CI_FUZZ_SECONDS:-0}" != 0 ]; then
 fi
 if [ "${1:-}" = run ]; then
     PKGS=$RUN_PKGS
+elif [ "${1:-}" = package ]; then
+    PKGS=$PACKAGE_PKGS
 fi
 missing=""
 for p in $PKGS; do

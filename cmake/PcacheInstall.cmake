@@ -2,23 +2,28 @@
 # GNUInstallDirs, one install component per part so that CPack
 # (cmake/PcachePackage.cmake) makes one Debian package of each:
 #
-#   server   pcached, pcached.conf, the systemd unit, pcached(8), pcached.conf(5)
+#   server   pcached, pcached.conf, the systemd unit, the init script, the
+#            logrotate file, pcached(8), pcached.conf(5)
 #   tools    pcachectl, pcache-snapshot, their man pages (1)
 #   lib      libpcache.so.MAJOR: the engine (and util inside it)
 #   storage  libpcache_storage.so.MAJOR: management layer, store, journal, persist
 #   odbc     libpcache_odbc.so.MAJOR: the ODBC exporter (PCACHE_ODBC)
 #   dev      public headers, the .so links, the static archives, pkg-config
 #            files, the CMake package (find_package(pcache))
-#   doc      docs/*.md, README.md
+#   doc      docs/*.md, README.md; the Grafana dashboard and the alert rules
+#            in share/pcache
 #   module   cachedb_perf.so (opensips_module/CMakeLists.txt, when built)
+#
+# and each package's share/doc/<package>/copyright and changelog.gz.
 #
 # The shared libraries are made of the object files of the static component
 # libraries (the hosts and the tests keep linking those), so there is one
-# compilation of each source. The configuration file and the unit are
-# written at install time (cmake/install_etc.cmake) from the prefix the
-# install runs with: `cmake --install build --prefix /usr` puts the
-# configuration in /etc/pcache (not /usr/etc) and the unit names
-# /usr/bin/pcached, whatever prefix the tree was configured with.
+# compilation of each source. The configuration file, the unit, the init
+# script and the logrotate file are written at install time
+# (cmake/install_etc.cmake) from the prefix the install runs with: `cmake
+# --install build --prefix /usr` puts the configuration in /etc/pcache (not
+# /usr/etc) and the unit names /usr/bin/pcached, whatever prefix the tree
+# was configured with.
 include(CMakePackageConfigHelpers)
 # the components' imported targets are scoped to their folders: found again here
 pkg_check_modules(PCI_LMDB REQUIRED IMPORTED_TARGET lmdb)
@@ -153,4 +158,40 @@ install(FILES packaging/debian/pcache.sysusers DESTINATION lib/sysusers.d
 
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc)
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT doc
-        FILES_MATCHING PATTERN "*.md" PATTERN "man" EXCLUDE)
+        FILES_MATCHING PATTERN "*.md" PATTERN "man" EXCLUDE PATTERN "grafana" EXCLUDE
+        PATTERN "prometheus" EXCLUDE)
+# the Grafana dashboard and the Prometheus alert rules (docs/operations.md
+# §5), under /usr/share/pcache: a container image that drops /usr/share/doc
+# keeps them
+install(FILES docs/grafana/pcache.json DESTINATION ${CMAKE_INSTALL_DATADIR}/pcache/grafana
+        COMPONENT doc)
+install(FILES docs/prometheus/pcache-alerts.yml
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/pcache/prometheus COMPONENT doc)
+
+# every package's /usr/share/doc/<package>: copyright and changelog.gz
+# (Debian policy 12.5, 12.7), gzip'd at configure time
+set(pcache_changelog_gz ${PROJECT_BINARY_DIR}/packaging/changelog.gz)
+file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/packaging)
+execute_process(COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/packaging/debian/changelog
+                OUTPUT_FILE ${pcache_changelog_gz} RESULT_VARIABLE pcache_gz_rc)
+if(NOT pcache_gz_rc EQUAL 0)
+  message(FATAL_ERROR "gzip packaging/debian/changelog: ${pcache_gz_rc}")
+endif()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${PROJECT_SOURCE_DIR}/packaging/debian/changelog)
+set(pcache_doc_packages server:pcache-server tools:pcache-tools lib:libpcache0
+    storage:libpcache-storage0 dev:libpcache-dev doc:pcache-doc)
+if(TARGET pcache_odbc)
+  list(APPEND pcache_doc_packages odbc:libpcache-odbc0)
+endif()
+get_property(pcache_module_built GLOBAL PROPERTY PCACHE_MODULE_BUILT)
+if(pcache_module_built)
+  list(APPEND pcache_doc_packages module:pcache-opensips-module)
+endif()
+foreach(cp ${pcache_doc_packages})
+  string(REPLACE ":" ";" cp "${cp}")
+  list(GET cp 0 comp)
+  list(GET cp 1 pkg)
+  install(FILES packaging/debian/copyright ${pcache_changelog_gz}
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${pkg} COMPONENT ${comp})
+endforeach()

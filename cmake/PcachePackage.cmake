@@ -1,20 +1,26 @@
 # CPack: one Debian package per install component (cmake/PcacheInstall.cmake)
 #
-#   pcache-server           pcached, /etc/pcache/pcached.conf (a conffile), the
-#                           unit (enabled by postinst, deb-systemd-helper), the
-#                           pcache system user (postinst; sysusers.d too), man 8/5
+#   pcache-server           pcached, /etc/pcache/pcached.conf (a conffile,
+#                           0640 root:pcache), the unit (enabled by postinst,
+#                           deb-systemd-helper), /etc/init.d/pcached (without
+#                           systemd), /etc/logrotate.d/pcache-server, the pcache
+#                           system user and /var/lib/pcache (postinst;
+#                           sysusers.d too), man 8/5
 #   pcache-tools            pcachectl, pcache-snapshot, man 1
 #   libpcache0              libpcache.so.0 (the engine)
 #   libpcache-storage0      libpcache_storage.so.0
 #   libpcache-odbc0         libpcache_odbc.so.0 (PCACHE_ODBC)
 #   libpcache-dev           headers, .so links, static archives, pkg-config,
 #                           the CMake package
-#   pcache-doc              docs/*.md, README.md
+#   pcache-doc              docs/*.md, README.md, the Grafana dashboard and
+#                           the alert rules (/usr/share/pcache)
 #   pcache-opensips-module  cachedb_perf.so (when built)
 #
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr
 #   cmake --build build -j2 && (cd build && cpack -G DEB)
 #
+# Each package has its own Description (a synopsis line, then the body) and
+# /usr/share/doc/<package>/copyright and changelog.gz (PcacheInstall.cmake).
 # Dependencies on other Debian packages come from dpkg-shlibdeps (the
 # libraries the binaries link); between these packages they are exact
 # versions. tests/install/test_packages.sh builds them and installs them into
@@ -24,7 +30,9 @@ set(CPACK_PACKAGE_NAME pcache)
 set(CPACK_PACKAGE_VENDOR "pcache")
 set(CPACK_PACKAGE_CONTACT "pcache maintainers <pcache@localhost>")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "shared-memory multi-process key-value cache")
+# No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPackDeb would put that one line
+# above every package's own description, as every package's synopsis. Each
+# CPACK_COMPONENT_<C>_DESCRIPTION below is "synopsis\nbody".
 # A package installs under /usr whatever prefix the tree was configured
 # with: CPack runs the install with prefix /usr into its staging DESTDIR, so
 # the install-time rules put the configuration in /etc (not /usr/etc) and
@@ -58,12 +66,15 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_NAME pcache-server)
 set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "adduser, init-system-helpers")
 set(CPACK_DEBIAN_SERVER_PACKAGE_RECOMMENDS "pcache-tools (= ${v})")
 set(CPACK_DEBIAN_SERVER_PACKAGE_SUGGESTS "pcache-doc")
-set(CPACK_COMPONENT_SERVER_DESCRIPTION "pcache standalone server (pcached)
- pcached serves a shared-memory pcache table to Redis clients (RESP) from
- forked worker processes, persists it in an LMDB snapshot store with an
- optional write-ahead journal, and is managed over JSON-RPC. The package
- runs it as the pcache user under systemd (Type=notify).")
-set(PCACHE_CONFFILE "/etc/pcache/pcached.conf")
+set(CPACK_COMPONENT_SERVER_DESCRIPTION "shared-memory key-value cache server for Redis clients
+pcached serves a shared-memory cache to Redis clients (RESP: strings and
+counters) from forked worker processes, keeps it in an LMDB snapshot store
+with a write-ahead journal, and is managed over JSON-RPC (pcachectl).
+The package runs it as the pcache user, under systemd (pcached.service) or
+with /etc/init.d/pcached where systemd does not run.")
+set(PCACHE_CONFFILE "/etc/pcache/pcached.conf
+/etc/init.d/pcached
+/etc/logrotate.d/pcache-server")
 configure_file(${d}/server.conffiles.in ${PROJECT_BINARY_DIR}/packaging/conffiles @ONLY)
 # the control scripts under the names dpkg wants, executable
 foreach(s postinst prerm postrm)
@@ -79,32 +90,35 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME pcache-tools)
-set(CPACK_COMPONENT_TOOLS_DESCRIPTION "pcache command-line tools
- pcachectl calls pcached's management commands over JSON-RPC;
- pcache-snapshot inspects, verifies, dumps, compacts and salvages snapshot
- stores offline.")
+set(CPACK_COMPONENT_TOOLS_DESCRIPTION "command-line tools for the pcache server and its stores
+pcachectl calls pcached's management commands over JSON-RPC (statistics,
+save, load, flush); pcache-snapshot inspects, verifies, dumps, compacts and
+salvages pcache snapshot stores offline.")
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libpcache0)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_LIB_DESCRIPTION "pcache engine library
- libpcache: the shared-memory multi-process key-value table (seqlock
- buckets, slab arena, growth, TTL).")
+set(CPACK_COMPONENT_LIB_DESCRIPTION "shared-memory multi-process key-value table (library)
+libpcache is the pcache engine: a key-value table in shared memory that
+forked processes read without locks and write concurrently (seqlock
+buckets, a slab arena, growth without stopping traffic, TTLs).")
 set(CPACK_DEBIAN_STORAGE_PACKAGE_NAME libpcache-storage0)
 set(CPACK_DEBIAN_STORAGE_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_STORAGE_DESCRIPTION "pcache storage library
- libpcache_storage: the management command layer, the LMDB snapshot
- store, the write-ahead journal and the persistence policies.")
+set(CPACK_COMPONENT_STORAGE_DESCRIPTION "persistence for the pcache table (library)
+libpcache_storage keeps a pcache table on disk: the LMDB snapshot store,
+the write-ahead journal, the persistence policies and the management
+command layer (perf_* commands).")
 set(CPACK_COMPONENT_STORAGE_DEPENDS lib)
 set(CPACK_DEBIAN_ODBC_PACKAGE_NAME libpcache-odbc0)
 set(CPACK_DEBIAN_ODBC_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_ODBC_DESCRIPTION "pcache ODBC exporter library
- libpcache_odbc: pcache collections to and from SQL databases through
- unixODBC.")
+set(CPACK_COMPONENT_ODBC_DESCRIPTION "SQL export for the pcache table (library)
+libpcache_odbc copies pcache collections to and from SQL databases
+(SQLite, PostgreSQL, MariaDB) through unixODBC.")
 set(CPACK_COMPONENT_ODBC_DEPENDS storage)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libpcache-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-set(CPACK_COMPONENT_DEV_DESCRIPTION "pcache development files
- Headers, static libraries, pkg-config files (pcache, pcache-storage,
- pcache-odbc) and the CMake package (find_package(pcache)).")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "development files for the pcache libraries
+Headers, static libraries, pkg-config files (pcache, pcache-storage,
+pcache-odbc) and the CMake package (find_package(pcache)) of libpcache
+and its storage and ODBC libraries.")
 set(CPACK_COMPONENT_DEV_DEPENDS lib storage)
 if(TARGET pcache_odbc_shared)
   set(CPACK_COMPONENT_DEV_DEPENDS lib storage odbc)
@@ -113,11 +127,15 @@ set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libxxhash-dev, liblmdb-dev, libzstd-dev")
 set(CPACK_DEBIAN_DOC_PACKAGE_NAME pcache-doc)
 set(CPACK_DEBIAN_DOC_PACKAGE_SECTION doc)
 set(CPACK_DEBIAN_DOC_PACKAGE_ARCHITECTURE all)
-set(CPACK_COMPONENT_DOC_DESCRIPTION "pcache documentation
- The manuals (pcached, the snapshot tool, the formats, operations).")
+set(CPACK_COMPONENT_DOC_DESCRIPTION "documentation and monitoring files for pcache
+The manuals (pcached, operations, the snapshot tool, the on-disk formats)
+in /usr/share/doc/pcache, and for monitoring pcached: a Grafana dashboard
+(/usr/share/pcache/grafana/pcache.json) and Prometheus alert rules
+(/usr/share/pcache/prometheus/pcache-alerts.yml).")
 set(CPACK_DEBIAN_MODULE_PACKAGE_NAME pcache-opensips-module)
-set(CPACK_COMPONENT_MODULE_DESCRIPTION "pcache backend for OpenSIPS (cachedb_perf)
- The OpenSIPS cachedb module cachedb_perf: pcache inside OpenSIPS.")
+set(CPACK_COMPONENT_MODULE_DESCRIPTION "pcache cache backend for OpenSIPS (cachedb_perf)
+The OpenSIPS cachedb module cachedb_perf: a pcache table shared by the
+OpenSIPS worker processes, persisted in a pcache snapshot store.")
 set(CPACK_DEBIAN_MODULE_PACKAGE_DEPENDS "opensips")
 
 include(CPack)

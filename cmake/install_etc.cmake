@@ -1,6 +1,7 @@
 # Run by `cmake --install` (component server, cmake/PcacheInstall.cmake):
-# writes pcached.conf and pcached.service with the full paths of THIS
-# install's prefix, by the rules of GNUInstallDirs: prefix /usr puts the
+# writes pcached.conf, pcached.service, the init script (init.d/pcached)
+# and the logrotate file (logrotate.d/pcache-server) with the full paths of
+# THIS install's prefix, by the rules of GNUInstallDirs: prefix /usr puts the
 # configuration in /etc, prefix / too, any other prefix P in P/etc.
 # In: PCACHE_SRC, PCACHE_GEN (a scratch folder of the build tree), PCACHE_BINDIR, PCACHE_SYSCONFDIR, PCACHE_UNITDIR (relative
 # or absolute, as configured); CMAKE_INSTALL_PREFIX as cmake --install
@@ -29,3 +30,11 @@ file(INSTALL "${PCACHE_GEN}/pcached.service.installed"
      DESTINATION "${unitdir}" RENAME pcached.service)
 file(INSTALL "${PCACHE_SRC}/src/server/pcached.conf"
      DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/pcache")
+configure_file("${PCACHE_SRC}/packaging/debian/pcached.init"
+               "${PCACHE_GEN}/pcached.init.installed" @ONLY)
+file(INSTALL "${PCACHE_GEN}/pcached.init.installed"
+     DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/init.d" RENAME pcached
+     FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                      WORLD_READ WORLD_EXECUTE)
+file(INSTALL "${PCACHE_SRC}/packaging/debian/pcache-server.logrotate"
+     DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/logrotate.d" RENAME pcache-server)

@@ -11,17 +11,22 @@
  *     declared collections, the journal modes, store_root, and the store's
  *     path (an existing directory, or a missing one in an existing
  *     directory: never under a regular file);
- *   - the files the start creates (unix_socket, pidfile, log_file): their
- *     directory, when it exists, is a directory (never a regular file).
+ *   - the directories the start writes in (dirs.c): the runtime ones of
+ *     unix_socket, unixsocket and pidfile exist and are writable, or are
+ *     missing in a writable parent (the start makes them); log_file's and
+ *     the LMDB store's exist and are writable, all for the user running
+ *     the check (the unit's ExecStartPre, /etc/init.d/pcached: the
+ *     service's user).
  * It then prints what would run and the effective configuration.
  */
 #include "pcached.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int srv_setup_cache(srv *s, char *err, size_t errlen);
 
@@ -61,40 +66,62 @@ static int check_addr(const char *key, const char *addr, char *err, size_t errle
     return -1;
 }
 
-/* The directory of a file the start creates is a directory. A missing one
- * passes for the runtime files: the unit's RuntimeDirectory= (/run/pcache)
- * exists by the start but not on the machine that checks the configuration
- * file; the start then says what is missing. */
-static int check_parent(const char *key, const char *path, char *err, size_t errlen)
+/* db_url's store, when it is an LMDB one: its directory when it exists,
+ * else the directory the start creates it in, writable by this user (the
+ * form and the parent's existence are pc_persist_check's). */
+static int check_store_dir(const char *url, char *err, size_t errlen)
 {
-    if (path[0] == '\0')
-        return 0;
+    const char *path = url;
+    if (strncmp(url, "lmdb://", 7) == 0)
+        path = url + 7;
+    else if (strstr(url, "://") != NULL)
+        return 0; /* an SQL store: the database's business */
     char dir[1100];
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        return 0; /* the working directory */
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    if (n >= sizeof dir) {
-        snprintf(err, errlen, "%s: '%.100s...': path too long", key, path);
-        return -1;
-    }
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    if (n == 0 || n >= sizeof dir)
+        return 0; /* pc_persist_check has said it */
     memcpy(dir, path, n);
     dir[n] = '\0';
     struct stat st;
-    if (stat(dir, &st) != 0 && errno == ENOENT)
-        return 0;
-    if (stat(dir, &st) != 0) {
-        snprintf(err, errlen, "%s: %.200s: directory %.200s: %s", key, path, dir, strerror(errno));
-        return -1;
+    if (stat(dir, &st) != 0) { /* missing: the start makes it in its parent */
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = '\0'; /* a store right under / */
+        else
+            *slash = '\0';
     }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: %.200s: %.200s is not a directory", key, path, dir);
-        return -1;
+    char pfx[1200];
+    snprintf(pfx, sizeof pfx, "db_url: %.1000s", url);
+    return srv_dir_writable(pfx, dir, err, errlen);
+}
+
+/* Every directory the start writes in exists (or is a runtime one the
+ * start makes) and is writable by the user running this check: the unit's
+ * ExecStartPre and /etc/init.d/pcached run it as the service's user.
+ * notes gets the runtime directories the start will make. */
+static int check_dirs(srv *s, char *notes, size_t ncap, char *err, size_t errlen)
+{
+    const char *const keys[] = {"unix_socket", "unixsocket", "pidfile"};
+    const char *const paths[] = {s->cfg.unix_socket, s->cfg.unixsocket, s->cfg.pidfile};
+    notes[0] = '\0';
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char note[1200];
+        if (srv_rundir_ready(keys[i], paths[i], 0, note, sizeof note, err, errlen) != 0)
+            return -1;
+        size_t used = strlen(notes);
+        if (note[0] != '\0' && strstr(notes, note) == NULL) /* one line per directory */
+            snprintf(notes + used, ncap - used, "# %s: %s\n", keys[i], note);
     }
+    if (!s->cfg.syslog && srv_file_dir_writable("log_file", s->cfg.log_file, err, errlen) != 0)
+        return -1;
     return 0;
 }
 
-static int check_all(srv *s, char *err, size_t errlen)
+static int check_all(srv *s, char *notes, size_t ncap, char *err, size_t errlen)
 {
     unsigned nb = 0;
     char berr[512];
@@ -106,10 +133,7 @@ static int check_all(srv *s, char *err, size_t errlen)
         return -1;
     if (s->cfg.sync_port != 0 && check_addr("sync_bind", s->cfg.sync_bind, err, errlen) != 0)
         return -1;
-    if (check_parent("unix_socket", s->cfg.unix_socket, err, errlen) != 0 ||
-        check_parent("unixsocket", s->cfg.unixsocket, err, errlen) != 0 ||
-        check_parent("pidfile", s->cfg.pidfile, err, errlen) != 0 ||
-        check_parent("log_file", s->cfg.log_file, err, errlen) != 0)
+    if (check_dirs(s, notes, ncap, err, errlen) != 0)
         return -1;
     /* the collections and the databases map are checked by building them */
     if (srv_setup_cache(s, err, errlen) != 0)
@@ -123,15 +147,17 @@ static int check_all(srv *s, char *err, size_t errlen)
             snprintf(err, errlen, "persistence: %s", perr[0] ? perr : pc_store_strerror(rc));
             return -1;
         }
+        if (check_store_dir(s->cfg.db_url, err, errlen) != 0)
+            return -1;
     }
     return 0;
 }
 
 int srv_check_run(srv *s, const char *file)
 {
-    char err[1400];
+    char err[1400], notes[4000];
     srv_log_quiet(); /* --check prints the configuration, not the engine's info lines */
-    if (check_all(s, err, sizeof err) != 0) {
+    if (check_all(s, notes, sizeof notes, err, sizeof err) != 0) {
         fprintf(stderr, "pcached: %s\n", err);
         pc_cache_destroy(s->cache);
         return 2;
@@ -146,6 +172,9 @@ int srv_check_run(srv *s, const char *file)
         printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s->dbs[i]));
     printf(")\n# store: %s, db_mode %u\n", s->cfg.db_url[0] ? s->cfg.db_url : "none",
            s->cfg.db_mode);
+    struct passwd *pw = getpwuid(geteuid());
+    printf("# directories checked for user %s (uid %u): run --check as the service's user\n%s",
+           pw ? pw->pw_name : "?", (unsigned)geteuid(), notes);
     srv_config_print(&s->cfg, stdout);
     pc_cache_destroy(s->cache);
     return 0;

@@ -350,11 +350,17 @@ int srv_master_run(srv *s)
      * process and QUIT reaches the stop through the master alone. */
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (srv_pidfile_lock(s) != 0)
+    /* a failed start says so to a manager waiting for READY=1 (systemd, or
+     * start-stop-daemon --notify-await in /etc/init.d/pcached), which
+     * otherwise waits for its timeout; the log has the reason */
+    if (srv_rundirs_make(s) != 0 || srv_pidfile_lock(s) != 0) {
+        srv_notify("ERRNO=%d", EINVAL);
         return 1;
+    }
     if (setup(s) != 0) {
         srv_resp_unlink(s);
         srv_pidfile_release(s);
+        srv_notify("ERRNO=%d", EINVAL);
         return 1;
     }
     master_sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -338,6 +338,24 @@ void srv_notify_busy_end(void);
 int srv_check_run(srv *s, const char *file);
 /* the persistence policy of s->cfg, for pc_persist_open and --check */
 void srv_persist_config_fill(srv *s, pc_persist_config *pc);
+/* dirs.c: the directories pcached writes in, for the user it runs as
+ * (docs/pcached.md "--check"). Each returns 0, or -1 with a message in err
+ * that names the directory, the user and the fix.
+ *   srv_dir_writable: dir exists and this user may create files in it;
+ *     pfx starts each message ("db_url: lmdb:///var/lib/pcache/store").
+ *   srv_file_dir_writable: path's directory exists and is writable, and
+ *     path itself when it exists (log_file).
+ *   srv_rundir_ready: path's directory (a runtime one: unix_socket,
+ *     pidfile) exists and is writable, or is missing in a writable parent;
+ *     make = 1 creates it (mode 0750), make = 0 only describes it in note
+ *     ("" when nothing is to be made; note may be NULL).
+ *   srv_rundirs_make: the start's runtime directories (pidfile,
+ *     unix_socket, unixsocket), made or refused (logged). */
+int srv_dir_writable(const char *pfx, const char *dir, char *err, size_t errlen);
+int srv_file_dir_writable(const char *key, const char *path, char *err, size_t errlen);
+int srv_rundir_ready(const char *key, const char *path, int make, char *note, size_t notelen,
+                     char *err, size_t errlen);
+int srv_rundirs_make(const srv *s);
 /* cmd_info.c: 40 random hex digits (INFO run_id, master_replid) into buf
  * (at least 41 bytes), from getrandom, the clock and the pid otherwise. */
 void srv_run_id(char *buf, size_t cap);

@@ -7,7 +7,9 @@
 # "configuration OK" for bind=localhost, a relative lmdb:// path (whose
 # start error then said perf://), persist_collections naming an undeclared
 # collection, an unknown journal mode, a store under a regular file.
-# A good configuration passes and creates nothing.
+# A good configuration passes and creates nothing. The directories pcached
+# writes in are checked for the user it runs as (issue 32), and the start
+# makes a missing runtime directory when it can.
 # usage: test_check.sh PCACHED
 set -eu
 pcached=$1
@@ -17,6 +19,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 : >"$tmp/afile"
 mkdir "$tmp/data"
 base="--port=0 --workers=1 --mem_mb=16"
+run_as="" # a command prefix: the user pcached runs as
 
 case_bad() { # "want-substring[|start's substring]" pcached-args...
     want=${1%%|*}
@@ -24,13 +27,13 @@ case_bad() { # "want-substring[|start's substring]" pcached-args...
     shift
     rc=0
     # shellcheck disable=SC2086
-    "$pcached" $base "$@" --check >"$tmp/out" 2>"$tmp/err" || rc=$?
+    $run_as "$pcached" $base "$@" --check >"$tmp/out" 2>"$tmp/err" || rc=$?
     [ "$rc" = 2 ] || fail "--check $*: exit $rc, expected 2 ($(cat "$tmp/err"))"
     grep -qF -- "$want" "$tmp/err" || fail "--check $*: '$(cat "$tmp/err")' lacks '$want'"
     if grep -q 'perf://' "$tmp/err"; then fail "--check $*: names perf:// ($(cat "$tmp/err"))"; fi
     rc=0
     # shellcheck disable=SC2086
-    timeout 20 "$pcached" $base "$@" >"$tmp/start" 2>&1 || rc=$?
+    timeout 20 $run_as "$pcached" $base "$@" >"$tmp/start" 2>&1 || rc=$?
     [ "$rc" != 0 ] && [ "$rc" != 124 ] ||
         fail "start with $*: exit $rc, but --check refused it ($want)"
     grep -qF -- "$swant" "$tmp/start" ||
@@ -56,9 +59,9 @@ case_bad "$tmp/afile is not a directory" --db_url="$tmp/afile" --db_mode=1
 case_bad "$tmp/missing: No such file or directory" --db_url="$tmp/missing/store" --db_mode=1
 case_bad "store_root 'relative-nowhere': No such file or directory" \
     --db_url="$store" --store_root=relative-nowhere
-case_bad "unix_socket: $tmp/afile/s.sock: $tmp/afile is not a directory|s.sock: Not a directory" \
+case_bad "unix_socket: $tmp/afile/s.sock: $tmp/afile is not a directory" \
     --unix_socket="$tmp/afile/s.sock"
-case_bad "pidfile: $tmp/afile/p.pid: $tmp/afile is not a directory|p.pid: Not a directory" \
+case_bad "pidfile: $tmp/afile/p.pid: $tmp/afile is not a directory" \
     --pidfile="$tmp/afile/p.pid"
 case_bad "select_collections: 'nope' (db 0) is not a declared collection" \
     --select_collections=nope
@@ -70,4 +73,51 @@ case_bad "select_collections: 'nope' (db 0) is not a declared collection" \
     fail "good configuration: $(cat "$tmp/out")"
 grep -q "configuration OK" "$tmp/out" || fail "good configuration: no 'configuration OK'"
 [ ! -e "$tmp/data/store" ] || fail "--check created the store"
+
+# Issue 32: the directories pcached writes in, for the user it runs as
+# (nobody here, as the service's pcache user would be): a runtime directory
+# it cannot create, a store directory it cannot write in. Both refused by
+# --check and by the start, naming the directory, the user and the fix,
+# and the start refuses before it creates the store.
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: the directory checks for another user need root"; exit 77; }
+chmod 755 "$tmp"
+mkdir "$tmp/rootonly" "$tmp/nob"
+chown nobody "$tmp/nob"
+run_as="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+case_bad "directory $tmp/rootonly/run does not exist and user nobody, whom pcached runs as, cannot create it ($tmp/rootonly: Permission denied): create it as root: install -d -o nobody -m 0750 $tmp/rootonly/run" \
+    --unix_socket="$tmp/rootonly/run/p.sock" --db_url="$tmp/nob/store"
+[ ! -e "$tmp/nob/store" ] || fail "a start refused for its runtime directory created the store first"
+case_bad "pidfile: $tmp/rootonly/p.pid: directory $tmp/rootonly (owner root, mode 0755) is not writable by user nobody, whom pcached runs as: chown nobody $tmp/rootonly" \
+    --pidfile="$tmp/rootonly/p.pid"
+case_bad "db_url: $tmp/rootonly/store: directory $tmp/rootonly (owner root, mode 0755) is not writable by user nobody|$tmp/rootonly/store" \
+    --db_url="$tmp/rootonly/store" --db_mode=1
+run_as=""
+# log_file: the start logs to stderr instead, --check says it
+rc=0
+"$pcached" $base --log_file="$tmp/nolog/x.log" --check >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -qF "log_file: $tmp/nolog/x.log: directory $tmp/nolog does not exist" "$tmp/err" ||
+    fail "--check with log_file in a missing directory: exit $rc, $(cat "$tmp/err")"
+echo "ok: log_file's directory"
+
+# a runtime directory the user can create: --check says the start makes it,
+# and the start does (mode 0750), where systemd's RuntimeDirectory= would
+"$pcached" $base --unix_socket="$tmp/nob/run/p.sock" --check >"$tmp/out" 2>&1 ||
+    fail "--check with a creatable runtime directory: $(cat "$tmp/out")"
+grep -qF "# unix_socket: $tmp/nob/run (created at start, mode 0750, owner root)" "$tmp/out" ||
+    fail "--check does not say the start makes $tmp/nob/run: $(cat "$tmp/out")"
+[ ! -e "$tmp/nob/run" ] || fail "--check created the runtime directory"
+"$pcached" $base --unix_socket="$tmp/nob/run/p.sock" >"$tmp/start" 2>&1 &
+spid=$!
+i=0
+until [ -S "$tmp/nob/run/p.sock" ]; do
+    i=$((i + 1))
+    kill -0 "$spid" 2>/dev/null && [ $i -lt 600 ] || fail "the start with a missing runtime directory: $(cat "$tmp/start")"
+    sleep 0.1
+done
+kill -TERM "$spid"
+wait "$spid" || fail "pcached exit status $?"
+[ "$(stat -c %a "$tmp/nob/run")" = 750 ] || fail "runtime directory mode $(stat -c %a "$tmp/nob/run")"
+grep -qF "unix_socket: created directory $tmp/nob/run (mode 0750, owner root)" "$tmp/start" ||
+    fail "the start does not log the directory it made: $(cat "$tmp/start")"
+echo "ok: the runtime directory made by the start"
 echo "check OK"

@@ -3,13 +3,18 @@
 # cpack from this tree and installed into a scratch root with dpkg:
 #   1. every package is built; dependencies from dpkg-shlibdeps (liblmdb0,
 #      libzstd1, libxxhash0, libsystemd0...) and exact ones between ours;
-#      libpcache0's shlibs; /etc/pcache/pcached.conf a conffile;
+#      libpcache0's shlibs; /etc/pcache/pcached.conf, /etc/init.d/pcached
+#      and /etc/logrotate.d/pcache-server conffiles; each package its own
+#      description (synopsis and body) and /usr/share/doc/<package>/
+#      copyright and changelog.gz of this version; pcache-doc the dashboard
+#      and the alert rules;
 #   2. `dpkg --root R --force-script-chrootless -i *.deb`: the maintainer
 #      scripts run with DPKG_ROOT=R, so the unit is enabled in R the Debian
 #      way (deb-systemd-helper: multi-user.target.wants) and nothing touches
 #      the host; the layout under R; dpkg -l says installed;
-#   3. pcached from R with R's configuration starts (its paths under R, as
-#      StateDirectory / RuntimeDirectory would make them), serves, saves at
+#   3. pcached from R with R's configuration starts (its paths under R: the
+#      store's directory made as the postinst would, the runtime directory
+#      made by pcached itself), serves, saves at
 #      SIGTERM, and a restart finds the key (the shipped db_mode 2 + journal);
 #      pcachectl from R answers on the socket;
 #   4. dpkg --purge pcache-server in R: files gone, the enablement gone,
@@ -55,6 +60,30 @@ for s in postinst prerm postrm; do
     [ -x "$tmp/ctl-server/$s" ] || fail "pcache-server: no executable $s"
 done
 grep -q "adduser --system" "$tmp/ctl-server/postinst" || fail "postinst creates no pcache user"
+for f in /etc/init.d/pcached /etc/logrotate.d/pcache-server; do
+    grep -qx "$f" "$tmp/ctl-server/conffiles" || fail "$f not a conffile"
+done
+# descriptions: a synopsis of its own per package, then a body
+synopses=""
+for f in "$tmp/pk/"*.deb; do
+    p=$(dpkg-deb -f "$f" Package)
+    desc=$(dpkg-deb -f "$f" Description)
+    syn=$(printf '%s\n' "$desc" | head -n 1)
+    [ "$(printf '%s\n' "$desc" | wc -l)" -ge 2 ] || fail "$p: no description body: $desc"
+    case "$synopses" in *"|$syn|"*) fail "$p: synopsis '$syn' shared with another package" ;; esac
+    synopses="$synopses|$syn|"
+    # copyright and this version's changelog in /usr/share/doc/<package>
+    dpkg-deb -x "$f" "$tmp/x-$p"
+    [ -s "$tmp/x-$p/usr/share/doc/$p/copyright" ] || fail "$p: no /usr/share/doc/$p/copyright"
+    gzip -dc "$tmp/x-$p/usr/share/doc/$p/changelog.gz" >"$tmp/changelog-$p" ||
+        fail "$p: no /usr/share/doc/$p/changelog.gz"
+    cv=$(dpkg-parsechangelog -l "$tmp/changelog-$p" -S Version)
+    [ "$cv" = "$v" ] || fail "$p: changelog's version $cv, package's $v"
+done
+for f in usr/share/pcache/grafana/pcache.json usr/share/pcache/prometheus/pcache-alerts.yml; do
+    cmp -s "$tmp/x-pcache-doc/$f" "$(dirname "$0")/../../docs/${f#usr/share/pcache/}" ||
+        fail "pcache-doc: /$f is not docs/${f#usr/share/pcache/}"
+done
 
 # 2. install into a scratch root
 r="$tmp/root"
@@ -64,6 +93,7 @@ dpkg --root="$r" --force-script-chrootless --force-depends --log=/dev/null \
     -i "$tmp/pk/"*.deb >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i into $r"; }
 for f in usr/bin/pcached usr/bin/pcachectl usr/bin/pcache-snapshot etc/pcache/pcached.conf \
          usr/lib/systemd/system/pcached.service usr/lib/sysusers.d/pcache.conf \
+         etc/init.d/pcached etc/logrotate.d/pcache-server \
          usr/include/pcache.h usr/share/doc/pcache/pcached.md; do
     [ -e "$r/$f" ] || fail "$f not installed in the scratch root"
 done
@@ -78,7 +108,7 @@ grep -q "^ExecStart=/usr/bin/pcached -c /etc/pcache/pcached.conf$" \
     "$r/usr/lib/systemd/system/pcached.service" || fail "unit paths"
 
 # 3. run the installed server with the installed configuration
-mkdir -p "$r/var/lib/pcache" "$r/run/pcache" # StateDirectory=, RuntimeDirectory=
+mkdir -p "$r/var/lib/pcache" "$r/run" # the postinst's (StateDirectory=); /run/pcache: pcached's
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 run() {
     "$r/usr/bin/pcached" -c "$r/etc/pcache/pcached.conf" --port="$port" \
@@ -95,6 +125,7 @@ run() {
 "$r/usr/bin/pcached" -c "$r/etc/pcache/pcached.conf" --db_url="lmdb://$r/var/lib/pcache/store" \
     --check >/dev/null || fail "installed --check"
 run
+[ -d "$r/run/pcache" ] || fail "pcached did not make its runtime directory $r/run/pcache"
 [ "$(redis-cli -p "$port" SET pkg-key installed)" = OK ] || fail "SET"
 "$r/usr/bin/pcachectl" -s "$r/run/pcache/pcached.sock" perf_stats default >"$tmp/stats" ||
     fail "pcachectl from the scratch root"

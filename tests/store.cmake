@@ -53,10 +53,13 @@ foreach(name test_journal test_journal_race test_journal_faults test_journal_kil
     target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/journal_testlib.c)
   endif()
 endforeach()
-# The persistence policies' test links the policy layer.
-if(TARGET test_persist AND TARGET pcache_persist)
-  target_link_libraries(test_persist PRIVATE pcache_persist)
-endif()
+# The persistence policies' test links the policy layer; test_store_corrupt
+# hands the persistence open path a damaged store.
+foreach(name test_persist test_store_corrupt)
+  if(TARGET ${name} AND TARGET pcache_persist)
+    target_link_libraries(${name} PRIVATE pcache_persist)
+  endif()
+endforeach()
 
 # Damaged LMDB pages of a real store, made by a real pcached
 # (tests/integration/store_damage.py, issue 18): verify, every verb of

@@ -18,10 +18,12 @@
  *      it is taken only from the leaves of pages that no tree and no
  *      free-list entry reaches, and only when the free list is sound (older
  *      snapshots' blocks live on free pages and would pass every check);
- *   3. per collection, the generation of the snapshot is the meta's when it
- *      decodes, else the newest one whose blocks the trees reach, else the
- *      newest found anywhere; version 2 blocks of any other generation are
- *      older snapshots' and are left out;
+ *   3. older data is left out: every block on a page a sound free list
+ *      names, and per collection every version 2 block of another
+ *      generation than the snapshot's (the meta's when it decodes, else the
+ *      newest whose blocks the trees reach, else the newest found); a
+ *      collection no meta and no tree names is a dropped one when the
+ *      'meta' tree is sound or its blocks are all on free pages;
  *   4. each block left is checked as a load checks it (header, payload and
  *      raw checksums, decompression, every record, the key against the
  *      header); the blocks the trees reach win, and a block found outside
@@ -56,7 +58,8 @@ struct pc_sv_cand {
     size_t klen, nlen;           /* nlen 0: a version 1 block that no key names */
     const uint8_t *val;          /* the value, in the map */
     size_t vlen;
-    int src; /* PC_SV_* */
+    int src;     /* PC_SV_* */
+    int on_free; /* outside the trees, on a page the free list names */
     int drop;
     uint32_t version, count;
     uint64_t gen, first, last, raw_sum, raw_len, key_bytes, value_bytes;
@@ -204,6 +207,10 @@ static void pc_sv_add(struct pc_sv *v, const uint8_t *key, size_t klen, const ui
                 k->blocks_bad++;
         }
         return;
+    }
+    if (src != PC_SV_TREE) {
+        uint64_t pg = (uint64_t)(val - v->w.map) / v->w.psize;
+        c.on_free = pg < v->w.npages && v->w.pstate[pg] == PC_LW_FREE;
     }
     c.version = h.version;
     c.count = h.count;
@@ -393,10 +400,12 @@ static const struct pc_sv_meta *pc_sv_meta_of(const struct pc_sv *v, const uint8
 }
 
 /* Per collection (the candidates sorted by key): the generation of the
- * snapshot to copy, and every version 2 block of another one dropped. A
- * collection without a meta whose blocks are all outside the trees is a
- * dropped one when the 'meta' tree is sound; when it is not, the blocks
- * are all that is left of a collection whose meta is lost. */
+ * snapshot to copy, and every block of older data dropped: on a page a
+ * sound free list names, or of format version 2 and another generation.
+ * A collection without a meta whose blocks are all outside the trees is a
+ * dropped one when the 'meta' tree is sound or all its blocks are on free
+ * pages; else they are all that is left of a collection whose meta is
+ * lost. */
 static void pc_sv_generations(struct pc_sv *v)
 {
     int meta_sound = 0;
@@ -405,20 +414,25 @@ static void pc_sv_generations(struct pc_sv *v)
             meta_sound = v->w.dbs[d].walked && v->w.dbs[d].problems == 0;
     for (size_t i = 0, j; i < v->nc; i = j) {
         const struct pc_sv_cand *g = &v->c[i];
-        uint64_t tree_max = 0, any_max = 0, in_tree = 0;
+        uint64_t tree_max = 0, any_max = 0, in_tree = 0, live = 0;
         for (j = i; j < v->nc && pc_sv_same_coll(&v->c[j], g); j++) {
-            in_tree += v->c[j].src == PC_SV_TREE;
-            if (v->c[j].src == PC_SV_TREE && v->c[j].gen > tree_max)
-                tree_max = v->c[j].gen;
-            if (v->c[j].gen > any_max)
-                any_max = v->c[j].gen;
+            const struct pc_sv_cand *x = &v->c[j];
+            if (v->w.free_ok && x->on_free)
+                continue; /* a sound free list's page: never the current data */
+            live++;
+            in_tree += x->src == PC_SV_TREE;
+            if (x->src == PC_SV_TREE && x->gen > tree_max)
+                tree_max = x->gen;
+            if (x->gen > any_max)
+                any_max = x->gen;
         }
         const struct pc_sv_meta *sm = pc_sv_meta_of(v, g->key, g->nlen);
         uint64_t gen = sm != NULL ? sm->m.generation : tree_max != 0 ? tree_max : any_max;
-        /* a sound 'meta' tree names every collection: blocks outside the
-         * trees of one it does not name are a dropped collection's */
-        int gone = sm == NULL && meta_sound;
-        if (gone && in_tree == 0) {
+        /* a sound 'meta' tree names every collection, and a sound free list
+         * every page of older data: a collection neither a meta nor a tree
+         * names, whose blocks are all outside the trees, was dropped */
+        int gone = sm == NULL && in_tree == 0 && (meta_sound || live == 0);
+        if (gone) {
             for (size_t x = i; x < j; x++)
                 v->c[x].drop = 1;
             continue;
@@ -428,8 +442,8 @@ static void pc_sv_generations(struct pc_sv *v)
             return;
         k->generation = gen;
         for (size_t x = i; x < j; x++)
-            if ((v->c[x].version >= 2 && v->c[x].gen != gen) ||
-                (gone && v->c[x].src != PC_SV_TREE)) {
+            if ((v->w.free_ok && v->c[x].on_free) || (v->c[x].version >= 2 && v->c[x].gen != gen) ||
+                (sm == NULL && meta_sound && v->c[x].src != PC_SV_TREE)) {
                 v->c[x].drop = 1;
                 k->blocks_stale++;
             }

@@ -63,16 +63,15 @@ static int snap_verify_structure(snap_ctx *cx, const char *path, const snap_chec
         fprintf(cx->out, ",\"clean\":false,\"structure\":\"damaged\",\"problems\":[");
     }
     for (size_t i = 0; i < cr->n; i++)
-        if (pc_store_verdict(path, &cr->list[i], 1, 0, NULL, 0) != 0)
-            snap_problem(cx, &cr->list[i], shown++ == 0);
+        snap_problem(cx, &cr->list[i], shown++ == 0);
     if (cx->json) {
         fprintf(cx->out, "],\"problems_listed\":%zu,\"blocks_checked\":false,\"verdict\":", shown);
         snap_jstr(cx->out, cr->msg, strlen(cr->msg));
         fprintf(cx->out, "}\n");
     } else {
         fprintf(cx->out,
-                "store %s: %zu problem%s in LMDB's structure or the store header: the blocks "
-                "were not checked (the store is refused before LMDB reads it)\n%s\n",
+                "store %s: %zu problem%s, in LMDB's structure or the store header among them: "
+                "the blocks were not read (the store is refused before LMDB reads it)\n%s\n",
                 path, shown, shown == 1 ? "" : "s", cr->msg);
     }
     return snap_finish(cx, SNAP_FOUND);

@@ -48,7 +48,7 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
     if (!cx->json && res.older_meta)
         fprintf(f, "  warning: one LMDB meta page is damaged; the other was read, and it may "
                    "hold the snapshot before the last save (older data)\n");
-    if (!cx->json && res.free_unknown)
+    if (!cx->json && res.free_unknown && res.blocks_unnamed > 0)
         fprintf(f, "  warning: the free list is damaged: blocks of format version 1 outside the "
                    "trees were not read (they may be older snapshots'; version 2 blocks name "
                    "their generation)\n");
@@ -87,9 +87,9 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
         fprintf(f, "  collection %s: %llu records in %llu blocks copied", k->name,
                 (unsigned long long)k->count, (unsigned long long)k->blocks);
         if (k->generation != 0)
-            fprintf(f, " (generation %llu)", (unsigned long long)k->generation);
+            fprintf(f, ", generation %llu", (unsigned long long)k->generation);
         if (k->blocks_orphan)
-            fprintf(f, " (%llu of the blocks found below damaged pages)",
+            fprintf(f, " (%llu of them found outside the trees)",
                     (unsigned long long)k->blocks_orphan);
         if (k->meta_found)
             fprintf(f, "; the snapshot had %llu in %llu: %s", (unsigned long long)k->count_meta,

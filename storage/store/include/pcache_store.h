@@ -425,13 +425,12 @@ int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, si
  * branch, before the cut of a truncated file). A block of format version 2
  * names its collection and generation itself, so only the blocks of each
  * collection's snapshot generation are taken (the meta's, else the newest
- * found); a version 1 block is taken outside the trees only from a page no
- * tree and no free-list entry reaches, when the free list is sound. A block
- * found outside the trees is taken only when it overlaps none the trees
- * hold. src is never written. dst must not exist or be an empty directory;
- * the journal of src is not copied. The operator then points db_url at dst
- * (docs/pcache-snapshot.md, "salvage"; the method: docs/snapshot-format.md
- * §13). */
+ * found), and none from a page a sound free list names; a version 1 block
+ * is taken outside the trees only from a page no tree and no free-list
+ * entry reaches, when the free list is sound. A block found outside the
+ * trees is taken only when it overlaps none the trees hold. src is never written. dst must not
+ * exist or be an empty directory; the journal of src is not copied. The operator then points db_url
+ * at dst (docs/pcache-snapshot.md, "salvage"; the method: docs/snapshot-format.md §13). */
 typedef struct pc_store_salvage_coll {
     char name[PC_COLL_NAME_MAX + 1];
     int meta_found;         /* the source meta decoded: the *_meta fields are its */

@@ -513,8 +513,9 @@ def main():
                 print("  %-40s %6d / %6d = %7.2f%%  (%d)"
                       % (case, got, intact, 100.0 * got / intact, total))
             else:
-                print("  %-40s %6d / %6d   (%d; no block of the last snapshot is left: "
-                      "what was recovered is older)" % (case, got, intact, total))
+                print("  %-40s %6d / %6d   (%d; no block of the last snapshot is left%s)"
+                      % (case, got, intact, total,
+                         ": what was recovered is older" if got else ""))
         # a store directory without data.mdb is still a new store
         fresh = os.path.join(work, "fresh")
         os.mkdir(fresh)

@@ -687,7 +687,8 @@ static int pc_sv_gather(struct pc_sv *v, const char *src)
     if (rc != 0)
         return rc;
     pc_sv_dedupe(v);
-    qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
+    if (v->nc > 0) /* qsort's base may not be NULL */
+        qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
     pc_sv_generations(v);
     pc_sv_verify_all(v);
     pc_sv_select(v);

@@ -12,7 +12,7 @@ foreach(name test_snapshot_tool test_snapshot_move)
                                PRIVATE PCACHE_SNAPSHOT_BIN="$<TARGET_FILE:pcache-snapshot>"
                                        PCACHE_DOCS_DIR="${PROJECT_SOURCE_DIR}/docs")
     add_dependencies(${name} pcache-snapshot)
-    set_tests_properties(${name} PROPERTIES LABELS "integration;store;tool")
+    set_tests_properties(${name} ${pc_parts_of_${name}} PROPERTIES LABELS "integration;store;tool")
   endif()
 endforeach()
 # export / import (test_snapshot_move) need the ODBC exporter and the

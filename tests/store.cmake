@@ -11,7 +11,7 @@
 # saves whose timing is not disturbed by other tests. Its timeout scales with
 # the iteration count seen at configure time.
 set(pc_store_tests test_store_roundtrip test_store_read test_store_race test_store_corrupt
-                   test_store_open)
+                   test_store_open test_store_golden test_store_salvage)
 foreach(name ${pc_store_tests} test_store_crash)
   if(TARGET ${name})
     target_link_libraries(${name} PRIVATE pcache_store pcache_sipgen)
@@ -32,6 +32,11 @@ foreach(name ${pc_store_tests})
     set_tests_properties(${name} ${pc_parts_of_${name}} PROPERTIES LABELS "integration;store")
   endif()
 endforeach()
+# test_store_golden reads the golden stores of every format version.
+if(TARGET test_store_golden)
+  target_compile_definitions(test_store_golden
+                             PRIVATE PCACHE_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/integration/golden")
+endif()
 # test_store_corrupt's stale block is also checked through pcache-snapshot verify.
 if(TARGET test_store_corrupt AND TARGET pcache-snapshot)
   target_compile_definitions(test_store_corrupt
@@ -53,10 +58,13 @@ foreach(name test_journal test_journal_race test_journal_faults test_journal_kil
     target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/journal_testlib.c)
   endif()
 endforeach()
-# The persistence policies' test links the policy layer.
-if(TARGET test_persist AND TARGET pcache_persist)
-  target_link_libraries(test_persist PRIVATE pcache_persist)
-endif()
+# The persistence policies' test links the policy layer; test_store_corrupt
+# hands the persistence open path a damaged store.
+foreach(name test_persist test_store_corrupt)
+  if(TARGET ${name} AND TARGET pcache_persist)
+    target_link_libraries(${name} PRIVATE pcache_persist)
+  endif()
+endforeach()
 
 # Damaged LMDB pages of a real store, made by a real pcached
 # (tests/integration/store_damage.py, issue 18): verify, every verb of

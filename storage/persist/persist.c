@@ -291,26 +291,10 @@ static int pp_check_store(const char *url, pc_store_config *sc, char *err, size_
         sc->flags |= PC_STORE_NOCHECK;
         return 0;
     }
-    const char *dir = strncmp(url, "lmdb:///", 8) == 0 ? url + 7 : url;
-    int newer = 0;
-    for (size_t i = 0; i < n; i++)
-        newer |= pr[i].kind == PC_SP_NEWER;
-    if (newer)
-        rc = pp_fail(err, errlen, PC_EFORMAT,
-                     "db_url '%.200s': the store was written by a newer format version "
-                     "(%s%s%.160s): upgrade pcache to use it; nothing was read or written",
-                     url, pr[0].collection[0] ? pr[0].collection : "",
-                     pr[0].collection[0] ? ": " : "", pr[0].message);
-    else
-        rc = pp_fail(err, errlen, PC_ECORRUPT,
-                     "db_url '%.200s': the store is damaged (%zu problem%s; first: %s%s%.160s); "
-                     "nothing was read or written. See 'pcache-snapshot verify %.200s'; "
-                     "'pcache-snapshot salvage %.200s NEWDIR' copies every block that still "
-                     "verifies, then set db_url to lmdb://NEWDIR",
-                     url, n, n == 1 ? "" : "s", pr[0].collection[0] ? pr[0].collection : "",
-                     pr[0].collection[0] ? ": " : "", pr[0].message, dir, dir);
+    /* the words of pcache-snapshot's verify and info on the same store */
+    rc = pc_store_verdict(url, pr, n, PC_STORE_CHECK_DEEP, why, sizeof why);
     pc_store_problems_free(pr, n);
-    return rc;
+    return pp_fail(err, errlen, rc, "db_url '%.200s': %s. Nothing was read or written", url, why);
 }
 
 /* check_only (pc_persist_check): every check below up to the first one

@@ -7,6 +7,7 @@
  * block header's XXH3-64 of the payload is checked before decompressing and
  * the XXH3-64 of the raw records after.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -51,7 +52,7 @@ void pc_sb_raw_free(pc_sb_raw *b)
 }
 
 int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name, size_t nlen,
-               pc_sb_scratch *scratch, pc_sb_out *out)
+               uint64_t generation, pc_sb_scratch *scratch, pc_sb_out *out)
 {
     ZSTD_CCtx *cc = zstd_cctx;
     size_t bound = ZSTD_compressBound(b->len);
@@ -62,11 +63,15 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
         scratch->buf = nb;
         scratch->cap = bound;
     }
-    pc_sf_block h = {.codec = PC_SF_CODEC_ZSTD,
+    pc_sf_block h = {.version = PC_SF_VERSION,
+                     .codec = PC_SF_CODEC_ZSTD,
                      .count = b->count,
                      .raw_len = (uint32_t)b->len,
                      .first = b->first,
-                     .last = b->last};
+                     .last = b->last,
+                     .generation = generation,
+                     .nlen = nlen};
+    memcpy(h.name, name, nlen < sizeof h.name ? nlen : sizeof h.name - 1);
     ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
     ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 0);
@@ -88,8 +93,9 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
     h.payload_len = (uint32_t)z;
     h.payload_sum = pc_sf_hash(payload, z);
     h.raw_sum = pc_sf_hash(b->buf, b->len);
-    pc_sf_block_hdr_encode(&h, out->val);
-    out->val_len = PC_SF_BLOCK_HDR + z;
+    size_t hl = pc_sf_block_hdr_encode(&h, out->val);
+    assert(hl == PC_SF_BLOCK_HDR);
+    out->val_len = hl + z;
     out->klen = pc_sf_bkey(out->key, name, nlen, b->last);
     out->raw_sum = h.raw_sum;
     out->count = b->count;

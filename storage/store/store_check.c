@@ -27,6 +27,7 @@
  * is itself a problem ("the check faulted").
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,9 @@ static void pc_ck_block_rec(struct pc_ck *c, const uint8_t *key, size_t klen, co
         pc_ck_addf(c, PC_SP_ORDER, name, h.first, h.last,
                    "block key names order %016llx, its header %016llx", (unsigned long long)order,
                    (unsigned long long)h.last);
+    if (h.version >= 2 && (h.nlen != nlen || memcmp(h.name, name, nlen) != 0))
+        pc_ck_addf(c, PC_SP_BLOCK, name, h.first, h.last, "block header names collection '%s'",
+                   h.name);
     if ((c->flags & PC_STORE_CHECK_DEEP) && pc_sf_hash(h.payload, h.payload_len) != h.payload_sum)
         pc_ck_addf(c, PC_SP_BLOCK, name, h.first, h.last,
                    "block %016llx..%016llx: payload checksum mismatch", (unsigned long long)h.first,
@@ -299,7 +303,13 @@ static void pc_ck_finish(struct pc_ck *c)
         blocks_db |= strcmp(c->w.dbs[i].name, "blocks") == 0;
     }
     uint64_t entries = c->w.ndbs >= 2 ? c->w.dbs[1].entries : 0;
-    if (main_ok && entries > 0 && (!meta_db || !blocks_db))
+    /* an environment that holds data but neither of pcache's databases,
+     * its structure sound, is someone else's; one of them missing (or
+     * both, in a damaged structure) is a damaged store */
+    if (main_ok && entries > 0 && !meta_db && !blocks_db && c->w.problems == 0)
+        pc_ck_add(c, PC_SP_FOREIGN, NULL, 0, 0,
+                  "an LMDB environment without pcache's 'meta' and 'blocks' databases");
+    else if (main_ok && entries > 0 && (!meta_db || !blocks_db))
         pc_ck_addf(c, PC_SP_META, NULL, 0, 0, "the %s database is missing",
                    !meta_db ? "'meta'" : "'blocks'");
     if (meta_db && !c->have_hdr)
@@ -360,11 +370,8 @@ static int pc_ck_child(void *ctx, int fd)
         }
     }
     int rc = pc_lw_map(&c.w, a->dpath);
-    if (rc == 0) {
+    if (rc == 0)
         rc = pc_lw_run(&c.w, txnid, pinned);
-        if (rc == 1) /* not expected while pinned; walk the newest instead */
-            rc = pc_lw_run(&c.w, 0, 0);
-    }
     if (rc == 0)
         pc_ck_finish(&c);
     pc_store_problem end;
@@ -472,34 +479,101 @@ int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, si
         }
         p = where + 7;
     }
-    char dpath[4200];
+    char dpath[4200], msg[600];
     struct stat st;
     if (strlen(p) >= 4096)
         return PC_EINVAL;
     snprintf(dpath, sizeof dpath, "%s/data.mdb", p);
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode) || stat(dpath, &st) != 0) {
+    int fd = -1;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode) || (stat(dpath, &st) != 0 && errno == ENOENT)) {
         if (errbuf != NULL)
             snprintf(errbuf, errlen, "store %s: no such directory or no data.mdb in it", p);
         return PC_ESTORE;
     }
+    /* what this process may not read is said so, never taken for no store */
+    if ((fd = open(dpath, O_RDONLY | O_CLOEXEC)) < 0) {
+        int e = errno;
+        if (e == EACCES || e == EPERM)
+            pc_store_perm_msg(p, stat(dpath, &st) == 0 ? "data.mdb" : NULL, msg, sizeof msg);
+        else
+            snprintf(msg, sizeof msg, "store %.300s: cannot read data.mdb: %s", p, strerror(e));
+        if (errbuf != NULL)
+            snprintf(errbuf, errlen, "%s", msg);
+        return PC_EIO;
+    }
+    close(fd);
     int rc = pc_store_check_dir(p, flags, out, n, NULL);
     if (rc != 0 && errbuf != NULL)
         snprintf(errbuf, errlen, "store %s: the check could not run: %s", p, pc_store_strerror(rc));
     return rc;
 }
 
+/* What a problem makes of the store for a caller with flags: 0 (nothing:
+ * a reader meets a collection's damage itself), PC_ESTORE, PC_EFORMAT or
+ * PC_ECORRUPT. */
+static int pc_problem_class(const pc_store_problem *p, unsigned flags)
+{
+    int store_level = p->collection[0] == 0;
+    if (p->kind == PC_SP_FOREIGN)
+        return PC_ESTORE;
+    /* a reader meets a collection's newer meta or block itself (PC_EFORMAT
+     * from that collection's reads); a writer must not open at all */
+    if (p->kind == PC_SP_NEWER)
+        return store_level || (flags & (PC_CK_WRITER | PC_STORE_CHECK_DEEP)) ? PC_EFORMAT : 0;
+    /* LMDB's pages, the file, the store header and the databases themselves
+     * are every reader's; a collection's meta, blocks and counts are its own */
+    if (p->kind == PC_SP_PAGE || p->kind == PC_SP_FILE || (p->kind == PC_SP_META && store_level) ||
+        (flags & PC_STORE_CHECK_DEEP))
+        return PC_ECORRUPT;
+    return 0;
+}
+
 int pc_store_problem_refuses(const pc_store_problem *list, size_t n, unsigned flags)
 {
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        int k = list[i].kind;
-        /* a reader meets a collection's newer meta or block itself (PC_EFORMAT
-         * from that collection's reads); a writer must not open at all */
-        if (k == PC_SP_NEWER && (list[i].collection[0] == 0 || (flags & PC_CK_WRITER)))
-            return PC_EFORMAT;
-        if (k == PC_SP_PAGE || k == PC_SP_FILE || (flags & PC_STORE_CHECK_DEEP))
-            rc = PC_ECORRUPT;
+        int c = pc_problem_class(&list[i], flags);
+        /* not a store, then newer, then damaged: a foreign environment is
+         * not a damaged store, and a newer one may only look damaged */
+        if (c == PC_ESTORE || (c == PC_EFORMAT && rc != PC_ESTORE) || (c != 0 && rc == 0))
+            rc = c;
     }
+    return rc;
+}
+
+int pc_store_verdict(const char *where, const pc_store_problem *list, size_t n, unsigned flags,
+                     char *msg, size_t cap)
+{
+    if (msg != NULL && cap > 0)
+        msg[0] = 0;
+    if (where == NULL || (list == NULL && n > 0))
+        return PC_EINVAL;
+    const char *dir = strncmp(where, "lmdb:///", 8) == 0 ? where + 7 : where;
+    int rc = pc_store_problem_refuses(list, n, flags);
+    if (rc == 0 || msg == NULL || cap == 0)
+        return rc;
+    const pc_store_problem *first = NULL;
+    for (size_t i = 0; i < n && first == NULL; i++)
+        if (pc_problem_class(&list[i], flags) == rc)
+            first = &list[i];
+    char more[48] = "";
+    if (n > 1)
+        snprintf(more, sizeof more, " (and %zu more problem%s)", n - 1, n == 2 ? "" : "s");
+    const char *cl = first->collection[0] ? "collection " : "", *cn = first->collection,
+               *sep = first->collection[0] ? ": " : "";
+    if (rc == PC_ESTORE)
+        snprintf(msg, cap, "store %s is not a pcache store: %s", dir, first->message);
+    else if (rc == PC_EFORMAT)
+        snprintf(msg, cap,
+                 "store %s was written by a newer format version: %s%s%s%s: upgrade pcache to "
+                 "read it",
+                 dir, cl, cn, sep, first->message);
+    else
+        snprintf(msg, cap,
+                 "store %s is damaged: %s%s%s%s%s. 'pcache-snapshot verify %s' lists the "
+                 "damage; 'pcache-snapshot salvage %s NEWDIR' copies every block that still "
+                 "verifies into a new store (then point db_url at NEWDIR)",
+                 dir, cl, cn, sep, first->message, more, dir, dir);
     return rc;
 }
 
@@ -513,31 +587,10 @@ int pc_store_check_refuse(const char *dir, unsigned flags, char *why, size_t cap
                  pc_store_strerror(rc));
         return rc;
     }
-    rc = pc_store_problem_refuses(list, n, flags);
-    if (rc != 0) {
-        const pc_store_problem *first = &list[0];
-        for (size_t i = 0; i < n; i++)
-            if (pc_store_problem_refuses(&list[i], 1, flags) != 0) {
-                first = &list[i];
-                break;
-            }
-        char more[48] = "";
-        if (n > 1)
-            snprintf(more, sizeof more, " (and %zu more)", n - 1);
-        if (rc == PC_EFORMAT)
-            snprintf(why, cap,
-                     "store %s was written by a newer format version: %s%s%s%s: upgrade pcache "
-                     "to read it; nothing was read or written",
-                     dir, first->collection[0] ? "collection " : "", first->collection,
-                     first->collection[0] ? ": " : "", first->message);
-        else
-            snprintf(why, cap,
-                     "store %s is damaged: %s%s%s%s%s; nothing was read or written. List the "
-                     "damage with 'pcache-snapshot verify %s', copy what still verifies with "
-                     "'pcache-snapshot salvage %s NEWDIR' and point db_url at NEWDIR",
-                     dir, first->collection[0] ? "collection " : "", first->collection,
-                     first->collection[0] ? ": " : "", first->message, more, dir, dir);
-    }
+    char msg[600];
+    rc = pc_store_verdict(dir, list, n, flags, msg, sizeof msg);
+    if (rc != 0)
+        snprintf(why, cap, "%s. Nothing was read or written", msg);
     pc_store_problems_free(list, n);
     return rc;
 }
@@ -565,6 +618,8 @@ const char *pc_store_problem_kind_name(int kind)
         return "file";
     case PC_SP_NEWER:
         return "newer-format";
+    case PC_SP_FOREIGN:
+        return "not-a-store";
     default:
         return "unknown";
     }

@@ -180,6 +180,30 @@ int pc_store_meta_read(pc_store *s, MDB_txn *txn, const char *name, size_t nlen,
     return 0;
 }
 
+int pc_store_perm_msg(const char *dir, const char *file, char *buf, size_t cap)
+{
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, file != NULL ? file : "");
+    const char *shown = file; /* the file whose mode is shown: itself, else its directory */
+    if (file == NULL || stat(p, &st) != 0) {
+        shown = "the directory";
+        if (stat(dir, &st) != 0)
+            memset(&st, 0, sizeof st);
+    }
+    const char *what = file == NULL ? "look inside the directory"
+                       : strcmp(file, "lock.mdb") == 0
+                           ? "write lock.mdb (a reader takes a slot in it, or creates it in the "
+                             "directory)"
+                           : "read data.mdb";
+    snprintf(buf, cap,
+             "store %.300s: permission denied: this process (uid %u, gid %u) may not %s (%s: "
+             "mode %04o, owner uid %u, gid %u)",
+             dir, (unsigned)geteuid(), (unsigned)getegid(), what, shown,
+             (unsigned)st.st_mode & 07777, (unsigned)st.st_uid, (unsigned)st.st_gid);
+    return PC_EIO;
+}
+
 /* ---- opening -------------------------------------------------------------- */
 struct pc_open_ctx {
     pc_store *s;
@@ -329,6 +353,11 @@ static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
 static int pc_probe_lmdb(struct pc_open_ctx *o, uint64_t *fsize, int *empty)
 {
     int fd = open(o->s->dpath, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+        char msg[600];
+        pc_store_perm_msg(o->s->path, "data.mdb", msg, sizeof msg);
+        return pc_open_fail(o, PC_EIO, "%s", msg);
+    }
     if (fd < 0)
         return pc_open_fail(o, PC_EIO, "store %s: cannot read data.mdb: %s", o->s->path,
                             strerror(errno));
@@ -368,6 +397,39 @@ out:
     return rc;
 }
 
+/* Whether the directory holds data.mdb: 0 with *have set, or PC_EIO when
+ * it cannot be looked at (never "no store" for that). */
+static int pc_have_data(struct pc_open_ctx *o, int *have)
+{
+    struct stat st;
+    *have = stat(o->s->dpath, &st) == 0;
+    if (*have || errno == ENOENT)
+        return 0;
+    char msg[600];
+    if (errno == EACCES || errno == EPERM)
+        pc_store_perm_msg(o->s->path, NULL, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "store %.300s: data.mdb: %s", o->s->path, strerror(errno));
+    return pc_open_fail(o, PC_EIO, "%s", msg);
+}
+
+/* LMDB writes its two meta pages when it creates data.mdb: an empty file
+ * is a store whose contents were lost (a truncation, a failed copy), and
+ * initialising it would make the loss look like a new store that a
+ * shutdown save then commits. The check says so in the words every caller
+ * uses. Returns PC_ECORRUPT. */
+static int pc_refuse_empty(struct pc_open_ctx *o)
+{
+    char why[700] = "";
+    if ((o->s->flags & PC_STORE_NOCHECK) != 0 ||
+        pc_store_check_refuse(o->s->path, 0, why, sizeof why) == 0)
+        snprintf(why, sizeof why,
+                 "store %.300s is damaged: data.mdb is empty (0 bytes): the store's data is "
+                 "gone (restore a copy, or remove data.mdb to start a new store there)",
+                 o->s->path);
+    return pc_open_fail(o, PC_ECORRUPT, "%s", why);
+}
+
 static int pc_env_create(struct pc_open_ctx *o, unsigned mflags)
 {
     pc_store *s = o->s;
@@ -382,6 +444,12 @@ static int pc_env_create(struct pc_open_ctx *o, unsigned mflags)
         if (s->env != NULL)
             mdb_env_close(s->env);
         s->env = NULL;
+        if ((mrc == EACCES || mrc == EPERM) && (mflags & MDB_RDONLY)) {
+            /* data.mdb was read by the probe: it is lock.mdb */
+            char msg[600];
+            pc_store_perm_msg(s->path, "lock.mdb", msg, sizeof msg);
+            return pc_open_fail(o, PC_EIO, "%s", msg);
+        }
         if (mrc == EACCES || mrc == EROFS || mrc == EPERM)
             return pc_open_fail(o, PC_EIO, "store %s: cannot open %s: %s", s->path,
                                 (mflags & MDB_RDONLY) ? "for reading" : "for writing",
@@ -444,8 +512,8 @@ static int pc_check_store(struct pc_open_ctx *o, pc_sf_hdr *hdr)
     mrc = mdb_dbi_open(txn, "meta", 0, &s->meta);
     if (mrc == MDB_NOTFOUND || mrc == MDB_INCOMPATIBLE) {
         rc = pc_open_fail(o, PC_ESTORE,
-                          "store %s: an LMDB environment that is not a pcache store (no 'meta' "
-                          "database)",
+                          "store %s is not a pcache store: an LMDB environment without pcache's "
+                          "'meta' database",
                           s->path);
         goto out;
     }
@@ -456,8 +524,9 @@ static int pc_check_store(struct pc_open_ctx *o, pc_sf_hdr *hdr)
     }
     MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, v;
     mrc = mdb_get(txn, s->meta, &k, &v);
-    if (mrc == MDB_NOTFOUND) {
-        rc = pc_open_fail(o, PC_ESTORE, "store %s: not a pcache store (no store header)", s->path);
+    if (mrc == MDB_NOTFOUND) { /* pcache's databases without a header: damage */
+        rc = pc_open_fail(o, PC_ECORRUPT, "store %s is damaged: the store header is missing",
+                          s->path);
         goto out;
     }
     if (mrc != 0) {
@@ -475,8 +544,8 @@ static int pc_check_store(struct pc_open_ctx *o, pc_sf_hdr *hdr)
                           s->path, why, hdr->version, PC_SF_VERSION);
         goto out;
     }
-    if (rc != 0) {
-        rc = pc_open_fail(o, rc, "store %s: %s", s->path, why);
+    if (rc != 0) { /* the header key of pcache's 'meta' database: damage, whatever it holds */
+        rc = pc_open_fail(o, PC_ECORRUPT, "store %s is damaged: store header: %s", s->path, why);
         goto out;
     }
     mrc = mdb_dbi_open(txn, "blocks", 0, &s->blocks);
@@ -591,7 +660,9 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         goto out;
     }
     uint64_t fsize = 0;
-    int empty = 1, have_data = access(s->dpath, F_OK) == 0;
+    int empty = 1, have_data = 0;
+    if ((rc = pc_have_data(&o, &have_data)) != 0)
+        goto out;
     if (!have_data && create && pc_dir_blank(s->path)) {
         if ((rc = pc_create_atomic(&o, cfg)) != 0)
             goto out;
@@ -614,15 +685,7 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         }
     }
     if (have_data && empty) {
-        /* LMDB writes its two meta pages when it creates data.mdb: an empty
-         * file is a store whose contents were lost (a truncation, a failed
-         * copy), and initialising it would make the loss look like a new
-         * store that a shutdown save then commits */
-        rc = pc_open_fail(&o, PC_ECORRUPT,
-                          "store %s is damaged: data.mdb is empty (0 bytes): its data is gone; "
-                          "restore it from a copy, or remove data.mdb to start a new empty "
-                          "store there",
-                          s->path);
+        rc = pc_refuse_empty(&o);
         goto out;
     }
     if (!have_data) {
@@ -749,6 +812,21 @@ static int pc_hdr_read(pc_store *s, MDB_txn *txn, pc_sf_hdr *h)
     if (rc != 0)
         PC_SLOG(s, PC_LOG_ERR, "store %s: %s", s->path, why);
     return rc;
+}
+
+int pc_store_hdr_upgrade(pc_store *s, MDB_txn *txn)
+{
+    pc_sf_hdr h;
+    int rc = pc_hdr_read(s, txn, &h);
+    if (rc != 0 || h.version >= PC_SF_VERSION)
+        return rc;
+    PC_SLOG(s, PC_LOG_INFO, "store %s: format version %u -> %u (records of version %u written)",
+            s->path, h.version, PC_SF_VERSION, PC_SF_VERSION);
+    h.version = PC_SF_VERSION;
+    uint8_t buf[PC_SF_HDR_SIZE];
+    pc_sf_hdr_encode(&h, buf);
+    MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, v = {sizeof buf, buf};
+    return mdb_put(txn, s->meta, &k, &v, 0);
 }
 
 int pc_store_boot_gen(pc_store *s, uint64_t *gen)

@@ -87,22 +87,25 @@ int pc_sf_hdr_decode(const void *p, size_t n, pc_sf_hdr *h, const char **why)
         *why = "the store header has no pcache magic";
         return PC_ESTORE;
     }
-    if (n < 16) {
+    /* every version keeps bytes 0..47 and the checksum at 40 over 0..39, so
+     * the checksum is checked before the version is believed: a flipped
+     * version byte is damage, not a newer format */
+    if (n < PC_SF_HDR_SIZE) {
         *why = "the store header is truncated";
         return PC_ECORRUPT;
     }
+    if (pc_get_le64(b + 40) != pc_sf_hash(b, 40)) {
+        *why = "the store header fails its checksum";
+        return PC_ECORRUPT;
+    }
     uint32_t ver = pc_get_le32(b + 8);
-    if (ver > PC_SF_VERSION) { /* a newer layout may be longer: version first */
+    if (ver > PC_SF_VERSION) {
         h->version = ver;
         *why = "the store was written by a newer format version";
         return PC_EFORMAT;
     }
     if (n != PC_SF_HDR_SIZE) {
         *why = "the store header has the wrong size";
-        return PC_ECORRUPT;
-    }
-    if (pc_get_le64(b + 40) != pc_sf_hash(b, 40)) {
-        *why = "the store header fails its checksum";
         return PC_ECORRUPT;
     }
     if (ver == 0) {
@@ -163,6 +166,16 @@ int pc_sf_meta_decode(const void *p, size_t n, pc_store_coll_meta *m, const char
         *why = "the meta record has no magic";
         return PC_ECORRUPT;
     }
+    /* the checksum first, as in the store header: every version keeps bytes
+     * 0..127 and the checksum at 120 */
+    if (n < PC_SF_META_SIZE) {
+        *why = "the meta record is truncated";
+        return PC_ECORRUPT;
+    }
+    if (pc_get_le64(b + 120) != pc_sf_hash(b, 120)) {
+        *why = "the meta record fails its checksum";
+        return PC_ECORRUPT;
+    }
     uint32_t ver = pc_get_le32(b + 4);
     if (ver > PC_SF_VERSION) {
         m->format_version = ver;
@@ -171,10 +184,6 @@ int pc_sf_meta_decode(const void *p, size_t n, pc_store_coll_meta *m, const char
     }
     if (n != PC_SF_META_SIZE) {
         *why = "the meta record has the wrong size";
-        return PC_ECORRUPT;
-    }
-    if (pc_get_le64(b + 120) != pc_sf_hash(b, 120)) {
-        *why = "the meta record fails its checksum";
         return PC_ECORRUPT;
     }
     if (ver == 0) {
@@ -196,33 +205,47 @@ int pc_sf_meta_decode(const void *p, size_t n, pc_store_coll_meta *m, const char
     m->save_usec = pc_get_le64(b + 96);
     m->dict_id = pc_get_le32(b + 104);
     if (m->dict_id != 0) {
-        *why = "the snapshot needs a zstd dictionary, which format version 1 does not define";
+        *why = "the snapshot needs a zstd dictionary, which format versions 1 and 2 do not "
+               "define";
         return PC_EFORMAT;
     }
     return 0;
 }
 
 /* ---- §5 block ---------------------------------------------------------------------
- *  0  4  magic "PCBK"
- *  4  2  format version
- *  6  1  codec: 0 = stored, 1 = zstd
- *  7  1  flags (0)
- *  8  4  record count (>= 1)
- * 12  4  raw length
- * 16  4  payload length (= value length - 64)
- * 20  4  dictionary id (0: version 1 has no dictionaries)
- * 24  8  order key of the first record
- * 32  8  order key of the last record
- * 40  8  XXH3-64 of the payload
- * 48  8  XXH3-64 of the raw records
- * 56  8  XXH3-64 of bytes 0..55
- * 64     payload: the raw records (codec 0) or one zstd frame (codec 1)
+ *   0  4  magic "PCBK"
+ *   4  2  format version
+ *   6  1  codec: 0 = stored, 1 = zstd
+ *   7  1  flags (0)
+ *   8  4  record count (>= 1)
+ *  12  4  raw length
+ *  16  4  payload length (= value length - header length)
+ *  20  4  dictionary id (0: no version defines dictionaries yet)
+ *  24  8  order key of the first record
+ *  32  8  order key of the last record
+ *  40  8  XXH3-64 of the payload
+ *  48  8  XXH3-64 of the raw records
+ *  56  8  XXH3-64 of bytes 0..55
+ * version 2 only:
+ *  64  8  generation of the collection snapshot the block belongs to (>= 1)
+ *  72 64  collection name, NUL-padded (1..63 bytes, then at least one 00)
+ * 136  8  XXH3-64 of bytes 0..135
+ * header length (64 or 144): the payload, the raw records (codec 0) or one
+ * zstd frame (codec 1)
  */
-void pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR])
+#define PC_SF_BK_GEN 64u
+#define PC_SF_BK_NAME 72u
+#define PC_SF_BK_NAME_LEN 64u
+#define PC_SF_BK_XSUM 136u
+_Static_assert(PC_SF_BK_XSUM + 8 == PC_SF_BLOCK_HDR, "the version 2 block header is 144 bytes");
+_Static_assert(PC_SF_BK_NAME_LEN > PC_COLL_NAME_MAX, "a name and its NUL fit");
+
+size_t pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR])
 {
-    memset(out, 0, PC_SF_BLOCK_HDR);
+    size_t len = b->version == 1 ? PC_SF_BLOCK_HDR_V1 : PC_SF_BLOCK_HDR;
+    memset(out, 0, len);
     memcpy(out, PC_SF_BLOCK_MAGIC, 4);
-    pc_put_le16(out + 4, (uint16_t)PC_SF_VERSION);
+    pc_put_le16(out + 4, (uint16_t)(b->version == 1 ? 1 : 2));
     out[6] = b->codec;
     pc_put_le32(out + 8, b->count);
     pc_put_le32(out + 12, b->raw_len);
@@ -233,12 +256,57 @@ void pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR])
     pc_put_le64(out + 40, b->payload_sum);
     pc_put_le64(out + 48, b->raw_sum);
     pc_put_le64(out + 56, pc_sf_hash(out, 56));
+    if (len == PC_SF_BLOCK_HDR) {
+        size_t nl = b->nlen < PC_SF_BK_NAME_LEN ? b->nlen : PC_SF_BK_NAME_LEN - 1;
+        memcpy(out + PC_SF_BK_NAME, b->name, nl);
+        pc_sf_block_set_gen(out, len, b->generation);
+    }
+    return len;
+}
+
+void pc_sf_block_set_gen(uint8_t *val, size_t n, uint64_t generation)
+{
+    if (n < PC_SF_BLOCK_HDR || pc_get_le16(val + 4) != 2)
+        return;
+    pc_put_le64(val + PC_SF_BK_GEN, generation);
+    pc_put_le64(val + PC_SF_BK_XSUM, pc_sf_hash(val, PC_SF_BK_XSUM));
+}
+
+/* Version 2's extension (bytes 64..143): its checksum, a generation and a
+ * collection name followed only by 00 bytes. */
+static int pc_sf_block_ext(const uint8_t *v, pc_sf_block *b, const char **why)
+{
+    if (pc_get_le64(v + PC_SF_BK_XSUM) != pc_sf_hash(v, PC_SF_BK_XSUM)) {
+        *why = "block header extension fails its checksum";
+        return PC_ECORRUPT;
+    }
+    const uint8_t *nm = v + PC_SF_BK_NAME;
+    size_t nl = 0;
+    while (nl < PC_SF_BK_NAME_LEN && nm[nl] != 0)
+        nl++;
+    memset(b->name, 0, sizeof b->name);
+    if (nl > PC_COLL_NAME_MAX) {
+        *why = "block header names no collection";
+        return PC_ECORRUPT;
+    }
+    memcpy(b->name, nm, nl);
+    size_t chk = 0;
+    int ok = pc_sf_name_ok(b->name, &chk) == 0 && chk == nl;
+    for (size_t i = nl; ok && i < PC_SF_BK_NAME_LEN; i++)
+        ok = nm[i] == 0;
+    b->generation = pc_get_le64(v + PC_SF_BK_GEN);
+    if (!ok || b->generation == 0) {
+        *why = "block header names no collection or generation";
+        return PC_ECORRUPT;
+    }
+    b->nlen = nl;
+    return 0;
 }
 
 int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why)
 {
     const uint8_t *v = p;
-    if (n < PC_SF_BLOCK_HDR || memcmp(v, PC_SF_BLOCK_MAGIC, 4) != 0) {
+    if (n < PC_SF_BLOCK_HDR_V1 || memcmp(v, PC_SF_BLOCK_MAGIC, 4) != 0) {
         *why = "block header missing or without magic";
         return PC_ECORRUPT;
     }
@@ -251,6 +319,7 @@ int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why
         *why = "block written by a newer format version";
         return PC_EFORMAT;
     }
+    b->hdr_len = b->version >= 2 ? PC_SF_BLOCK_HDR : PC_SF_BLOCK_HDR_V1;
     b->codec = v[6];
     b->count = pc_get_le32(v + 8);
     b->raw_len = pc_get_le32(v + 12);
@@ -260,16 +329,25 @@ int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why
     b->last = pc_get_le64(v + 32);
     b->payload_sum = pc_get_le64(v + 40);
     b->raw_sum = pc_get_le64(v + 48);
-    b->payload = v + PC_SF_BLOCK_HDR;
+    b->generation = 0;
+    b->name[0] = 0;
+    b->nlen = 0;
     if (b->version == 0 || v[7] != 0 || b->codec > PC_SF_CODEC_ZSTD) {
         *why = "block header has an unknown version, flag or codec";
         return PC_ECORRUPT;
     }
+    if (n < b->hdr_len) {
+        *why = "block header truncated";
+        return PC_ECORRUPT;
+    }
+    b->payload = v + b->hdr_len;
+    if (b->version >= 2 && pc_sf_block_ext(v, b, why) != 0)
+        return PC_ECORRUPT;
     if (b->dict_id != 0) { /* reserved for a trained dictionary (a later version) */
-        *why = "block needs a zstd dictionary, which format version 1 does not define";
+        *why = "block needs a zstd dictionary, which format versions 1 and 2 do not define";
         return PC_EFORMAT;
     }
-    if (b->payload_len != n - PC_SF_BLOCK_HDR) {
+    if (b->payload_len != n - b->hdr_len) {
         *why = "block payload length disagrees with the stored value";
         return PC_ECORRUPT;
     }

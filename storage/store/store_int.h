@@ -62,14 +62,16 @@ typedef struct pc_sb_out {
     uint32_t raw_len;
 } pc_sb_out;
 /* Compresses b (zstd at level with cc; stored as is when that is not
- * smaller) into out->val and fills out. PC_EHEAP on allocation failure,
- * PC_EIO when zstd fails. */
+ * smaller) into out->val and fills out: a block of this format version,
+ * naming collection name and generation (0 when it is not known yet: the
+ * save sets it with pc_sf_block_set_gen in its write transaction). PC_EHEAP
+ * on allocation failure, PC_EIO when zstd fails. */
 typedef struct pc_sb_scratch { /* a compression buffer reused across blocks */
     uint8_t *buf;
     size_t cap;
 } pc_sb_scratch;
 int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name, size_t nlen,
-               pc_sb_scratch *scratch, pc_sb_out *out);
+               uint64_t generation, pc_sb_scratch *scratch, pc_sb_out *out);
 
 /* pc_sb_unpack, the decoder of a whole block value, is declared with the
  * format codec (testing/pc_store_format.h) so the fuzz target reaches it. */
@@ -99,6 +101,10 @@ void pc_slog_emit(const pc_store *s, int level, const char *fmt, ...)
             pc_slog_emit((s), (lvl), __VA_ARGS__);                                                 \
     } while (0)
 
+/* The message for a permission refused on file of the store in dir
+ * ("data.mdb", "lock.mdb"; NULL: the directory itself): the process's ids
+ * and the file's mode and owner. Returns PC_EIO, the code it goes with. */
+int pc_store_perm_msg(const char *dir, const char *file, char *buf, size_t cap);
 /* Maps an LMDB or errno code to PC_E*, logging what failed at level ERR. */
 int pc_store_mdb_err(const pc_store *s, int mrc, const char *what);
 /* 0, or PC_EINVAL (logged) when the handle is used after fork(). */
@@ -115,6 +121,11 @@ int pc_store_grow(pc_store *s, size_t need);
 void pc_store_reap_readers(pc_store *s);
 /* Bytes in use in the environment (last page + 1) * page size. */
 size_t pc_store_used_bytes(pc_store *s);
+/* In a write transaction that writes records of this format version: a
+ * store header of an older version is rewritten with this one (so a
+ * reader of the older version refuses the store as newer instead of
+ * meeting blocks it cannot read). 0, or an LMDB / PC_E* code. */
+int pc_store_hdr_upgrade(pc_store *s, MDB_txn *txn);
 /* Reads the decoded meta of collection name in txn: 0, PC_ENOTFOUND,
  * PC_ECORRUPT (logged), PC_EFORMAT (logged). */
 int pc_store_meta_read(pc_store *s, MDB_txn *txn, const char *name, size_t nlen,
@@ -170,6 +181,7 @@ typedef struct pc_lw_tree {
     unsigned depth;
     int integer, walked;
     uint64_t branch_pages, leaf_pages, overflow_pages, entries;
+    uint64_t problems; /* met while walking this tree (a named one: its own only) */
 } pc_lw_tree;
 struct pc_lw_idl { /* one free-list record: n page numbers (u64) in the map */
     const uint8_t *ids;
@@ -206,9 +218,9 @@ typedef struct pc_lw {
 /* Maps dpath read-only into w (a zero-length file maps nothing). 0,
  * PC_ESTORE when it does not exist, PC_EIO. */
 int pc_lw_map(pc_lw *w, const char *dpath);
-/* Walks the meta with transaction id want_txnid (use_want), else the
- * newest sound one. 0 (problems went to on_problem), 1 when use_want and
- * that meta is no longer in the file (retry), PC_EHEAP. */
+/* Walks the meta with transaction id want_txnid (use_want) when it is
+ * sound, else the newest sound one. 0 (problems went to on_problem),
+ * PC_EHEAP. */
 int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want);
 /* Unmaps and frees what pc_lw_map and pc_lw_run took. */
 void pc_lw_release(pc_lw *w);
@@ -227,16 +239,17 @@ typedef struct pc_store_check_info {
 int pc_store_check_dir(const char *dir, unsigned flags, pc_store_problem **out, size_t *n,
                        pc_store_check_info *info);
 /* What an open does with these problems: 0 (none that refuses),
- * PC_EFORMAT (a newer version: of a collection only with PC_CK_WRITER),
- * PC_ECORRUPT (LMDB-level damage; with PC_STORE_CHECK_DEEP, any problem). */
+ * PC_ESTORE (an environment that is not a pcache store), PC_EFORMAT (a
+ * newer version: of a collection only with PC_CK_WRITER or
+ * PC_STORE_CHECK_DEEP), PC_ECORRUPT (LMDB-level damage or a damaged store
+ * header or database; with PC_STORE_CHECK_DEEP, any problem). */
 int pc_store_problem_refuses(const pc_store_problem *list, size_t n, unsigned flags);
 #define PC_CK_WRITER                                                                               \
     0x100u /* refuses: the opener will write (a collection's newer                                 \
             * meta or block refuses too) */
 /* Runs the check on dir and turns what refuses (pc_store_problem_refuses)
- * into that code with the operator's message in why: "store DIR is
- * damaged: <first problem> (+N more): ...what to do". 0 when nothing
- * refuses. */
+ * into that code with the operator's message in why: pc_store_verdict's,
+ * then ". Nothing was read or written". 0 when nothing refuses. */
 int pc_store_check_refuse(const char *dir, unsigned flags, char *why, size_t cap);
 
 #endif /* PC_STORE_INT_H */

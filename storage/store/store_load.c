@@ -428,9 +428,9 @@ out:
 /* Rewrites the block under key without the records expired at now_ms.
  * *removed counts them; *key_bytes / *value_bytes their lengths. */
 static int pc_prune_block(pc_store *s, MDB_txn *txn, ZSTD_CCtx *cc, ZSTD_DCtx *dc,
-                          pc_sb_scratch *scratch, const char *name, size_t nlen, const uint8_t *key,
-                          size_t klen, int64_t now_ms, uint64_t *removed, uint64_t *key_bytes,
-                          uint64_t *value_bytes)
+                          pc_sb_scratch *scratch, const char *name, size_t nlen, uint64_t gen,
+                          const uint8_t *key, size_t klen, int64_t now_ms, uint64_t *removed,
+                          uint64_t *key_bytes, uint64_t *value_bytes)
 {
     MDB_val k = {klen, (void *)key}, v;
     int mrc = mdb_get(txn, s->blocks, &k, &v);
@@ -475,7 +475,7 @@ static int pc_prune_block(pc_store *s, MDB_txn *txn, ZSTD_CCtx *cc, ZSTD_DCtx *d
     if ((mrc = mdb_del(txn, s->blocks, &k, NULL)) != 0)
         goto out;
     if (nb.count > 0) {
-        if ((rc = pc_sb_pack(cc, s->zlevel, &nb, name, nlen, scratch, &out)) != 0)
+        if ((rc = pc_sb_pack(cc, s->zlevel, &nb, name, nlen, gen, scratch, &out)) != 0)
             goto out;
         MDB_val ok = {out.klen, out.key}, ov = {out.val_len, out.val};
         if ((mrc = mdb_put(txn, s->blocks, &ok, &ov, 0)) != 0)
@@ -567,10 +567,12 @@ static int pc_store_prune(pc_store *s, const char *name, size_t nlen, uint64_t g
         uint64_t removed = 0, kb = 0, vb = 0;
         int mrc = 0;
         for (size_t i = 0; i < nkeys && mrc == 0; i++)
-            mrc = pc_prune_block(s, txn, cc, dc, &scratch, name, nlen, keys[i], klens[i], now,
+            mrc = pc_prune_block(s, txn, cc, dc, &scratch, name, nlen, gen, keys[i], klens[i], now,
                                  &removed, &kb, &vb);
         if (mrc == 0 && removed > 0)
             mrc = pc_prune_rederive(s, txn, name, nlen, &m);
+        if (mrc == 0 && removed > 0) /* blocks of this version were written */
+            mrc = pc_store_hdr_upgrade(s, txn);
         if (mrc == 0 && removed > 0) {
             m.key_bytes -= kb <= m.key_bytes ? kb : m.key_bytes;
             m.value_bytes -= vb <= m.value_bytes ? vb : m.value_bytes;

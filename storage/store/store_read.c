@@ -478,6 +478,21 @@ static void pc_vf_records(struct pc_vf *vf, const char *name, const pc_sf_block 
                   h->raw_len);
 }
 
+/* Format version 2: the block header names the collection and the
+ * generation too (m NULL: no meta to compare with). */
+static void pc_vf_block_names(struct pc_vf *vf, const char *name, size_t nlen, const pc_sf_block *h,
+                              const pc_store_coll_meta *m)
+{
+    if (h->version < 2)
+        return;
+    if (h->nlen != nlen || memcmp(h->name, name, nlen) != 0)
+        pc_vf_add(vf, PC_SP_BLOCK, name, h, NULL, 0, "block header names collection '%s'", h->name);
+    else if (m != NULL && h->generation != m->generation)
+        pc_vf_add(vf, PC_SP_BLOCK, name, h, NULL, 0,
+                  "block of generation %llu in snapshot generation %llu (a stale block)",
+                  (unsigned long long)h->generation, (unsigned long long)m->generation);
+}
+
 static int pc_vf_coll(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc, const char *name, size_t nlen,
                       const pc_store_coll_meta *m)
 {
@@ -522,6 +537,7 @@ static int pc_vf_coll(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc, const char 
         if (k.mv_size != nlen + 9 || pc_get_be64((const uint8_t *)k.mv_data + nlen + 1) != h.last)
             pc_vf_add(vf, PC_SP_ORDER, name, &h, NULL, 0,
                       "block stored under a key that does not name its last order key");
+        pc_vf_block_names(vf, name, nlen, &h, m);
         if (have_prev_block && h.first <= prev_last)
             pc_vf_add(vf, PC_SP_ORDER, name, &h, NULL, 0,
                       "block range starts at or before the previous block's end %016llx",

@@ -1,27 +1,45 @@
 /*
  * store_salvage.c - pc_store_salvage: a new store made of every block of a
- * damaged one that still verifies.
+ * damaged one that still verifies (docs/snapshot-format.md §13).
  *
  * All of it runs in a forked child (pc_store_isolated) that reads the
  * source through the structural walk (store_walk.c), never through LMDB:
- *   1. the walk collects every "blocks" record the trees still reach and
- *      the collection metas (their generation and times are kept);
- *   2. then every page that neither a tree nor the free list reaches is
- *      read as a possible leaf of the "blocks" database: below a damaged
- *      branch page the leaves are intact but unreachable. Pages the free
- *      list names are skipped: they hold blocks of older generations;
- *   3. each candidate is checked as a load checks it (header, payload and
+ *   1. the walk collects every "blocks" record the trees still reach, the
+ *      collection metas (their generation and times are kept) and the
+ *      store header;
+ *   2. when anything is damaged (the walk met a problem, a block the trees
+ *      reach fails, a collection's trees hold another number of blocks
+ *      than its meta says), every page is searched for block headers. A
+ *      block of format version 2 names its collection and generation in
+ *      its own header, so it is found wherever its bytes still are: on
+ *      overflow pages below a damaged leaf or branch, before the cut of a
+ *      truncated file, in a leaf whose node table is damaged, whatever the
+ *      free list says. A version 1 block names neither: outside the trees
+ *      it is taken only from the leaves of pages that no tree and no
+ *      free-list entry reaches, and only when the free list is sound (older
+ *      snapshots' blocks live on free pages and would pass every check);
+ *   3. older data is left out: every block on a page a sound free list
+ *      names, and per collection every version 2 block of another
+ *      generation than the snapshot's (the meta's when it decodes, else the
+ *      newest whose blocks the trees reach, else the newest found); a
+ *      collection no meta and no tree names is a dropped one when the
+ *      'meta' tree is sound or its blocks are all on free pages;
+ *   4. each block left is checked as a load checks it (header, payload and
  *      raw checksums, decompression, every record, the key against the
  *      header); the blocks the trees reach win, and a block found outside
- *      the trees is taken only when its order-key range overlaps none
- *      already taken (an overlapping one is stale);
- *   4. the new store is created and written in one transaction: the
+ *      them is taken only when its order-key range overlaps none already
+ *      taken (another copy of it, or the copy a prune replaced);
+ *   5. the new store is created and written in one transaction: the
  *      blocks, then per collection a meta re-derived from them (count,
  *      checksums, sizes), the store header's boot generation kept.
  * The child reports one pc_store_salvage_coll per collection over the pipe
  * and exits; a child that dies leaves an uncommitted (empty) new store.
+ *
+ * This file, with store_walk.c and store_check.c, is the LMDB page reader
+ * that issue 36 moves into a component of its own.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +50,19 @@
 
 #include "store_int.h"
 
+/* Where a candidate block was found, the most trusted first. */
+enum { PC_SV_TREE = 0, PC_SV_LEAF = 1, PC_SV_RAW = 2 };
+
 struct pc_sv_cand {
-    const uint8_t *key, *val;
-    size_t klen, vlen;
-    int orphan;
-    uint64_t first, last;
-    uint32_t count;
-    uint64_t raw_sum, raw_len, key_bytes, value_bytes;
+    uint8_t key[PC_SF_BKEY_MAX]; /* its block key: from the header (version 2) or the leaf */
+    size_t klen, nlen;           /* nlen 0: a version 1 block that no key names */
+    const uint8_t *val;          /* the value, in the map */
+    size_t vlen;
+    int src;     /* PC_SV_* */
+    int on_free; /* outside the trees, on a page the free list names */
+    int drop;
+    uint32_t version, count;
+    uint64_t gen, first, last, raw_sum, raw_len, key_bytes, value_bytes;
 };
 
 struct pc_sv_meta {
@@ -57,7 +81,7 @@ struct pc_sv {
     pc_sf_hdr hdr;
     pc_store_salvage_coll *colls;
     size_t ncolls, ccolls;
-    uint64_t pages_scanned;
+    uint64_t pages_scanned, tree_bad, unnamed;
     ZSTD_DCtx *dc;
     uint8_t *buf;
     size_t cap;
@@ -103,16 +127,15 @@ static size_t pc_sv_bkey_name(const uint8_t *key, size_t klen)
     return nlen;
 }
 
-/* Checks a block as a load would; fills the candidate's summary. */
-static int pc_sv_verify(struct pc_sv *v, struct pc_sv_cand *c, size_t nlen)
+/* Checks a block's payload and records as a load would (its header was
+ * decoded when it became a candidate); fills the candidate's sizes. */
+static int pc_sv_verify(struct pc_sv *v, struct pc_sv_cand *c)
 {
     pc_sf_block h;
     const uint8_t *raw;
     unsigned state;
     const char *why = "";
     if (pc_sb_unpack(v->dc, c->val, c->vlen, &h, &v->buf, &v->cap, &raw, &state, &why) != 0)
-        return -1;
-    if (h.last != pc_get_be64(c->key + nlen + 1))
         return -1;
     size_t off = 0, used;
     uint64_t kb = 0, vb = 0;
@@ -128,42 +151,74 @@ static int pc_sv_verify(struct pc_sv *v, struct pc_sv_cand *c, size_t nlen)
     }
     if (off != h.raw_len)
         return -1;
-    c->first = h.first;
-    c->last = h.last;
-    c->count = h.count;
-    c->raw_sum = h.raw_sum;
-    c->raw_len = h.raw_len;
     c->key_bytes = kb;
     c->value_bytes = vb;
     return 0;
 }
 
-static void pc_sv_add(struct pc_sv *v, const uint8_t *key, size_t klen, const uint8_t *val,
-                      size_t vlen, int orphan)
+static int pc_sv_push(struct pc_sv *v, const struct pc_sv_cand *c)
 {
-    size_t nlen = pc_sv_bkey_name(key, klen);
-    if (nlen == 0)
-        return;
-    struct pc_sv_cand c = {.key = key, .klen = klen, .val = val, .vlen = vlen, .orphan = orphan};
-    pc_store_salvage_coll *k = pc_sv_coll(v, (const char *)key, nlen);
-    if (k == NULL)
-        return;
-    if (pc_sv_verify(v, &c, nlen) != 0) {
-        if (!orphan)
-            k->blocks_bad++;
-        return;
-    }
     if (v->nc == v->cc) {
         size_t cap = v->cc ? v->cc * 2 : 256;
         struct pc_sv_cand *n = realloc(v->c, cap * sizeof *n);
         if (n == NULL) {
             v->oom = 1;
-            return;
+            return -1;
         }
         v->c = n;
         v->cc = cap;
     }
-    v->c[v->nc++] = c;
+    v->c[v->nc++] = *c;
+    return 0;
+}
+
+/* A candidate block: a value found in a tree (key: its LMDB key), a leaf
+ * outside the trees or anywhere in the file (key NULL). Its header is
+ * decoded here; the payload is checked once its generation is chosen. A
+ * version 2 block is named by its header; a version 1 block by its key,
+ * which must name its last order key. */
+static void pc_sv_add(struct pc_sv *v, const uint8_t *key, size_t klen, const uint8_t *val,
+                      size_t vlen, int src)
+{
+    struct pc_sv_cand c;
+    memset(&c, 0, sizeof c);
+    c.val = val;
+    c.vlen = vlen;
+    c.src = src;
+    pc_sf_block h;
+    const char *why = "";
+    int hdr_ok = pc_sf_block_decode(val, vlen, &h, &why) == 0;
+    size_t knl = key != NULL ? pc_sv_bkey_name(key, klen) : 0;
+    if (hdr_ok && h.version >= 2) {
+        c.klen = pc_sf_bkey(c.key, h.name, h.nlen, h.last);
+        c.nlen = h.nlen;
+        c.gen = h.generation;
+    } else if (hdr_ok && knl > 0 && pc_get_be64(key + knl + 1) == h.last) {
+        memcpy(c.key, key, klen);
+        c.klen = klen;
+        c.nlen = knl;
+    } else if (hdr_ok && key == NULL) {
+        c.nlen = 0; /* version 1, found by its header alone: no collection can be told */
+    } else {
+        if (src == PC_SV_TREE) {
+            v->tree_bad++;
+            pc_store_salvage_coll *k = knl > 0 ? pc_sv_coll(v, (const char *)key, knl) : NULL;
+            if (k != NULL)
+                k->blocks_bad++;
+        }
+        return;
+    }
+    if (src != PC_SV_TREE) {
+        uint64_t pg = (uint64_t)(val - v->w.map) / v->w.psize;
+        c.on_free = pg < v->w.npages && v->w.pstate[pg] == PC_LW_FREE;
+    }
+    c.version = h.version;
+    c.count = h.count;
+    c.first = h.first;
+    c.last = h.last;
+    c.raw_sum = h.raw_sum;
+    c.raw_len = h.raw_len;
+    (void)pc_sv_push(v, &c);
 }
 
 static void pc_sv_on_record(void *ctx, const char *db, const uint8_t *key, size_t klen,
@@ -171,7 +226,7 @@ static void pc_sv_on_record(void *ctx, const char *db, const uint8_t *key, size_
 {
     struct pc_sv *v = ctx;
     if (strcmp(db, "blocks") == 0) {
-        pc_sv_add(v, key, klen, val, vlen, 0);
+        pc_sv_add(v, key, klen, val, vlen, PC_SV_TREE);
         return;
     }
     if (strcmp(db, "meta") != 0)
@@ -221,7 +276,6 @@ static void pc_sv_scan_page(struct pc_sv *v, uint64_t pg)
     unsigned lower = p[12] | p[13] << 8, upper = p[14] | p[15] << 8;
     if (lower < 16 || lower > upper || upper > ps)
         return;
-    v->pages_scanned++;
     for (unsigned i = 0; i < (lower - 16) / 2; i++) {
         unsigned off = p[16 + 2 * i] | p[17 + 2 * i] << 8;
         if (off < upper || off + 8 > ps)
@@ -251,10 +305,45 @@ static void pc_sv_scan_page(struct pc_sv *v, uint64_t pg)
         } else {
             continue;
         }
-        pc_sv_add(v, key, ks, val, dsize, 1);
+        pc_sv_add(v, key, ks, val, dsize, PC_SV_LEAF);
     }
 }
 
+/* Every block header in pages 2..npages - 1, wherever it lies: at byte 16
+ * of an overflow run, inside a leaf (a small value), on a page no tree or a
+ * damaged one reaches. A value is contiguous in the file in both cases, so
+ * the header's payload length says where it ends. (memmem over the map:
+ * the magic of a random 4-byte window is a 2^-32 event, and the header
+ * checksums reject it.) */
+static void pc_sv_scan_raw(struct pc_sv *v)
+{
+    const uint64_t ps = v->w.psize;
+    const uint8_t *base = v->w.map, *end = base + v->w.npages * ps, *p = base + 2 * ps;
+    for (uint64_t pg = 2; pg < v->w.npages; pg++)
+        v->pages_scanned += v->w.pstate[pg] != PC_LW_TREE;
+    while (p < end && (size_t)(end - p) >= PC_SF_BLOCK_HDR_V1) {
+        const uint8_t *m = memmem(p, (size_t)(end - p), PC_SF_BLOCK_MAGIC, 4);
+        if (m == NULL || (size_t)(end - m) < PC_SF_BLOCK_HDR_V1)
+            break;
+        p = m + 1;
+        if (pc_get_le64(m + 56) != pc_sf_hash(m, 56))
+            continue;
+        uint64_t hl = pc_get_le16(m + 4) >= 2 ? PC_SF_BLOCK_HDR : PC_SF_BLOCK_HDR_V1;
+        uint64_t vlen = hl + pc_get_le32(m + 16);
+        if (vlen <= (uint64_t)(end - m))
+            pc_sv_add(v, NULL, 0, m, (size_t)vlen, PC_SV_RAW);
+    }
+}
+
+static int pc_sv_by_val(const void *a, const void *b)
+{
+    const struct pc_sv_cand *x = a, *y = b;
+    if (x->val != y->val)
+        return x->val < y->val ? -1 : 1;
+    return x->src - y->src;
+}
+
+/* Block key order (collection, then last order key), the trees' copy first. */
 static int pc_sv_cmp(const void *a, const void *b)
 {
     const struct pc_sv_cand *x = a, *y = b;
@@ -263,55 +352,245 @@ static int pc_sv_cmp(const void *a, const void *b)
     if (c == 0)
         c = x->klen < y->klen ? -1 : x->klen > y->klen;
     if (c == 0)
-        c = x->orphan - y->orphan; /* the trees' copy first */
+        c = x->src - y->src;
     return c;
 }
 
-/* 1 when c's collection already has a kept block whose [first, last]
- * range meets c's (kept: v->c[0..nkept)). */
-static int pc_sv_overlaps(const struct pc_sv *v, size_t nkept, const struct pc_sv_cand *c)
+/* Drops the dropped: compacts v->c. */
+static void pc_sv_compact(struct pc_sv *v)
 {
-    size_t nlen = pc_sv_bkey_name(c->key, c->klen);
-    for (size_t j = 0; j < nkept; j++) {
-        const struct pc_sv_cand *t = &v->c[j];
-        if (t->klen == c->klen && memcmp(t->key, c->key, nlen + 1) == 0 && t->first <= c->last &&
-            c->first <= t->last)
-            return 1;
-    }
-    return 0;
+    size_t out = 0;
+    for (size_t i = 0; i < v->nc; i++)
+        if (!v->c[i].drop)
+            v->c[out++] = v->c[i];
+    v->nc = out;
 }
 
-/* Keeps the trees' blocks (one per key), then each block found outside
- * the trees whose range overlaps nothing kept so far; the result is sorted
- * by key again. */
+/* One value met several ways (a tree, a leaf scan, the header scan) is one
+ * candidate, the most trusted; version 1 blocks found by their header
+ * alone cannot be named and are only counted. */
+static void pc_sv_dedupe(struct pc_sv *v)
+{
+    if (v->nc == 0)
+        return;
+    qsort(v->c, v->nc, sizeof *v->c, pc_sv_by_val);
+    for (size_t i = 0; i < v->nc; i++) {
+        if (i > 0 && v->c[i].val == v->c[i - 1].val)
+            v->c[i].drop = 1;
+        else if (v->c[i].nlen == 0) {
+            v->c[i].drop = 1;
+            v->unnamed++;
+        }
+    }
+    pc_sv_compact(v);
+}
+
+static int pc_sv_same_coll(const struct pc_sv_cand *a, const struct pc_sv_cand *b)
+{
+    return a->nlen == b->nlen && memcmp(a->key, b->key, a->nlen + 1) == 0;
+}
+
+static const struct pc_sv_meta *pc_sv_meta_of(const struct pc_sv *v, const uint8_t *name,
+                                              size_t nlen)
+{
+    for (size_t k = 0; k < v->nm; k++)
+        if (strlen(v->metas[k].name) == nlen && memcmp(v->metas[k].name, name, nlen) == 0)
+            return &v->metas[k];
+    return NULL;
+}
+
+/* Per collection (the candidates sorted by key): the generation of the
+ * snapshot to copy, and every block of older data dropped: on a page a
+ * sound free list names, or of format version 2 and another generation.
+ * A collection without a meta whose blocks are all outside the trees is a
+ * dropped one when the 'meta' tree is sound or all its blocks are on free
+ * pages; else they are all that is left of a collection whose meta is
+ * lost. */
+static void pc_sv_generations(struct pc_sv *v)
+{
+    int meta_sound = 0;
+    for (unsigned d = 2; d < v->w.ndbs; d++)
+        if (strcmp(v->w.dbs[d].name, "meta") == 0)
+            meta_sound = v->w.dbs[d].walked && v->w.dbs[d].problems == 0;
+    for (size_t i = 0, j; i < v->nc; i = j) {
+        const struct pc_sv_cand *g = &v->c[i];
+        uint64_t tree_max = 0, any_max = 0, in_tree = 0, live = 0;
+        for (j = i; j < v->nc && pc_sv_same_coll(&v->c[j], g); j++) {
+            const struct pc_sv_cand *x = &v->c[j];
+            if (v->w.free_ok && x->on_free)
+                continue; /* a sound free list's page: never the current data */
+            live++;
+            in_tree += x->src == PC_SV_TREE;
+            if (x->src == PC_SV_TREE && x->gen > tree_max)
+                tree_max = x->gen;
+            if (x->gen > any_max)
+                any_max = x->gen;
+        }
+        const struct pc_sv_meta *sm = pc_sv_meta_of(v, g->key, g->nlen);
+        uint64_t gen = sm != NULL ? sm->m.generation : tree_max != 0 ? tree_max : any_max;
+        /* a sound 'meta' tree names every collection, and a sound free list
+         * every page of older data: a collection neither a meta nor a tree
+         * names, whose blocks are all outside the trees, was dropped */
+        int gone = sm == NULL && in_tree == 0 && (meta_sound || live == 0);
+        if (gone) {
+            for (size_t x = i; x < j; x++)
+                v->c[x].drop = 1;
+            continue;
+        }
+        pc_store_salvage_coll *k = pc_sv_coll(v, (const char *)g->key, g->nlen);
+        if (k == NULL)
+            return;
+        k->generation = gen;
+        for (size_t x = i; x < j; x++)
+            if ((v->w.free_ok && v->c[x].on_free) || (v->c[x].version >= 2 && v->c[x].gen != gen) ||
+                (sm == NULL && meta_sound && v->c[x].src != PC_SV_TREE)) {
+                v->c[x].drop = 1;
+                k->blocks_stale++;
+            }
+    }
+    pc_sv_compact(v);
+}
+
+/* The payload and records of every candidate left. */
+static void pc_sv_verify_all(struct pc_sv *v)
+{
+    for (size_t i = 0; i < v->nc; i++) {
+        struct pc_sv_cand *c = &v->c[i];
+        if (pc_sv_verify(v, c) == 0)
+            continue;
+        c->drop = 1;
+        /* one found outside the trees may be a freed copy that a later
+         * write overwrote in part: not counted as damage */
+        pc_store_salvage_coll *k =
+            c->src == PC_SV_TREE ? pc_sv_coll(v, (const char *)c->key, c->nlen) : NULL;
+        if (k != NULL)
+            k->blocks_bad++;
+    }
+    pc_sv_compact(v);
+}
+
+/* The first of kept[0..n) (sorted by key) of c's collection whose last
+ * order key is >= c's first, or NULL. */
+static const struct pc_sv_cand *pc_sv_lower(const struct pc_sv_cand *kept, size_t n,
+                                            const struct pc_sv_cand *c)
+{
+    uint8_t probe[PC_SF_BKEY_MAX];
+    size_t pl = pc_sf_bkey(probe, (const char *)c->key, c->nlen, c->first);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct pc_sv_cand *t = &kept[mid];
+        size_t m = t->klen < pl ? t->klen : pl;
+        int r = memcmp(t->key, probe, m);
+        if (r < 0 || (r == 0 && t->klen < pl))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && pc_sv_same_coll(&kept[lo], c) ? &kept[lo] : NULL;
+}
+
+/* Keeps the trees' blocks (one per key), then in key order each block
+ * found outside the trees whose range overlaps none kept: the trees'
+ * (a binary search) and the last one taken of its collection (taken in
+ * ascending last order key, an earlier one cannot overlap when that one
+ * does not). The result is sorted by key. */
 static void pc_sv_select(struct pc_sv *v)
 {
     if (v->nc == 0)
         return;
     qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
-    size_t out = 0;
-    for (size_t i = 0; i < v->nc; i++) { /* the trees' blocks first, deduplicated */
-        if (v->c[i].orphan)
-            continue;
-        if (out > 0 && v->c[out - 1].klen == v->c[i].klen &&
-            memcmp(v->c[out - 1].key, v->c[i].key, v->c[i].klen) == 0)
-            continue;
+    size_t ntree = 0;
+    for (size_t i = 0; i < v->nc; i++) { /* the trees' blocks to the front, in key order */
         struct pc_sv_cand t = v->c[i];
-        v->c[i] = v->c[out];
-        v->c[out++] = t;
+        if (t.src != PC_SV_TREE || (ntree > 0 && v->c[ntree - 1].klen == t.klen &&
+                                    memcmp(v->c[ntree - 1].key, t.key, t.klen) == 0))
+            continue;
+        v->c[i] = v->c[ntree];
+        v->c[ntree++] = t;
     }
-    /* the orphans are now somewhere in [out, nc): sort them, then take */
-    qsort(v->c + out, v->nc - out, sizeof *v->c, pc_sv_cmp);
-    size_t kept = out;
-    for (size_t i = out; i < v->nc; i++) {
-        if (!v->c[i].orphan || pc_sv_overlaps(v, kept, &v->c[i]))
+    qsort(v->c + ntree, v->nc - ntree, sizeof *v->c, pc_sv_cmp);
+    const struct pc_sv_cand *prev = NULL;
+    size_t kept = ntree;
+    for (size_t i = ntree; i < v->nc; i++) {
+        struct pc_sv_cand *c = &v->c[i];
+        if (c->src == PC_SV_TREE)
+            continue; /* a second tree copy of one key */
+        const struct pc_sv_cand *t = pc_sv_lower(v->c, ntree, c);
+        if ((t != NULL && t->first <= c->last) ||
+            (prev != NULL && pc_sv_same_coll(prev, c) && prev->last >= c->first))
             continue;
-        struct pc_sv_cand t = v->c[i];
+        struct pc_sv_cand x = *c;
         v->c[i] = v->c[kept];
-        v->c[kept++] = t;
+        v->c[kept] = x;
+        prev = &v->c[kept++];
     }
     v->nc = kept;
     qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
+}
+
+/* 1 when the trees do not hold every block the metas count: the walk met
+ * damage, a block they reach failed, or a collection's count differs. */
+static int pc_sv_damaged(struct pc_sv *v)
+{
+    if (v->w.problems > 0 || v->tree_bad > 0)
+        return 1;
+    for (size_t k = 0; k < v->nm; k++) {
+        uint64_t n = 0;
+        size_t nl = strlen(v->metas[k].name);
+        for (size_t i = 0; i < v->nc; i++)
+            n += v->c[i].nlen == nl && memcmp(v->c[i].key, v->metas[k].name, nl) == 0;
+        if (n != v->metas[k].m.blocks)
+            return 1;
+    }
+    return 0;
+}
+
+/* The meta of the collection whose blocks are v->c[i..*next): re-derived
+ * from them, its generation, times and boot generation the source meta's
+ * when that decoded, else the blocks' generation (1 for version 1 blocks),
+ * now and 0. */
+static int pc_sv_put_meta(struct pc_sv *v, MDB_txn *txn, MDB_dbi dbi, size_t i, size_t *next,
+                          uint64_t *boot_gen)
+{
+    size_t nlen = v->c[i].nlen, j = i;
+    const struct pc_sv_meta *sm = pc_sv_meta_of(v, v->c[i].key, nlen);
+    pc_store_salvage_coll *k = pc_sv_coll(v, (const char *)v->c[i].key, nlen);
+    pc_store_coll_meta m;
+    pc_sf_sum sum;
+    if (k == NULL || pc_sf_sum_init(&sum) != 0)
+        return ENOMEM;
+    if (sm != NULL) {
+        m = sm->m;
+    } else {
+        memset(&m, 0, sizeof m);
+        m.generation = k->generation != 0 ? k->generation : 1;
+        m.saved_at_ms = pc_wall_ms();
+    }
+    memcpy(m.name, v->c[i].key, nlen);
+    m.name[nlen] = 0;
+    m.format_version = PC_SF_VERSION;
+    m.count = m.blocks = m.raw_bytes = m.stored_bytes = m.key_bytes = m.value_bytes = 0;
+    for (; j < v->nc && pc_sv_same_coll(&v->c[j], &v->c[i]); j++) {
+        m.count += v->c[j].count;
+        m.blocks++;
+        m.raw_bytes += v->c[j].raw_len;
+        m.stored_bytes += v->c[j].vlen;
+        m.key_bytes += v->c[j].key_bytes;
+        m.value_bytes += v->c[j].value_bytes;
+        pc_sf_sum_add(&sum, v->c[j].raw_sum);
+        k->blocks_orphan += v->c[j].src != PC_SV_TREE;
+    }
+    m.content_checksum = pc_sf_sum_final(&sum);
+    k->count = m.count;
+    k->blocks = m.blocks;
+    if (m.boot_gen > *boot_gen)
+        *boot_gen = m.boot_gen;
+    *next = j;
+    uint8_t kb[2 + PC_COLL_NAME_MAX], mb[PC_SF_META_SIZE];
+    pc_sf_meta_encode(&m, mb);
+    MDB_val mk = {pc_sf_meta_key(kb, 'c', m.name, nlen), kb}, d = {sizeof mb, mb};
+    return mdb_put(txn, dbi, &mk, &d, 0);
 }
 
 static int pc_sv_write(struct pc_sv *v, char *err, size_t errlen)
@@ -333,52 +612,17 @@ static int pc_sv_write(struct pc_sv *v, char *err, size_t errlen)
         mrc = mdb_put(txn, s->blocks, &k, &d, 0);
     }
     /* per collection, in key order (the candidates are sorted by it) */
-    for (size_t i = 0; i < v->nc && mrc == 0;) {
-        size_t nlen = pc_sv_bkey_name(v->c[i].key, v->c[i].klen), j = i;
-        pc_store_coll_meta m;
-        memset(&m, 0, sizeof m);
-        memcpy(m.name, v->c[i].key, nlen);
-        for (size_t k = 0; k < v->nm; k++)
-            if (strcmp(v->metas[k].name, m.name) == 0) {
-                m = v->metas[k].m;
-                memcpy(m.name, v->c[i].key, nlen);
-                m.name[nlen] = 0;
-            }
-        pc_store_salvage_coll *sc2 = pc_sv_coll(v, m.name, nlen);
-        pc_sf_sum sum;
-        if (sc2 == NULL || pc_sf_sum_init(&sum) != 0) {
-            mrc = ENOMEM;
-            break;
-        }
-        m.format_version = PC_SF_VERSION;
-        if (m.generation == 0)
-            m.generation = 1;
-        if (m.saved_at_ms == 0)
-            m.saved_at_ms = pc_wall_ms();
-        m.count = m.blocks = m.raw_bytes = m.stored_bytes = m.key_bytes = m.value_bytes = 0;
-        for (; j < v->nc && v->c[j].klen == nlen + 9 && memcmp(v->c[j].key, m.name, nlen + 1) == 0;
-             j++) {
-            m.count += v->c[j].count;
-            m.blocks++;
-            m.raw_bytes += v->c[j].raw_len;
-            m.stored_bytes += v->c[j].vlen;
-            m.key_bytes += v->c[j].key_bytes;
-            m.value_bytes += v->c[j].value_bytes;
-            pc_sf_sum_add(&sum, v->c[j].raw_sum);
-            sc2->blocks_orphan += v->c[j].orphan != 0;
-        }
-        m.content_checksum = pc_sf_sum_final(&sum);
-        sc2->count = m.count;
-        sc2->blocks = m.blocks;
-        uint8_t kb[2 + PC_COLL_NAME_MAX], mb[PC_SF_META_SIZE];
-        pc_sf_meta_encode(&m, mb);
-        MDB_val k = {pc_sf_meta_key(kb, 'c', m.name, nlen), kb}, d = {sizeof mb, mb};
-        mrc = mdb_put(txn, s->meta, &k, &d, 0);
-        i = j;
-    }
-    if (mrc == 0 && v->have_hdr) { /* boot generations go on from the source's */
+    uint64_t boot_gen = v->have_hdr ? v->hdr.boot_gen : 0;
+    for (size_t i = 0; i < v->nc && mrc == 0;)
+        mrc = pc_sv_put_meta(v, txn, s->meta, i, &i, &boot_gen);
+    if (mrc == 0 && (v->have_hdr || boot_gen > 0)) {
+        /* boot generations go on from the source's, and never behind a
+         * meta's (the journal orders its records after a snapshot by them) */
         pc_sf_hdr h = v->hdr;
+        if (!v->have_hdr)
+            h.created_ms = pc_wall_ms();
         h.version = PC_SF_VERSION;
+        h.boot_gen = boot_gen;
         uint8_t hb[PC_SF_HDR_SIZE];
         pc_sf_hdr_encode(&h, hb);
         MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, d = {sizeof hb, hb};
@@ -406,10 +650,50 @@ struct pc_sv_args {
 
 struct pc_sv_wire { /* the child's answer, then ncolls pc_store_salvage_coll */
     int rc;
-    uint64_t problems, pages_scanned, ncolls;
+    uint64_t problems, pages_scanned, unnamed, ncolls;
     int older_meta, free_unknown;
     char err[512];
 };
+
+/* Finds the candidates (the walk, then when something is damaged every
+ * page), chooses and checks them. 0 or PC_EHEAP / a walk error. */
+static int pc_sv_gather(struct pc_sv *v, const char *src)
+{
+    int rc = v->dc == NULL ? PC_EHEAP : pc_lw_map(&v->w, src);
+    if (rc == 0)
+        rc = pc_lw_run(&v->w, 0, 0);
+    if (rc == 0 && v->w.pstate != NULL && pc_sv_damaged(v)) {
+        /* version 1 blocks outside the trees: only from pages that neither a
+         * tree nor the free list reaches, and only when the free list is
+         * sound - else an older snapshot's blocks would pass every check
+         * and be served as current */
+        if (v->w.free_ok)
+            for (uint64_t pg = 2; pg < v->w.npages; pg++)
+                if (v->w.pstate[pg] == 0)
+                    pc_sv_scan_page(v, pg);
+        pc_sv_scan_raw(v); /* version 2 blocks: anywhere, they name their generation */
+    }
+    /* the metas' collections are reported even when nothing of them is left */
+    for (size_t i = 0; rc == 0 && i < v->nm; i++) {
+        pc_store_salvage_coll *k = pc_sv_coll(v, v->metas[i].name, strlen(v->metas[i].name));
+        if (k != NULL) {
+            k->meta_found = 1;
+            k->count_meta = v->metas[i].m.count;
+            k->blocks_meta = v->metas[i].m.blocks;
+        }
+    }
+    if (rc == 0 && v->oom)
+        rc = PC_EHEAP;
+    if (rc != 0)
+        return rc;
+    pc_sv_dedupe(v);
+    if (v->nc > 0) /* qsort's base may not be NULL */
+        qsort(v->c, v->nc, sizeof *v->c, pc_sv_cmp);
+    pc_sv_generations(v);
+    pc_sv_verify_all(v);
+    pc_sv_select(v);
+    return v->oom ? PC_EHEAP : 0;
+}
 
 static int pc_sv_child(void *ctx, int fd)
 {
@@ -424,37 +708,15 @@ static int pc_sv_child(void *ctx, int fd)
     struct pc_sv_wire wire;
     memset(&wire, 0, sizeof wire);
     v.dc = ZSTD_createDCtx();
-    int rc = v.dc == NULL ? PC_EHEAP : pc_lw_map(&v.w, a->src);
+    int rc = pc_sv_gather(&v, a->src);
     if (rc == 0)
-        rc = pc_lw_run(&v.w, 0, 0);
-    /* pages outside the trees hold blocks of older snapshots too, unless the
-     * free list says which those are: without a sound free list, no page
-     * outside the trees is trusted (an older snapshot's blocks would pass
-     * every check and be served as current) */
-    if (rc == 0 && v.w.pstate != NULL && v.w.free_ok)
-        for (uint64_t pg = 2; pg < v.w.npages; pg++)
-            if (v.w.pstate[pg] == 0)
-                pc_sv_scan_page(&v, pg);
-    /* the metas' collections are reported even when nothing of them is left */
-    for (size_t i = 0; rc == 0 && i < v.nm; i++) {
-        pc_store_salvage_coll *k = pc_sv_coll(&v, v.metas[i].name, strlen(v.metas[i].name));
-        if (k != NULL) {
-            k->meta_found = 1;
-            k->count_meta = v.metas[i].m.count;
-            k->blocks_meta = v.metas[i].m.blocks;
-        }
-    }
-    if (rc == 0 && v.oom)
-        rc = PC_EHEAP;
-    if (rc == 0) {
-        pc_sv_select(&v);
         rc = pc_sv_write(&v, wire.err, sizeof wire.err);
-    } else if (wire.err[0] == 0) {
+    else if (wire.err[0] == 0)
         snprintf(wire.err, sizeof wire.err, "reading %.300s: %s", a->src, pc_store_strerror(rc));
-    }
     wire.rc = rc;
     wire.problems = v.w.problems;
     wire.pages_scanned = v.pages_scanned;
+    wire.unnamed = v.unnamed;
     wire.older_meta = v.w.fallback;
     wire.free_unknown = v.w.pstate != NULL && !v.w.free_ok;
     wire.ncolls = rc == 0 ? v.ncolls : 0;
@@ -520,13 +782,24 @@ int pc_store_salvage(const char *src, const char *dst, pc_store_salvage_result *
     }
     snprintf(a->src, sizeof a->src, "%s/data.mdb", sd);
     snprintf(a->dst, sizeof a->dst, "%s", dd);
-    int rc;
-    if (access(a->src, F_OK) != 0) {
+    int rc, fd = open(a->src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        char msg[600];
+        rc = e == ENOENT ? PC_ESTORE : PC_EIO;
+        if (e == ENOENT)
+            snprintf(msg, sizeof msg, "store %.300s holds no data.mdb: nothing to salvage", sd);
+        else if (e == EACCES || e == EPERM) /* never "no data.mdb" for what cannot be read */
+            pc_store_perm_msg(sd, stat(a->src, &st) == 0 ? "data.mdb" : NULL, msg, sizeof msg);
+        else
+            snprintf(msg, sizeof msg, "store %.300s: cannot read data.mdb: %s", sd, strerror(e));
         if (errbuf != NULL)
-            snprintf(errbuf, errlen, "store %s holds no data.mdb: nothing to salvage", sd);
+            snprintf(errbuf, errlen, "%s", msg);
         free(a);
-        return PC_ESTORE;
+        return rc;
     }
+    close(fd);
     if ((rc = pc_sv_dst_ok(dd, errbuf, errlen)) != 0) {
         free(a);
         return rc;
@@ -558,6 +831,7 @@ int pc_store_salvage(const char *src, const char *dst, pc_store_salvage_result *
     }
     result->problems = wire.problems;
     result->pages_scanned = wire.pages_scanned;
+    result->blocks_unnamed = wire.unnamed;
     result->older_meta = wire.older_meta;
     result->free_unknown = wire.free_unknown;
     result->ncolls = (size_t)wire.ncolls;

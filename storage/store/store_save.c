@@ -60,7 +60,8 @@ static void pc_sv_run(void *ctx, unsigned worker, void *jobp)
 {
     struct pc_sv *sv = ctx;
     struct pc_sv_job *job = jobp;
-    job->rc = pc_sb_pack(sv->cctx[worker], sv->s->zlevel, &job->raw, sv->name, sv->nlen,
+    /* the generation is known in the write transaction (pc_sv_write) */
+    job->rc = pc_sb_pack(sv->cctx[worker], sv->s->zlevel, &job->raw, sv->name, sv->nlen, 0,
                          &sv->scratch[worker], &job->out);
 }
 
@@ -231,6 +232,7 @@ static int pc_sv_write(struct pc_sv *sv, const pc_store_save_opts *opts, double 
     if ((rc = pc_sf_sum_init(&sum)) != 0)
         goto out;
     for (size_t i = 0; i < sv->nblocks && mrc == 0; i++) {
+        pc_sf_block_set_gen(sv->blocks[i].val, sv->blocks[i].val_len, meta->generation);
         MDB_val bk = {sv->blocks[i].klen, sv->blocks[i].key};
         MDB_val bv = {sv->blocks[i].val_len, sv->blocks[i].val};
         mrc = mdb_put(txn, s->blocks, &bk, &bv, 0);
@@ -259,6 +261,8 @@ static int pc_sv_write(struct pc_sv *sv, const pc_store_save_opts *opts, double 
         goto out;
     }
     meta->boot_gen = opts != NULL && opts->boot_gen != 0 ? opts->boot_gen : hdr.boot_gen;
+    if ((mrc = pc_store_hdr_upgrade(s, txn)) != 0)
+        goto out;
     uint8_t mb[PC_SF_META_SIZE], mk[2 + PC_COLL_NAME_MAX];
     pc_sf_meta_encode(meta, mb);
     MDB_val mkv = {pc_sf_meta_key(mk, 'c', sv->name, sv->nlen), mk}, mv = {sizeof mb, mb};

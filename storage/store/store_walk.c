@@ -451,8 +451,10 @@ static void lw_tree(pc_lw *w, pc_lw_tree *t, const pc_lw_db *db)
         lw_problem(w, PC_SP_PAGE, "%s: impossible depth %u", t->name, db->depth);
         return;
     }
+    uint64_t before = w->problems;
     lw_page(w, t, db->root, 1, NULL, 0, NULL, 0);
     t->walked = 1;
+    t->problems = w->problems - before;
     if (t->branch_pages != db->branch_pages || t->leaf_pages != db->leaf_pages ||
         t->overflow_pages != db->overflow_pages || t->entries != db->entries)
         lw_problem(w, PC_SP_PAGE,
@@ -462,6 +464,7 @@ static void lw_tree(pc_lw *w, pc_lw_tree *t, const pc_lw_db *db)
                    (unsigned long long)t->overflow_pages, (unsigned long long)t->entries,
                    (unsigned long long)db->branch_pages, (unsigned long long)db->leaf_pages,
                    (unsigned long long)db->overflow_pages, (unsigned long long)db->entries);
+    t->problems = w->problems - before;
 }
 
 /* Marks the pages of the free list's page lists; they must be in range,
@@ -536,7 +539,9 @@ void pc_lw_release(pc_lw *w)
 int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want)
 {
     if (w->fsize == 0 || w->map == NULL) {
-        lw_problem(w, PC_SP_FILE, "data.mdb is empty (0 bytes): the store's data is gone");
+        lw_problem(w, PC_SP_FILE,
+                   "data.mdb is empty (0 bytes): the store's data is gone (restore a copy, or "
+                   "remove data.mdb to start a new store there)");
         return 0;
     }
     if (w->fsize < 2 * 512) {
@@ -585,16 +590,16 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want)
         }
     }
     int use = -1;
-    if (use_want) {
+    if (use_want)
         for (int i = 0; i < 2; i++)
             if (m[i].ok && m[i].txnid == want_txnid)
                 use = i;
-    } else if (m[0].ok || m[1].ok) {
+    /* the newest sound one: asked for, or the pinned transaction's meta is
+     * unusable (its problems were just reported: walking on here reports
+     * each once) */
+    if (use < 0 && (m[0].ok || m[1].ok))
         use = !m[0].ok ? 1 : !m[1].ok ? 0 : m[1].txnid > m[0].txnid;
-    }
     if (use < 0) {
-        if (use_want && (m[0].ok || m[1].ok))
-            return 1; /* the pinned transaction's meta was replaced: retry */
         lw_problem(w, PC_SP_PAGE, "no usable meta page: nothing in the file can be read");
         return 0;
     }

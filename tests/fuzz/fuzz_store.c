@@ -113,8 +113,12 @@ static void run(const uint8_t *p, size_t n)
         pc_store_coll_meta m2;
         memset(&m2, 0, sizeof m2);
         FUZZ_CHECK(pc_sf_meta_decode(b, sizeof b, &m2, &why) == 0);
+        /* the encoder writes this version: a version 1 meta comes back as 2 */
+        FUZZ_CHECK(m2.format_version == PC_SF_VERSION);
+        m2.format_version = m.format_version;
         FUZZ_CHECK(memcmp(&m, &m2, sizeof m) == 0);
-        FUZZ_CHECK(memcmp(b, p, 108) == 0); /* 108..119 reserved, then the sum */
+        /* 4..7 the version; 108..119 reserved, then the sum */
+        FUZZ_CHECK(memcmp(b, p, 4) == 0 && memcmp(b + 8, p + 8, 100) == 0);
     }
 
     static ZSTD_DCtx *dctx;
@@ -132,13 +136,16 @@ static void run(const uint8_t *p, size_t n)
     if (rc == 0)
         FUZZ_CHECK(state == (PC_SB_RAW | PC_SB_HDR));
     if (state & PC_SB_HDR) {
-        FUZZ_CHECK(n >= PC_SF_BLOCK_HDR && hdr.payload == p + PC_SF_BLOCK_HDR);
-        FUZZ_CHECK(hdr.payload_len == n - PC_SF_BLOCK_HDR && hdr.count >= 1);
+        FUZZ_CHECK(hdr.hdr_len == (hdr.version == 1 ? PC_SF_BLOCK_HDR_V1 : PC_SF_BLOCK_HDR));
+        FUZZ_CHECK(n >= hdr.hdr_len && hdr.payload == p + hdr.hdr_len);
+        FUZZ_CHECK(hdr.payload_len == n - hdr.hdr_len && hdr.count >= 1);
         FUZZ_CHECK(hdr.raw_len <= PC_SF_BLOCK_RAW_MAX && hdr.first <= hdr.last);
         FUZZ_CHECK(hdr.codec == PC_SF_CODEC_NONE || hdr.codec == PC_SF_CODEC_ZSTD);
+        FUZZ_CHECK(hdr.version == 1 ||
+                   (hdr.generation >= 1 && hdr.nlen >= 1 && strlen(hdr.name) == hdr.nlen));
         uint8_t b[PC_SF_BLOCK_HDR];
-        pc_sf_block_hdr_encode(&hdr, b);
-        FUZZ_CHECK(memcmp(b, p, PC_SF_BLOCK_HDR) == 0);
+        FUZZ_CHECK(pc_sf_block_hdr_encode(&hdr, b) == hdr.hdr_len);
+        FUZZ_CHECK(memcmp(b, p, hdr.hdr_len) == 0);
     }
     if (state & PC_SB_RAW) {
         FUZZ_CHECK(state & PC_SB_HDR);
@@ -162,7 +169,8 @@ static void repair(uint8_t *p, size_t n)
         pc_put_le64(p + 120, pc_sf_hash(p, 120));
         return;
     }
-    if (n < PC_SF_BLOCK_HDR) { /* raw records: fix each record's checksum */
+    size_t hl = n >= 6 && pc_get_le16(p + 4) == 2 ? PC_SF_BLOCK_HDR : PC_SF_BLOCK_HDR_V1;
+    if (n < hl) { /* raw records: fix each record's checksum */
         size_t off = 0, used, kl;
         const uint8_t *k;
         while (off < n && pc_sf_rec_peek(p + off, n - off, &k, &kl, &used) == 0) {
@@ -172,8 +180,8 @@ static void repair(uint8_t *p, size_t n)
         return;
     }
     memcpy(p, PC_SF_BLOCK_MAGIC, 4);
-    uint8_t *pay = p + PC_SF_BLOCK_HDR;
-    size_t plen = n - PC_SF_BLOCK_HDR;
+    uint8_t *pay = p + hl;
+    size_t plen = n - hl;
     pc_put_le32(p + 16, (uint32_t)plen);
     uint64_t raw_sum;
     if (p[6] == PC_SF_CODEC_ZSTD) {
@@ -204,6 +212,8 @@ static void repair(uint8_t *p, size_t n)
     pc_put_le64(p + 40, pc_sf_hash(pay, plen));
     pc_put_le64(p + 48, raw_sum);
     pc_put_le64(p + 56, pc_sf_hash(p, 56));
+    if (hl == PC_SF_BLOCK_HDR) /* version 2: the extension's checksum */
+        pc_put_le64(p + 136, pc_sf_hash(p, 136));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

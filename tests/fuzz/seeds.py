@@ -128,15 +128,21 @@ def order(key):
     return int("{:064b}".format(h)[::-1], 2)
 
 
-def block(recs, codec, keys, count=None):
+def block(recs, codec, keys, count=None, version=1, gen=1, name=b"default"):
+    """A block value (docs/snapshot-format.md §5.1); version 2 appends the
+    generation and the collection name."""
     raw = b"".join(recs)
     payload = zstd(raw) if codec == 1 else raw
     first, last = order(keys[0]), order(keys[-1])
     if first > last:
         first, last = last, first
-    h = b"PCBK" + struct.pack("<HBBIIII", 1, codec, 0, count or len(recs), len(raw), len(payload), 0)
+    h = b"PCBK" + struct.pack("<HBBIIII", version, codec, 0, count or len(recs), len(raw),
+                              len(payload), 0)
     h += struct.pack("<QQQQ", first, last, xxh3(payload), xxh3(raw))
     h += struct.pack("<Q", xxh3(h))
+    if version >= 2:
+        h += struct.pack("<Q", gen) + name.ljust(64, b"\x00")
+        h += struct.pack("<Q", xxh3(h))
     return h + payload
 
 
@@ -144,8 +150,10 @@ def store():
     w = lambda n, d: write("store", n, d)
     hdr = b"PCSTORE\x00" + struct.pack("<IIqQQ", 1, 0, 1764489600000, 3, 0)
     w("store-header", hdr + struct.pack("<Q", xxh3(hdr)))
-    newer = b"PCSTORE\x00" + struct.pack("<IIqQQ", 2, 0, 0, 0, 0)
-    w("store-header-v2", newer + struct.pack("<Q", xxh3(newer)))
+    v2 = b"PCSTORE\x00" + struct.pack("<IIqQQ", 2, 0, 1764489600000, 3, 0)
+    w("store-header-v2", v2 + struct.pack("<Q", xxh3(v2)))
+    newer = b"PCSTORE\x00" + struct.pack("<IIqQQ", 3, 0, 0, 0, 0)
+    w("store-header-v3", newer + struct.pack("<Q", xxh3(newer)))
     meta = b"PCCM" + struct.pack("<IQQQQQQQQqQQQI", 1, 1, 2, 1, 54, 118, 9, 11, xxh3(b""),
                                  1764489600000, 3, 5, 1200, 0) + b"\x00" * 12
     w("meta", meta + struct.pack("<Q", xxh3(meta)))
@@ -172,6 +180,13 @@ def store():
     b2[70] ^= 0xFF  # a payload byte: payload and raw checksums fail
     w("block-payload-flip", bytes(b2))
     w("block-header-only", b"PCBK" + bytes(60))
+    # format version 2: the generation and the collection name in the header
+    w("block-v2-stored", block([r1, r2, r3], 0, keys, version=2, gen=7))
+    w("block-v2-zstd", block(big, 1, [b"key000", b"key019"], version=2, gen=2, name=b"sip.reg-1"))
+    b3 = bytearray(block([r1], 0, [b"alpha"], version=2))
+    b3[72] = ord("!")  # a name that is no collection name (the extension's sum repaired)
+    b3[136:144] = struct.pack("<Q", xxh3(bytes(b3[:136])))
+    w("block-v2-bad-name", bytes(b3))
 
 
 # ---- journal ----------------------------------------------------------------

@@ -18,11 +18,19 @@ or to a few bytes):
     with a message on stderr;
   - pcached (db_mode 1 on the copy) refuses to start, with a message that
     says the store is damaged, without a signal, and leaves the copy's
-    data.mdb as it was;
+    data.mdb as it was; `verify` and `info` say the same sentence
+    (issue 34, F5);
   - `salvage` writes a new store that verifies clean and holds every block
-    none of whose pages was damaged, each byte for byte as in the original
-    (and nothing that was not in the original);
+    none of whose value bytes was damaged, each byte for byte as in the
+    original (and nothing that was not in the original): a flipped byte
+    anywhere in the blocks tree's leaf loses no block whose value is on
+    overflow pages, a truncation none before the cut (issue 34, F6); the
+    records recovered over the records of intact blocks is printed per
+    copy, and must be at least 99%;
 and the original store is never modified (its hash before and after).
+The damage is one flipped byte at a structural offset (page headers, node
+offsets, sizes, flags, overflow page numbers, keys, the store header, a
+collection meta), a zeroed page, or a truncation.
 
 Exit 0 on success, 1 on a failure; SKIPPED (77) without python3-redis."""
 import hashlib
@@ -45,6 +53,7 @@ except ImportError:
 PCACHED = os.environ["PCACHED"]
 SNAP = os.environ["PCACHE_SNAPSHOT"]
 FAILURES = []
+RESULTS = []  # (case, records recovered, records in intact blocks, records)
 
 
 def fail(msg):
@@ -88,7 +97,8 @@ class Lmdb:
         self.main_root = u64(self.data, off + 24 + 48 + 40)
         self.kind = {}  # pgno -> "branch:<db>", "leaf:<db>", "overflow:<db>"
         self.dbs = {}  # name -> root
-        self.blocks = {}  # key -> (value, set of pages)
+        self.blocks = {}  # key -> (value, the pages its bytes lie on)
+        self.metas = {}  # key of the 'meta' database -> file offset of its (inline) value
         self.walk("main", self.main_root)
         self.walk("free", self.free_root)
         for name, root in list(self.dbs.items()):
@@ -117,20 +127,22 @@ class Lmdb:
             nflags, ksize = u16(p, node + 4), u16(p, node + 6)
             key = p[node + 8:node + 8 + ksize]
             data = p[node + 8 + ksize:]
-            pages = {pg}
+            vpages = {pg}  # the pages the value's bytes lie on
             if nflags & F_BIGDATA:
                 op = u64(data, 0)
                 npg = u32(self.page(op), 12)
-                for q in range(op, op + npg):
+                vpages = set(range(op, op + npg))
+                for q in vpages:
                     self.kind[q] = "overflow:" + db
-                    pages.add(q)
                 value = self.data[op * self.psize + 16:op * self.psize + 16 + dsize]
             else:
                 value = data[:dsize]
             if db == "main" and nflags & F_SUBDATA:
                 self.dbs[key.decode()] = u64(value, 40)
             elif db == "blocks":
-                self.blocks[key] = (value, pages)
+                self.blocks[key] = (value, vpages)
+            elif db == "meta" and not nflags & F_BIGDATA:
+                self.metas[key] = pg * self.psize + node + 8 + ksize
 
     def first(self, kind):
         pages = sorted(pg for pg, k in self.kind.items() if k == kind)
@@ -268,11 +280,13 @@ def check_copy(case, orig, copy, work, structural, lost_pages, any_gen=False):
         fail("%s: pcached exit 0" % case)
     elif "damaged" not in text and "newer" not in text:
         fail("%s: pcached's message does not say the store is damaged: %s" % (case, text[-600:]))
+    else:
+        same_words(case, copy, text)
     if tree_hash(copy) != before:
         fail("%s: the damaged store was modified by the tools or pcached" % case)
     # salvage
     dst = copy + ".salvaged"
-    rc, out, err = snap("salvage", copy, dst)
+    rc, out, err = snap("salvage", "--json", copy, dst)
     if not no_signal(case + ": salvage", rc, out, err):
         return
     if rc not in (0, 1):
@@ -286,22 +300,62 @@ def check_copy(case, orig, copy, work, structural, lost_pages, any_gen=False):
              % (case, rc2, out2[-600:], err2[-300:]))
     got = Lmdb(os.path.join(dst, "data.mdb")).blocks if os.path.exists(
         os.path.join(dst, "data.mdb")) else {}
+    # the blocks of the snapshot none of whose value bytes were damaged
+    want = {k for k, (v, vpages) in orig.blocks.items() if not (vpages & lost_pages)}
+    if not want:
+        any_gen = True  # nothing of the last snapshot is left: an older one may be all there is
     for key, (val, _) in got.items():
         if any_gen:
             continue
         if key not in orig.blocks or orig.blocks[key][0] != val:
             fail("%s: salvage produced a block that is not in the original" % case)
             break
-    if not any_gen:
-        want = {k for k, (v, pages) in orig.blocks.items() if not (pages & lost_pages)}
-        missing = want - set(got)
-        if missing:
-            fail("%s: salvage lost %d of %d undamaged blocks; output: %s"
-                 % (case, len(missing), len(want), out[-600:]))
-        print("%s: salvage recovered %d blocks (%d undamaged of %d)"
-              % (case, len(got), len(want), len(orig.blocks)), flush=True)
-    else:
-        print("%s: salvage recovered %d blocks" % (case, len(got)), flush=True)
+    total = sum(records_of(v) for v, _ in orig.blocks.values())
+    intact = sum(records_of(orig.blocks[k][0]) for k in want)
+    recovered = sum(records_of(v) for v, _ in got.values())
+    frac = 100.0 * recovered / intact if intact else 100.0
+    print("%s: salvage recovered %d records in %d blocks; %d records in %d intact blocks, "
+          "%d in the snapshot" % (case, recovered, len(got), intact, len(want), total),
+          flush=True)
+    RESULTS.append((case, recovered, intact, total))
+    if any_gen:
+        return
+    missing = want - set(got)
+    if missing:
+        fail("%s: salvage lost %d of %d undamaged blocks (%.2f%% of their records recovered); "
+             "output: %s" % (case, len(missing), len(want), frac, out[-600:]))
+    if frac < 99.0:
+        fail("%s: salvage recovered %.2f%% of the records of intact blocks, want >= 99%%"
+             % (case, frac))
+
+
+def nodes_of(page):
+    """The entries of a branch or leaf page (from its lower bound)."""
+    return (u16(page, 12) - 16) // 2
+
+
+VERDICT = re.compile(r"(store \S+ (?:is damaged|was written by a newer format version|"
+                     r"is not a pcache store): .*?)(?:\. Nothing was read or written|\n|$)")
+
+
+def same_words(case, copy, pcached_log):
+    """verify and info classify the store as pcached does, in its words
+    (issue 34, F5): the verdict sentence of pcached's refusal is in both."""
+    m = VERDICT.search(pcached_log)
+    if m is None:
+        fail("%s: no verdict sentence in pcached's refusal: %s" % (case, pcached_log[-600:]))
+        return
+    words = m.group(1)
+    for verb in ("verify", "info"):
+        rc, out, err = snap(verb, copy)
+        if words not in out + err:
+            fail("%s: %s does not say what pcached says (%r); it says: %s %s"
+                 % (case, verb, words, out[-500:], err[-500:]))
+
+
+def records_of(block):
+    """The record count of a block value (offset 8 in every format version)."""
+    return u32(block, 8)
 
 
 def main():
@@ -343,6 +397,14 @@ def main():
             op = u64(orig.data, idl_off)
             idl_off = op * ps + 16
         live = kinds["blocks leaf"]
+        last_leaf = max(pg for pg, k in orig.kind.items() if k == "leaf:blocks")
+
+        def cut(num, den):  # a file size num/den of the original, in whole pages
+            return len(orig.data) * num // den // ps * ps
+
+        def after(size):  # the pages a truncation to size bytes loses
+            return set(range(size // ps, len(orig.data) // ps + 1))
+
         over = kinds["blocks overflow"]
         cases = [
             # name, damage, structural, pages whose blocks may be lost, any generation
@@ -357,20 +419,47 @@ def main():
             ("flip blocks leaf key", ("flipnode", live, 8), False, {live}, False),
             ("flip blocks leaf node offset", ("flip", live * ps + 17, 1), True, {live}, False),
             ("zero blocks leaf", ("zero", live), True, {live}, False),
+            # one flipped byte at each structural offset of the blocks tree's leaf
+            # (issue 34, F6): every block whose value is on overflow pages is intact
+            ("flip blocks leaf page number", ("flip", live * ps + 0, 1), True, {live}, False),
+            ("flip blocks leaf flags", ("flip", live * ps + 10, 1), True, {live}, False),
+            ("flip blocks leaf lower", ("flip", live * ps + 12, 1), True, {live}, False),
+            ("flip blocks leaf upper", ("flip", live * ps + 15, 1), True, {live}, False),
+            ("flip blocks leaf middle node offset",
+             ("flip", live * ps + 16 + 2 * (nodes_of(orig.page(live)) // 2) + 1, 1), True,
+             {live}, False),
+            ("flip blocks leaf node size", ("flipnode", live, 2), True, {live}, False),
+            ("flip blocks leaf node flags", ("flipnode", live, 4), True, {live}, False),
+            ("flip blocks leaf key size", ("flipnode", live, 6), True, {live}, False),
+            ("flip blocks leaf overflow page number", ("flipnodeval", live, 1), True, {live},
+             False),
+            ("flip last blocks leaf node offset", ("flip", last_leaf * ps + 17, 1), True,
+             {last_leaf}, False),
             ("flip overflow header", ("flip", over * ps + 0, 2), True, {over}, False),
             ("flip overflow payload", ("flip", over * ps + 2000, 4), False, {over}, False),
             ("zero overflow first page", ("zero", over), True, {over}, False),
+            # the store header and the collection meta (F5: every tool and pcached
+            # call the store damaged, in the same words)
+            ("flip store header magic", ("flipat", orig.metas[b"\0store"] + 1), True, set(),
+             False),
+            ("flip store header version", ("flipat", orig.metas[b"\0store"] + 8), True, set(),
+             False),
+            ("flip store header boot generation", ("flipat", orig.metas[b"\0store"] + 24), True,
+             set(), False),
+            ("flip collection meta count", ("flipat", orig.metas[b"c:default"] + 16), False,
+             set(), False),
             ("free list names a live page", ("put64", idl_off + 8, live), True, set(), False),
             ("flip free list page header", ("flip", free_leaf * ps + 12, 1), True, set(), False),
             ("zero free list page", ("zero", free_leaf), True, set(), False),
             ("flip main leaf (named db record)", ("flipnode", kinds["main leaf"], 8 + 6 + 40),
              True, set(), False),
             ("zero meta-db leaf", ("zero", kinds["meta-db leaf"]), True, set(), False),
-            ("truncate to half", ("truncate", len(orig.data) // 2), True,
-             {pg for pg in range(len(orig.data) // 2 // ps, len(orig.data) // ps + 1)}, False),
-            ("truncate to one page", ("truncate", ps), True, None, True),
-            ("truncate to 100 bytes", ("truncate", 100), True, None, True),
-            ("zero-length data.mdb", ("truncate", 0), True, None, True),
+            # a truncation: every block before the cut is intact (F6)
+            ("truncate to 75%", ("truncate", cut(3, 4)), True, after(cut(3, 4)), False),
+            ("truncate to half", ("truncate", cut(1, 2)), True, after(cut(1, 2)), False),
+            ("truncate to one page", ("truncate", ps), True, after(ps), True),
+            ("truncate to 100 bytes", ("truncate", 100), True, after(100), True),
+            ("zero-length data.mdb", ("truncate", 0), True, after(0), True),
         ]
         for name, dmg, structural, lost, any_gen in cases:
             copy = os.path.join(work, "copy")
@@ -392,6 +481,19 @@ def main():
                     b = f.read(1)
                     f.seek(at)
                     f.write(bytes([b[0] ^ 0x41]))
+                elif op == "flipnodeval":  # a byte of the first node's value (its overflow page)
+                    page = orig.page(dmg[1])
+                    node = u16(page, 16)
+                    at = dmg[1] * ps + node + 8 + u16(page, node + 6) + dmg[2]
+                    f.seek(at)
+                    b = f.read(1)
+                    f.seek(at)
+                    f.write(bytes([b[0] ^ 0x41]))
+                elif op == "flipat":  # one byte at a file offset
+                    f.seek(dmg[1])
+                    b = f.read(1)
+                    f.seek(dmg[1])
+                    f.write(bytes([b[0] ^ 0x41]))
                 elif op == "zero":
                     f.seek(dmg[1] * ps)
                     f.write(b"\0" * ps)
@@ -404,6 +506,16 @@ def main():
             check_copy(name, orig, copy, work, structural, lost or set(), any_gen)
         if tree_hash(store) != orig_hash:
             fail("the original store was modified")
+        print("salvage, per damaged copy: records recovered / records in intact blocks "
+              "(records in the snapshot)")
+        for case, got, intact, total in RESULTS:
+            if intact:
+                print("  %-40s %6d / %6d = %7.2f%%  (%d)"
+                      % (case, got, intact, 100.0 * got / intact, total))
+            else:
+                print("  %-40s %6d / %6d   (%d; no block of the last snapshot is left%s)"
+                      % (case, got, intact, total,
+                         ": what was recovered is older" if got else ""))
         # a store directory without data.mdb is still a new store
         fresh = os.path.join(work, "fresh")
         os.mkdir(fresh)

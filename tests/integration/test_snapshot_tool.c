@@ -33,6 +33,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "pc_testrun.h"
 #include "pcache.h"
 #include "pcache_store.h"
 
@@ -317,9 +318,10 @@ static void flip_record_byte(const char *dir, char *key_out, size_t cap)
     assert_int_equal(raw_block(&r, 1, key, &klen, &v), 0);
     const uint8_t *h = v.mv_data;
     uint32_t raw_len = le32(h + 12), pl = le32(h + 16);
+    size_t hl = (h[4] | h[5] << 8) >= 2 ? 144 : 64; /* the header of version 2, or 1 */
     uint8_t *raw = malloc(raw_len);
     assert_int_equal(h[6], 1);
-    assert_int_equal(ZSTD_decompress(raw, raw_len, h + 64, pl), raw_len);
+    assert_int_equal(ZSTD_decompress(raw, raw_len, h + hl, pl), raw_len);
     uint32_t kl = 0, vl = 0;
     size_t a = varint_get(raw + 17, raw_len - 17, &kl);
     size_t c = varint_get(raw + 17 + a, raw_len - 17 - a, &vl);
@@ -327,15 +329,17 @@ static void flip_record_byte(const char *dir, char *key_out, size_t cap)
     assert_true(vl > 0);
     raw[17 + a + c + kl] ^= 0x01;
     size_t bound = ZSTD_compressBound(raw_len);
-    uint8_t *nv = malloc(64 + bound);
-    memcpy(nv, h, 64);
-    size_t z = ZSTD_compress(nv + 64, bound, raw, raw_len, 1);
+    uint8_t *nv = malloc(hl + bound);
+    memcpy(nv, h, hl);
+    size_t z = ZSTD_compress(nv + hl, bound, raw, raw_len, 1);
     assert_false(ZSTD_isError(z));
     put32(nv + 16, (uint32_t)z);
-    put64(nv + 40, XXH3_64bits(nv + 64, z));
+    put64(nv + 40, XXH3_64bits(nv + hl, z));
     put64(nv + 48, XXH3_64bits(raw, raw_len));
     put64(nv + 56, XXH3_64bits(nv, 56));
-    MDB_val k = {klen, key}, val = {64 + z, nv};
+    if (hl == 144) /* version 2: the header extension's checksum */
+        put64(nv + 136, XXH3_64bits(nv, 136));
+    MDB_val k = {klen, key}, val = {hl + z, nv};
     assert_int_equal(mdb_put(r.txn, r.blocks, &k, &val, 0), 0);
     free(raw);
     free(nv);
@@ -382,8 +386,8 @@ static void meta_count_plus_one(const char *dir)
     raw_close(&r);
 }
 
-/* The store header with format version 2 (§3). */
-static void header_version_2(const char *dir)
+/* The store header with the format version after this build's (§3). */
+static void header_version_newer(const char *dir)
 {
     raw_env r;
     raw_open(&r, dir);
@@ -391,7 +395,7 @@ static void header_version_2(const char *dir)
     assert_int_equal(mdb_get(r.txn, r.meta, &k, &v), 0);
     uint8_t h[48];
     memcpy(h, v.mv_data, 48);
-    put32(h + 8, 2);
+    put32(h + 8, PC_STORE_FORMAT_VERSION + 1);
     put64(h + 40, XXH3_64bits(h, 40));
     MDB_val nv = {48, h};
     assert_int_equal(mdb_put(r.txn, r.meta, &k, &nv, 0), 0);
@@ -466,13 +470,13 @@ static void test_info(void **state)
     fputs("0123456789", f);
     fclose(f);
     expect_exit(0, "info", dir);
-    expect_in(tool_out, "format       version 1");
+    expect_in(tool_out, "format       version 2");
     expect_in(tool_out, "dictionary   none");
     expect_in(tool_out, "journal      1 segments pending (10 B)");
     expect_in(tool_out, "collections  2");
     expect_exit(0, "info", dir, "--json");
     json_t *j = parse_json(tool_out);
-    assert_int_equal(json_integer_value(json_object_get(j, "format_version")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "format_version")), 2);
     assert_true(json_is_null(json_object_get(j, "dictionary")));
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(j, "journal"), "segments_pending")), 1);
@@ -859,7 +863,7 @@ static void test_compact(void **state)
     expect_in(err, "data.mdb");
     check_rc(pc_store_compact("mysql://x", &res, err, sizeof err), PC_EURL);
     mk_store(other, sizeof other, "compact-newer");
-    header_version_2(other);
+    header_version_newer(other);
     snprintf(data, sizeof data, "%s/data.mdb", other);
     assert_int_equal(stat(data, &st0), 0);
     check_rc(pc_store_compact(other, &res, err, sizeof err), PC_EFORMAT);
@@ -983,9 +987,9 @@ static void test_errors(void **state)
     expect_in(tool_err, "not a pcache store");
     /* a newer format version */
     mk_store(dir, sizeof dir, "newer");
-    header_version_2(dir);
+    header_version_newer(dir);
     expect_exit(5, "info", dir);
-    expect_in(tool_err, "newer format version (version 2; this build reads version 1)");
+    expect_in(tool_err, "newer format version (version 3; this build reads version 2)");
     expect_exit(5, "dump", dir);
     /* a collection that does not exist */
     mk_store(dir, sizeof dir, "nocoll");
@@ -1012,6 +1016,65 @@ static void test_errors(void **state)
     expect_exit(2, "info");
     expect_exit(2, "info", dir, "--bogus");
     expect_exit(2, "info", dir, "--wait", "soon");
+}
+
+/* ---- a store this user may not read (issue 34, F4) ------------------------------- */
+/* Runs verb on dir as run_as_uid: exit want, the permission problem named
+ * with what and mode, never taken for "not a store". */
+static void expect_denied(const char *verb, const char *dir, int want, const char *what,
+                          const char *mode)
+{
+    char dst[400];
+    snprintf(dst, sizeof dst, "%s.salvaged", dir);
+    int rc = strcmp(verb, "salvage") == 0 ? run(verb, dir, dst, NULL) : run(verb, dir, NULL);
+    if (rc == 126)
+        pc_skip("[permission] cannot become uid %d", run_as_uid);
+    if (rc != want)
+        fail_msg("%s: exit %d, want %d; stderr: %s", verb, rc, want, tool_err);
+    expect_in(tool_err, "permission denied");
+    expect_in(tool_err, what);
+    expect_in(tool_err, mode);
+    if (strstr(tool_err, "not a pcache store") != NULL || strstr(tool_err, "no data.mdb") != NULL)
+        fail_msg("%s: a permission problem taken for no store: %s", verb, tool_err);
+    assert_int_equal(access(dst, F_OK), -1); /* salvage wrote nothing */
+}
+
+static void test_permission(void **state)
+{
+    (void)state;
+    char dir[300], data[340], lock[340];
+    mk_store(dir, sizeof dir, "perm");
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
+    expect_exit(0, "info", dir); /* lock.mdb exists */
+    /* root ignores permission bits: the tool runs as nobody; another user
+     * is refused by the bits of its own files */
+    int root_user = geteuid() == 0;
+    static const char *const verbs[] = {"info", "verify", "ls", "dump", "salvage"};
+    assert_int_equal(chmod(root, 0755), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(chmod(lock, 0666), 0);
+    run_as_uid = root_user ? 65534 : -1;
+    /* data.mdb that only its owner may read: exit 10 (a system error) */
+    assert_int_equal(chmod(data, root_user ? 0600 : 0), 0);
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+        expect_denied(verbs[i], dir, 10, "may not read data.mdb",
+                      root_user ? "mode 0600" : "mode 0000");
+    /* a directory it may not look inside */
+    assert_int_equal(chmod(data, 0644), 0);
+    assert_int_equal(chmod(dir, root_user ? 0700 : 0), 0);
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+        expect_denied(verbs[i], dir, 10, "may not look inside the directory",
+                      root_user ? "mode 0700" : "mode 0000");
+    /* a lock.mdb it may not write keeps a reader out as a lock would: 9 */
+    assert_int_equal(chmod(dir, root_user ? 0755 : 0555), 0);
+    assert_int_equal(chmod(lock, 0444), 0);
+    expect_denied("info", dir, 9, "may not write lock.mdb", "mode 0444");
+    run_as_uid = -1;
+    assert_int_equal(chmod(dir, 0750), 0);
+    assert_int_equal(chmod(lock, 0640), 0);
+    assert_int_equal(chmod(root, 0700), 0);
+    expect_exit(0, "verify", dir);
 }
 
 /* ---- --help of every verb --------------------------------------------------------- */
@@ -1064,8 +1127,9 @@ static void test_manual(void **state)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    pc_test_args(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_ls_keys),
@@ -1076,8 +1140,10 @@ int main(void)
         cmocka_unit_test(test_compact),
         cmocka_unit_test(test_info_during_saves),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_permission),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_manual),
     };
-    return cmocka_run_group_tests(tests, snap_test_setup, snap_test_teardown);
+    return pc_test_exit(
+        PC_RUN_GROUP("test_snapshot_tool", tests, snap_test_setup, snap_test_teardown));
 }

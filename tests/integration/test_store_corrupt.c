@@ -9,11 +9,13 @@
  * disagrees, a meta that fails its checksum, a collection of a newer format
  * version, a truncated data.mdb, a block under a key that does not name its
  * last order key, blocks whose meta is gone, a stale block of an earlier
- * generation whose own checksums are all valid and whose count and sizes
- * match (only the meta's content checksum can tell). Each must be reported
+ * generation whose own checksums are all valid, whose generation is forged
+ * and whose count and sizes match (only the meta's content checksum can
+ * tell: the load, verify, pcache-snapshot verify and the persistence open
+ * path's deep check each do), a zstd block whose payload checksum is valid
+ * and whose raw-records checksum is stale. Each must be reported
  * (collection and, for a record, the key in the log) and not loaded, or for
- * the stale block and the count, loaded with PC_ECORRUPT; pcache-snapshot
- * verify reports the stale block too.
+ * the stale block and the count, loaded with PC_ECORRUPT.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +35,7 @@
 
 #include "pc_testrun.h"
 #include "pcache.h"
+#include "pcache_persist.h"
 #include "pcache_store.h"
 #include "sipgen.h"
 #include "store_testlib.h"
@@ -64,7 +67,8 @@ static void test_corrupt_payload_byte(void **state)
     uint8_t *copy = malloc(v.mv_size);
     memcpy(copy, v.mv_data, v.mv_size);
     uint32_t cnt = le32(copy + 8);
-    copy[DOC_BLOCK_HDR + (v.mv_size - DOC_BLOCK_HDR) / 2] ^= 0x5a; /* inside the zstd frame */
+    size_t hl = doc_block_hdr(copy);
+    copy[hl + (v.mv_size - hl) / 2] ^= 0x5a; /* inside the zstd frame */
     MDB_val k = {klen, key}, nv = {v.mv_size, copy};
     assert_int_equal(mdb_put(r.txn, r.blocks, &k, &nv, 0), 0);
     raw_close(&r, 1);
@@ -91,9 +95,10 @@ static void test_corrupt_payload_byte(void **state)
 
 /* Rewrites block nth of "c": its raw records decompressed, edit() applied,
  * recompressed, and every block checksum recomputed - so only the record's
- * own checksum can tell. */
+ * own checksum can tell - but the raw records' one when keep_raw_sum (then
+ * only that one can tell). */
 static void rewrite_block(const char *dir, unsigned nth, void (*edit)(uint8_t *raw, size_t len),
-                          char *key_out, size_t key_cap)
+                          int keep_raw_sum, char *key_out, size_t key_cap)
 {
     raw_env r;
     raw_open(&r, dir);
@@ -103,9 +108,10 @@ static void rewrite_block(const char *dir, unsigned nth, void (*edit)(uint8_t *r
     assert_int_equal(raw_block(&r, "c", nth, key, &klen, &v), 0);
     const uint8_t *h = v.mv_data;
     uint32_t raw_len = le32(h + 12), pl = le32(h + 16);
+    size_t hl = doc_block_hdr(h);
     uint8_t *raw = malloc(raw_len);
     assert_int_equal(h[6], 1);
-    assert_int_equal(ZSTD_decompress(raw, raw_len, h + DOC_BLOCK_HDR, pl), raw_len);
+    assert_int_equal(ZSTD_decompress(raw, raw_len, h + hl, pl), raw_len);
     /* the first record's key, for the caller to look for in the log */
     uint32_t kl = 0, vl = 0;
     size_t a = varint_get(raw + 17, raw_len - 17, &kl);
@@ -113,15 +119,16 @@ static void rewrite_block(const char *dir, unsigned nth, void (*edit)(uint8_t *r
     snprintf(key_out, key_cap, "%.*s", (int)kl, (const char *)raw + 17 + a + c);
     edit(raw, raw_len);
     size_t bound = ZSTD_compressBound(raw_len);
-    uint8_t *nv = malloc(DOC_BLOCK_HDR + bound);
-    memcpy(nv, h, DOC_BLOCK_HDR);
-    size_t z = ZSTD_compress(nv + DOC_BLOCK_HDR, bound, raw, raw_len, 1);
+    uint8_t *nv = malloc(hl + bound);
+    memcpy(nv, h, hl);
+    size_t z = ZSTD_compress(nv + hl, bound, raw, raw_len, 1);
     assert_false(ZSTD_isError(z));
     put32(nv + 16, (uint32_t)z);
-    put64(nv + 40, XXH3_64bits(nv + DOC_BLOCK_HDR, z));
-    put64(nv + 48, XXH3_64bits(raw, raw_len));
-    put64(nv + 56, XXH3_64bits(nv, 56));
-    MDB_val k = {klen, key}, val = {DOC_BLOCK_HDR + z, nv};
+    put64(nv + 40, XXH3_64bits(nv + hl, z));
+    if (!keep_raw_sum)
+        put64(nv + 48, XXH3_64bits(raw, raw_len));
+    doc_block_seal(nv);
+    MDB_val k = {klen, key}, val = {hl + z, nv};
     assert_int_equal(mdb_put(r.txn, r.blocks, &k, &val, 0), 0);
     raw_close(&r, 1);
     free(raw);
@@ -170,13 +177,75 @@ static void edit_first_value(uint8_t *raw, size_t len)
     raw[17 + a + c + kl] ^= 0x01; /* the first value byte */
 }
 
+/* The first value byte flipped and the record's own checksum recomputed:
+ * a record that decodes, with a value that was never saved. */
+static void edit_first_value_resum(uint8_t *raw, size_t len)
+{
+    edit_first_value(raw, len);
+    uint32_t kl = 0, vl = 0;
+    size_t a = varint_get(raw + 17, len - 17, &kl);
+    size_t c = varint_get(raw + 17 + a, len - 17 - a, &vl);
+    size_t used = 17 + a + c + kl + vl;
+    put32(raw, (uint32_t)XXH3_64bits(raw + 4, used - 4));
+}
+
+/* A zstd block whose payload checksum is valid, whose records each pass
+ * their own checksum, whose meta re-derives (its raw checksum, hence the
+ * content checksum, unchanged) - only the raw-records checksum is stale:
+ * the whole block is refused with that message, none of its records
+ * loaded or served (issue 34: no test failed when that check went). */
+static void test_stale_raw_checksum(void **state)
+{
+    (void)state;
+    char dir[300], key[128];
+    pc_store_save_result sr;
+    mk_corruptible(dir, sizeof dir, "stale-raw-sum", &sr);
+    raw_env r;
+    raw_open(&r, dir);
+    uint8_t bk[80];
+    size_t bkl;
+    MDB_val bv;
+    assert_int_equal(raw_block(&r, "c", 2, bk, &bkl, &bv), 0);
+    uint32_t cnt = le32((const uint8_t *)bv.mv_data + 8);
+    assert_int_equal(((const uint8_t *)bv.mv_data)[6], 1); /* zstd: payload != raw records */
+    raw_close(&r, 0);
+    rewrite_block(dir, 2, edit_first_value_resum, 1, key, sizeof key);
+    rederive_meta(dir); /* the stored size changed; the raw checksums did not */
+    log_reset();
+    pc_store_load_result lr;
+    load_expect(dir, PC_ECORRUPT, &lr);
+    assert_int_equal(lr.corrupt_blocks, 1);
+    assert_int_equal(lr.corrupt, cnt);
+    assert_int_equal(lr.loaded, sr.saved - cnt);
+    if (strstr(logbuf, "block raw records fail their checksum") == NULL)
+        fail_msg("the load does not name the raw checksum:\n%s", logbuf);
+    /* not loaded, not served, named by verify */
+    pc_cache *c = pc_fx_cache("c", 32);
+    pc_coll *co = pc_fx_coll(c, "c");
+    pc_store *s = open_store(dir, 0);
+    check_rc(pc_store_load(s, co, NULL, &lr), PC_ECORRUPT);
+    check_rc(pc_probe(co, key, strlen(key), NULL), PC_ENOTFOUND);
+    void *v;
+    size_t vl;
+    check_rc(pc_store_get(s, "c", key, strlen(key), 0, &v, &vl, NULL), PC_ECORRUPT);
+    pc_store_problem *pr;
+    size_t np;
+    check_rc(pc_store_verify(s, "c", &pr, &np), PC_OK);
+    assert_int_equal(np, 1);
+    assert_int_equal(pr[0].kind, PC_SP_BLOCK);
+    assert_non_null(strstr(pr[0].message, "raw records fail their checksum"));
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+    pc_cache_destroy(c);
+}
+
 static void test_corrupt_record(void **state)
 {
     (void)state;
     char dir[300], key[128];
     pc_store_save_result sr;
     mk_corruptible(dir, sizeof dir, "corrupt-record", &sr);
-    rewrite_block(dir, 1, edit_first_value, key, sizeof key);
+    rewrite_block(dir, 1, edit_first_value, 0, key, sizeof key);
     rederive_meta(dir);
     log_reset();
     pc_store_load_result lr;
@@ -235,7 +304,7 @@ static void edit_count(uint8_t *m)
 }
 static void edit_version(uint8_t *m)
 {
-    put32(m + 4, 2);
+    put32(m + 4, PC_STORE_FORMAT_VERSION + 1);
 }
 static void edit_saved_at(uint8_t *m)
 {
@@ -454,7 +523,16 @@ static void test_stale_block(void **state)
     assert_memory_equal(old + 8, cur + 8, 12); /* count, raw and payload lengths */
     assert_false(le64(old + 48) == le64(cur + 48));
     assert_true(le64(old + 56) == XXH3_64bits(old, 56));
-    assert_true(le64(old + 40) == XXH3_64bits(old + DOC_BLOCK_HDR, v1size - DOC_BLOCK_HDR));
+    size_t hl = doc_block_hdr(old);
+    assert_true(le64(old + 40) == XXH3_64bits(old + hl, v1size - hl));
+    /* format version 2 names the generation in the block: forged to the
+     * current one, the stale block passes that too */
+    assert_int_equal(doc_block_hdr(old), DOC_BLOCK_HDR_V2);
+    assert_true(le64(old + 64) == 1 && le64(cur + 64) == 2);
+    uint8_t *unforged = malloc(v1size);
+    memcpy(unforged, old, v1size);
+    put64(old + 64, 2);
+    doc_block_seal(old);
     raw_env r;
     raw_open(&r, dir);
     MDB_val k = {k2len, k2}, nv = {v1size, old};
@@ -498,6 +576,42 @@ static void test_stale_block(void **state)
     assert_non_null(strstr(text, "checksum collection c: content checksum of the blocks"));
 #else
     (void)out;
+#endif
+    /* the persistence open path (pcached's, the module's) runs the deep
+     * check before its first write: the content checksum refuses the
+     * store, and nothing is written (issue 34: no test failed when that
+     * check went) */
+    uint64_t before = dir_fingerprint(dir);
+    pc_cache *pc = pc_fx_cache("c", 32);
+    pc_persist_config cfg;
+    pc_persist_config_init(&cfg);
+    cfg.db_url = dir;
+    cfg.db_mode = 1;
+    cfg.persist_collections = "c";
+    pc_persist *p = NULL;
+    char err[1200] = "";
+    check_rc(pc_persist_open(pc, &cfg, &p, err, sizeof err), PC_ECORRUPT);
+    print_message("pc_persist_open: %s\n", err);
+    assert_null(p);
+    assert_non_null(strstr(err, "is damaged: collection c: the blocks' checksums do not "
+                                "re-derive the meta's content checksum"));
+    assert_true(dir_fingerprint(dir) == before);
+    pc_cache_destroy(pc);
+    /* unforged, version 2's generation names the stale block too */
+    raw_open(&r, dir);
+    nv.mv_data = unforged;
+    assert_int_equal(mdb_put(r.txn, r.blocks, &k, &nv, 0), 0);
+    raw_close(&r, 1);
+    free(unforged);
+    s = open_store(dir, PC_STORE_RDONLY);
+    check_rc(pc_store_verify(s, "c", &pr, &np), PC_OK);
+    assert_int_equal(np, 2);
+    assert_int_equal(pr[0].kind, PC_SP_BLOCK);
+    assert_non_null(strstr(pr[0].message, "block of generation 1 in snapshot generation 2"));
+    assert_int_equal(pr[1].kind, PC_SP_CHECKSUM);
+    pc_store_problems_free(pr, np);
+    pc_store_close(s);
+#ifndef PCACHE_SNAPSHOT_BIN
     pc_skip("the pcache-snapshot part: the tool is not built");
 #endif
 }
@@ -508,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_payload_byte), cmocka_unit_test(test_corrupt_record),
         cmocka_unit_test(test_corrupt_meta),         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_verify_order_orphan),  cmocka_unit_test(test_stale_block),
+        cmocka_unit_test(test_stale_raw_checksum),
     };
     return pc_test_exit(cmocka_run_group_tests(tests, setup_root, teardown_root));
 }

@@ -177,7 +177,7 @@ static void test_newer_format(void **state)
     uint8_t h[48];
     memcpy(h, v.mv_data, 48);
     assert_memory_equal(h, "PCSTORE\0", 8);
-    put32(h + 8, 2);
+    put32(h + 8, PC_STORE_FORMAT_VERSION + 1);
     put64(h + 40, XXH3_64bits(h, 40));
     MDB_val nv = {48, h};
     assert_int_equal(mdb_put(r.txn, r.meta, &k, &nv, 0), 0);

@@ -79,14 +79,22 @@ static uint64_t doc_reader_count(const char *dir, const char *name, uint64_t *va
         const uint8_t *h = bv.mv_data;
         assert_memory_equal(h, "PCBK", 4);
         assert_true(le64(h + 56) == XXH3_64bits(h, 56));
+        /* version 2 (what this build writes): the generation and the name */
+        assert_int_equal(h[4] | h[5] << 8, 2);
+        size_t hl = DOC_BLOCK_HDR_V2;
+        assert_true(le64(h + 136) == XXH3_64bits(h, 136));
+        assert_true(le64(h + 64) == le64(mp + 8)); /* the meta's generation */
+        assert_memory_equal(h + 72, name, nl);
+        for (size_t i = 72 + nl; i < 136; i++)
+            assert_int_equal(h[i], 0);
         uint32_t cnt = le32(h + 8), raw_len = le32(h + 12), pl = le32(h + 16);
-        assert_int_equal(pl, bv.mv_size - DOC_BLOCK_HDR);
-        assert_true(le64(h + 40) == XXH3_64bits(h + DOC_BLOCK_HDR, pl));
+        assert_int_equal(pl, bv.mv_size - hl);
+        assert_true(le64(h + 40) == XXH3_64bits(h + hl, pl));
         uint8_t *raw = malloc(raw_len + 1);
         if (h[6] == 1)
-            assert_int_equal(ZSTD_decompressDCtx(dc, raw, raw_len, h + DOC_BLOCK_HDR, pl), raw_len);
+            assert_int_equal(ZSTD_decompressDCtx(dc, raw, raw_len, h + hl, pl), raw_len);
         else
-            memcpy(raw, h + DOC_BLOCK_HDR, raw_len);
+            memcpy(raw, h + hl, raw_len);
         assert_true(le64(h + 48) == XXH3_64bits(raw, raw_len));
         uint8_t w[8];
         put64(w, le64(h + 48));

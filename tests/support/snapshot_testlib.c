@@ -35,6 +35,8 @@ size_t slurp(int fd, char *buf, size_t cap)
 
 /* Runs pcache-snapshot with the NULL-terminated arguments; stdout and
  * stderr land in tool_out / tool_err. Returns the exit code. */
+int run_as_uid = -1;
+
 int run(const char *arg, ...)
 {
     const char *argv[32];
@@ -55,6 +57,8 @@ int run(const char *arg, ...)
     if (pid == 0) {
         dup2(fileno(o), 1);
         dup2(fileno(e), 2);
+        if (run_as_uid >= 0 && (setgid((gid_t)run_as_uid) != 0 || setuid((uid_t)run_as_uid) != 0))
+            _exit(126);
         execv(PCACHE_SNAPSHOT_BIN, (char *const *)argv);
         _exit(127);
     }

@@ -34,8 +34,11 @@ int snap_test_teardown(void **state); /* rm -rf root */
 
 size_t slurp(int fd, char *buf, size_t cap);
 /* Runs pcache-snapshot with the NULL-terminated arguments; stdout and
- * stderr land in tool_out / tool_err. Returns the exit code. */
+ * stderr land in tool_out / tool_err. Returns the exit code. When
+ * run_as_uid >= 0 the tool runs as that user and group (a root test that
+ * needs permissions enforced); 126 when it could not become it. */
 int run(const char *arg, ...);
+extern int run_as_uid;
 #define expect_exit(want, ...)                                                                     \
     do {                                                                                           \
         int got_ = run(__VA_ARGS__, NULL);                                                         \

@@ -40,6 +40,16 @@ void put32(uint8_t *p, uint32_t v)
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
+size_t doc_block_hdr(const uint8_t *h)
+{
+    return (h[4] | h[5] << 8) >= 2 ? DOC_BLOCK_HDR_V2 : DOC_BLOCK_HDR_V1;
+}
+void doc_block_seal(uint8_t *h)
+{
+    put64(h + 56, XXH3_64bits(h, 56));
+    if (doc_block_hdr(h) == DOC_BLOCK_HDR_V2)
+        put64(h + 136, XXH3_64bits(h, 136));
+}
 uint64_t order_of(const void *k, size_t n)
 {
     uint64_t h = XXH3_64bits(k, n), r = 0; /* §2.3: the hash with its bits reversed */

@@ -30,7 +30,8 @@
 /* ---- the format, from docs/snapshot-format.md ------------------------------ */
 #define DOC_HDR_KEY "\0store"
 #define DOC_HDR_KEYLEN 6
-#define DOC_BLOCK_HDR 64
+#define DOC_BLOCK_HDR_V1 64  /* §5.1: a version 1 block header */
+#define DOC_BLOCK_HDR_V2 144 /* version 2: + generation, collection name, checksum */
 #define DOC_META_SIZE 128
 
 uint64_t le64(const uint8_t *p);
@@ -39,6 +40,11 @@ void put64(uint8_t *p, uint64_t v);
 void put32(uint8_t *p, uint32_t v);
 /* §2.3: a key's order key, the hash with its bits reversed */
 uint64_t order_of(const void *k, size_t n);
+/* §5.1: the header length of a block value (its version at offset 4). */
+size_t doc_block_hdr(const uint8_t *h);
+/* Recomputes a block header's checksums: bytes 0..55 at 56 and, in
+ * version 2, bytes 0..135 at 136. */
+void doc_block_seal(uint8_t *h);
 /* A varint of at most 5 bytes at p (n readable); its length, 0 if malformed. */
 size_t varint_get(const uint8_t *p, size_t n, uint32_t *v);
 

@@ -60,6 +60,21 @@ typedef struct snap_ctx {
 int snap_fail(snap_ctx *cx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The exit code for a store error code. */
 int snap_exit_of(int pc_rc);
+/* The structural check of pcached, run by verify and info so that the
+ * three classify a store alike and in the same words (pc_store_verdict). */
+typedef struct snap_check_result {
+    pc_store_problem *list; /* pc_store_check's, PC_STORE_CHECK_DEEP: snap_check_free */
+    size_t n;
+    int verdict;    /* a writer's (pcached's) verdict: 0, PC_ESTORE, PC_EFORMAT, PC_ECORRUPT */
+    int reader;     /* a reader's: non-zero when LMDB must not read the store at all */
+    char msg[1000]; /* the verdict's words, when verdict != 0 */
+} snap_check_result;
+/* Runs the check on path (after snap_open's checks of the path): SNAP_OK
+ * with *cr filled, else the error printed and its exit code. */
+int snap_check(snap_ctx *cx, const char *path, snap_check_result *cr);
+void snap_check_free(snap_check_result *cr);
+/* The exit code of a verdict: 0, SNAP_NOTSTORE, SNAP_NEWER, SNAP_CORRUPT. */
+int snap_exit_of_verdict(int verdict);
 /* Opens the store at path read-only, after checking that the path exists
  * and that no process holds its lock exclusively (waiting up to
  * cx->wait_ms). On failure prints the error and returns its exit code. */

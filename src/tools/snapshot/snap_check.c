@@ -52,6 +52,44 @@ static void snap_problem(snap_ctx *cx, const pc_store_problem *p, int first)
     fprintf(f, ": %s\n", p->message);
 }
 
+/* The store's LMDB structure (or its header, or a newer store) is damaged:
+ * LMDB must not read it. The problems of the walk, then the verdict. */
+static int snap_verify_structure(snap_ctx *cx, const char *path, const snap_check_result *cr)
+{
+    size_t shown = 0;
+    if (cx->json) {
+        fprintf(cx->out, "{\"store\":");
+        snap_jstr(cx->out, path, strlen(path));
+        fprintf(cx->out, ",\"clean\":false,\"structure\":\"damaged\",\"problems\":[");
+    }
+    for (size_t i = 0; i < cr->n; i++)
+        snap_problem(cx, &cr->list[i], shown++ == 0);
+    if (cx->json) {
+        fprintf(cx->out, "],\"problems_listed\":%zu,\"blocks_checked\":false,\"verdict\":", shown);
+        snap_jstr(cx->out, cr->msg, strlen(cr->msg));
+        fprintf(cx->out, "}\n");
+    } else {
+        fprintf(cx->out,
+                "store %s: %zu problem%s, in LMDB's structure or the store header among them: "
+                "the blocks were not read (the store is refused before LMDB reads it)\n%s\n",
+                path, shown, shown == 1 ? "" : "s", cr->msg);
+    }
+    return snap_finish(cx, SNAP_FOUND);
+}
+
+/* The verdict line of a verify that read the blocks: the check's (pcached's
+ * words) when it found something (check_msg; NULL for one collection),
+ * else one made of verify's own list. */
+static void snap_verify_verdict(const char *path, const char *check_msg, const pc_store_problem *pr,
+                                size_t np, char *msg, size_t cap)
+{
+    msg[0] = 0;
+    if (check_msg != NULL && check_msg[0] != 0)
+        snprintf(msg, cap, "%s", check_msg);
+    else if (np > 0)
+        (void)pc_store_verdict(path, pr, np, PC_STORE_CHECK_DEEP, msg, cap);
+}
+
 int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
 {
     static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
@@ -64,63 +102,35 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
     const char *path = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
     pc_store *s = NULL;
     cx->quiet = 1; /* the problems are the report; the store's log lines would repeat them */
-    /* 1. LMDB's own structure, walked without LMDB (in a child) */
-    pc_store_problem *sp = NULL;
-    size_t nsp = 0, nkeep = 0;
-    char err[700];
-    int crc = pc_store_check(path, 0, &sp, &nsp, err, sizeof err);
-    int structural = 0;
-    for (size_t i = 0; crc == 0 && i < nsp; i++) {
-        /* what pc_store_verify finds again (blocks, metas) is left to it */
-        if (sp[i].kind == PC_SP_PAGE || sp[i].kind == PC_SP_FILE ||
-            (sp[i].kind == PC_SP_NEWER && sp[i].collection[0] == 0)) {
-            structural |= sp[i].kind != PC_SP_NEWER;
-            sp[nkeep++] = sp[i];
-        }
+    /* 1. LMDB's own structure and the store's headers, walked without LMDB
+     * (in a child): pcached's check, and its verdict */
+    snap_check_result cr;
+    if ((r = snap_check(cx, path, &cr)) != SNAP_OK)
+        return r;
+    if (cr.verdict == PC_ESTORE || (cr.reader == PC_EFORMAT && cr.verdict == PC_EFORMAT)) {
+        r = snap_fail(cx, snap_exit_of_verdict(cr.verdict), "%s", cr.msg);
+        snap_check_free(&cr);
+        return r;
     }
-    if (crc == 0 && structural) {
-        /* LMDB must not read this store: report the structure and stop */
-        if (cx->json) {
-            fprintf(cx->out, "{\"store\":");
-            snap_jstr(cx->out, path, strlen(path));
-            fprintf(cx->out, ",\"clean\":false,\"structure\":\"damaged\",\"problems\":[");
-        }
-        for (size_t i = 0; i < nkeep; i++)
-            snap_problem(cx, &sp[i], i == 0);
-        if (cx->json)
-            fprintf(cx->out, "],\"problems_listed\":%zu,\"blocks_checked\":false}\n", nkeep);
-        else
-            fprintf(cx->out,
-                    "store %s: %zu problem%s in LMDB's structure: the blocks were not checked "
-                    "(LMDB cannot read this store safely); 'pcache-snapshot salvage %s NEWDIR' "
-                    "copies every block that still verifies\n",
-                    path, nkeep, nkeep == 1 ? "" : "s", path);
-        pc_store_problems_free(sp, nsp);
-        return snap_finish(cx, SNAP_FOUND);
+    if (cr.reader != 0) {
+        r = snap_verify_structure(cx, path, &cr);
+        snap_check_free(&cr);
+        return r;
     }
-    /* 2. the blocks, through LMDB (the structure was just checked) */
-    cx->nocheck = crc == 0;
-    if ((r = snap_open(cx, path, &s)) != 0) {
-        cx->nocheck = 0;
-        pc_store_problems_free(sp, nsp);
-        if (r != SNAP_CORRUPT)
-            return r;
-        /* a store that cannot even be opened (truncated data.mdb, a header
-         * that fails its checksum) is a verify finding */
-        if (cx->json) {
-            fprintf(cx->out, "{\"store\":");
-            snap_jstr(cx->out, path, strlen(path));
-            fprintf(cx->out, ",\"clean\":false,\"problems\":[{\"kind\":\"store\",\"message\":");
-            snap_jstr(cx->out, cx->last_error, strlen(cx->last_error));
-            fprintf(cx->out, "}]}\n");
-        }
-        return snap_finish(cx, SNAP_FOUND);
-    }
+    /* 2. the blocks, through LMDB (the structure was just checked): what
+     * the check found in blocks and metas pc_store_verify finds again */
+    cx->nocheck = 1;
+    r = snap_open(cx, path, &s);
     cx->nocheck = 0;
+    if (r != 0) {
+        snap_check_free(&cr);
+        return r;
+    }
     pc_store_coll_meta *list = NULL, m;
     size_t nc = 0, np = 0;
     uint64_t records = 0;
     pc_store_problem *pr = NULL;
+    char verdict[1000];
     if (name != NULL) {
         if ((r = snap_coll_meta(cx, s, name, &m)) != 0 && r != SNAP_CORRUPT && r != SNAP_NEWER)
             goto out;
@@ -142,31 +152,36 @@ int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
                       pc_store_strerror(rc));
         goto out;
     }
-    size_t nall = np + nkeep;
+    size_t nall = np;
+    /* a named collection: the verdict is that collection's alone */
+    snap_verify_verdict(path, name == NULL && cr.verdict != 0 ? cr.msg : NULL, pr, np, verdict,
+                        sizeof verdict);
     if (cx->json) {
         fprintf(cx->out, "{\"store\":");
         snap_jstr(cx->out, pc_store_path(s), strlen(pc_store_path(s)));
         fprintf(cx->out, ",\"clean\":%s,\"collections\":%zu,\"records\":%llu,\"problems\":[",
                 nall == 0 ? "true" : "false", nc, (unsigned long long)records);
     }
-    for (size_t i = 0; i < nkeep; i++)
-        snap_problem(cx, &sp[i], i == 0);
     for (size_t i = 0; i < np; i++)
-        snap_problem(cx, &pr[i], i + nkeep == 0);
-    np = nall;
-    if (cx->json)
-        fprintf(cx->out, "],\"problems_listed\":%zu,\"list_truncated\":%s}\n", np,
-                np >= 1000 ? "true" : "false");
-    else if (np == 0)
+        snap_problem(cx, &pr[i], i == 0);
+    if (cx->json) {
+        fprintf(cx->out, "],\"problems_listed\":%zu,\"list_truncated\":%s,\"verdict\":", nall,
+                nall >= 1000 ? "true" : "false");
+        if (verdict[0])
+            snap_jstr(cx->out, verdict, strlen(verdict));
+        else
+            fprintf(cx->out, "null");
+        fprintf(cx->out, "}\n");
+    } else if (nall == 0 && verdict[0] == 0) {
         fprintf(cx->out, "store %s: %zu collections, %llu records: clean\n", pc_store_path(s), nc,
                 (unsigned long long)records);
-    else
-        fprintf(cx->out, "store %s: %zu problem%s%s\n", pc_store_path(s), np, np == 1 ? "" : "s",
-                np >= 1000 ? " (the list stops at 1000)" : "");
-    np -= nkeep;
-    r = snap_finish(cx, nall == 0 ? SNAP_OK : SNAP_FOUND);
+    } else {
+        fprintf(cx->out, "store %s: %zu problem%s%s\n%s\n", pc_store_path(s), nall,
+                nall == 1 ? "" : "s", nall >= 1000 ? " (the list stops at 1000)" : "", verdict);
+    }
+    r = snap_finish(cx, nall == 0 && verdict[0] == 0 ? SNAP_OK : SNAP_FOUND);
 out:
-    pc_store_problems_free(sp, nsp);
+    snap_check_free(&cr);
     pc_store_problems_free(pr, np);
     pc_store_list_free(list);
     pc_store_close(s);

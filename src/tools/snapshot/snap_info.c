@@ -264,9 +264,25 @@ int snap_cmd_info(snap_ctx *cx, int argc, char **argv)
             return r;
     if (argc - optind != 1)
         return snap_verb_help(cx, SNAP_USAGE);
-    pc_store *s;
-    if ((r = snap_open(cx, argv[optind], &s)) != 0)
+    /* pcached's check first: info classifies a store as pcached and verify
+     * do, in their words (a damaged store: what LMDB can still read is
+     * shown, then the verdict and exit 8) */
+    snap_check_result cr;
+    if ((r = snap_check(cx, argv[optind], &cr)) != SNAP_OK)
         return r;
+    if (cr.reader != 0 || cr.verdict == PC_ESTORE) {
+        r = snap_fail(cx, snap_exit_of_verdict(cr.verdict), "%s", cr.msg);
+        snap_check_free(&cr);
+        return r;
+    }
+    pc_store *s;
+    cx->nocheck = 1;
+    r = snap_open(cx, argv[optind], &s);
+    cx->nocheck = 0;
+    if (r != 0) {
+        snap_check_free(&cr);
+        return r;
+    }
     pc_store_info in;
     pc_store_coll_meta *list = NULL;
     size_t n = 0;
@@ -289,11 +305,14 @@ int snap_cmd_info(snap_ctx *cx, int argc, char **argv)
     else
         snap_info_text(cx, s, &in, list, n, per, &other);
     r = snap_finish(cx, SNAP_OK);
+    if (r == SNAP_OK && cr.verdict != 0)
+        r = snap_fail(cx, snap_exit_of_verdict(cr.verdict), "%s", cr.msg);
     for (size_t i = 0; i < n && r == SNAP_OK; i++)
         if (list[i].format_version == 0)
             r = snap_fail(cx, SNAP_CORRUPT, "collection %s: its meta record is corrupt",
                           list[i].name);
 out:
+    snap_check_free(&cr);
     free(per);
     pc_store_list_free(list);
     pc_store_close(s);

@@ -236,9 +236,12 @@ static const char *snap_dir_of(const char *path)
     return strncmp(path, "lmdb:///", 8) == 0 ? path + 7 : path;
 }
 
-int snap_open(snap_ctx *cx, const char *path, pc_store **out)
+/* The path is a directory holding data.mdb that no process holds locked
+ * (waiting up to cx->wait_ms): SNAP_OK, else the error printed and its exit
+ * code. A data.mdb that cannot be looked at is left to the store's check
+ * or open, which name the permission problem. */
+static int snap_precheck(snap_ctx *cx, const char *dir)
 {
-    const char *dir = snap_dir_of(path);
     struct stat st;
     char data[4200];
     if (stat(dir, &st) != 0) {
@@ -252,11 +255,13 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
                          "holding data.mdb)",
                          dir);
     snprintf(data, sizeof data, "%s/data.mdb", dir);
-    if (access(data, F_OK) != 0)
+    if (stat(data, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
         return snap_fail(cx, SNAP_NOTSTORE, "%s is not a pcache store: it holds no data.mdb", dir);
+    /* an opener of LMDB waits without a timeout for a process that holds
+     * lock.mdb exclusively: ask first, and name the holder after --wait */
     long pid = 0;
     int rc, waited = 0;
-    while ((rc = pc_store_lock_owner(path, &pid)) == PC_ELOCKED && waited < cx->wait_ms) {
+    while ((rc = pc_store_lock_owner(dir, &pid)) == PC_ELOCKED && waited < cx->wait_ms) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
         waited += 10;
@@ -267,8 +272,48 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
                          "held for more than %d ms): no reader can open it until that process "
                          "releases the lock",
                          dir, pid, cx->wait_ms);
-    if (rc == PC_EIO)
-        return snap_fail(cx, SNAP_LOCKED, "store %s: cannot read its lock file lock.mdb", dir);
+    /* PC_EIO: lock.mdb cannot be read here; then LMDB cannot open it either
+     * (no wait), and the open names the permission problem */
+    return SNAP_OK;
+}
+
+int snap_exit_of_verdict(int verdict)
+{
+    return verdict == PC_ESTORE    ? SNAP_NOTSTORE
+           : verdict == PC_EFORMAT ? SNAP_NEWER
+           : verdict != 0          ? SNAP_CORRUPT
+                                   : SNAP_OK;
+}
+
+int snap_check(snap_ctx *cx, const char *path, snap_check_result *cr)
+{
+    memset(cr, 0, sizeof *cr);
+    int r = snap_precheck(cx, snap_dir_of(path));
+    if (r != SNAP_OK)
+        return r;
+    char err[700];
+    int rc = pc_store_check(path, PC_STORE_CHECK_DEEP, &cr->list, &cr->n, err, sizeof err);
+    if (rc != 0)
+        return snap_fail(cx, snap_exit_of(rc), "%s", err[0] ? err : pc_store_strerror(rc));
+    cr->verdict =
+        pc_store_verdict(path, cr->list, cr->n, PC_STORE_CHECK_DEEP, cr->msg, sizeof cr->msg);
+    cr->reader = pc_store_verdict(path, cr->list, cr->n, 0, NULL, 0);
+    return SNAP_OK;
+}
+
+void snap_check_free(snap_check_result *cr)
+{
+    pc_store_problems_free(cr->list, cr->n);
+    cr->list = NULL;
+    cr->n = 0;
+}
+
+int snap_open(snap_ctx *cx, const char *path, pc_store **out)
+{
+    const char *dir = snap_dir_of(path);
+    int rc, r = snap_precheck(cx, dir);
+    if (r != SNAP_OK)
+        return r;
     pc_store_config sc;
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_RDONLY | (cx->nocheck ? PC_STORE_NOCHECK : 0);
@@ -283,14 +328,14 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
     cx->quiet = saved_quiet;
     if (rc != 0) {
         int code = snap_exit_of(rc);
-        if (rc == PC_ESTORE)
+        if (rc == PC_ESTORE && strstr(err, "not a pcache store") == NULL)
             return snap_fail(cx, code, "%s is not a pcache store: %s", dir, err);
-        if (rc == PC_EFORMAT)
-            return snap_fail(cx, code, "%s", err);
-        if (rc == PC_EIO && strstr(err, "Permission denied") != NULL)
-            return snap_fail(cx, SNAP_LOCKED,
-                             "%s (a reader needs write access to lock.mdb to take a reader slot)",
-                             err);
+        /* a lock.mdb this user may not write keeps every reader out: as a
+         * lock would (a data.mdb or directory it may not read is an I/O
+         * error, with the permission named) */
+        if (rc == PC_EIO && strstr(err, "permission denied") != NULL &&
+            strstr(err, "lock.mdb") != NULL)
+            return snap_fail(cx, SNAP_LOCKED, "%s", err);
         return snap_fail(cx, code, "%s", err);
     }
     return SNAP_OK;

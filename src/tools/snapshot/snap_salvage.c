@@ -35,9 +35,10 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
         snap_jstr(f, dst, strlen(dst));
         fprintf(f,
                 ",\"structural_problems\":%llu,\"pages_scanned\":%llu,\"older_meta\":%s,"
-                "\"free_list_unknown\":%s,\"collections\":[",
+                "\"free_list_unknown\":%s,\"blocks_unnamed\":%llu,\"collections\":[",
                 (unsigned long long)res.problems, (unsigned long long)res.pages_scanned,
-                res.older_meta ? "true" : "false", res.free_unknown ? "true" : "false");
+                res.older_meta ? "true" : "false", res.free_unknown ? "true" : "false",
+                (unsigned long long)res.blocks_unnamed);
     } else {
         fprintf(f,
                 "salvage %s -> %s: %llu structural problems met, %llu pages outside the trees "
@@ -47,9 +48,17 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
     if (!cx->json && res.older_meta)
         fprintf(f, "  warning: one LMDB meta page is damaged; the other was read, and it may "
                    "hold the snapshot before the last save (older data)\n");
-    if (!cx->json && res.free_unknown)
-        fprintf(f, "  warning: the free list is damaged: pages outside the trees were not read "
-                   "(they may hold older snapshots); blocks below damaged pages are lost\n");
+    if (!cx->json && res.free_unknown && res.blocks_unnamed > 0)
+        fprintf(f, "  warning: the free list is damaged: blocks of format version 1 outside the "
+                   "trees were not read (they may be older snapshots'; version 2 blocks name "
+                   "their generation)\n");
+    if (!cx->json && res.blocks_unnamed > 0)
+        fprintf(f,
+                "  warning: %llu blocks of format version 1 found outside the trees were not "
+                "copied: version 1 does not name a block's collection or generation (some may "
+                "be older snapshots')\n",
+                (unsigned long long)res.blocks_unnamed);
+    lost |= res.blocks_unnamed > 0;
     lost |= res.older_meta;
     for (size_t i = 0; i < res.ncolls; i++) {
         const pc_store_salvage_coll *k = &res.colls[i];
@@ -61,11 +70,13 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
             fprintf(f, "%s{\"name\":", i ? "," : "");
             snap_jstr(f, k->name, strlen(k->name));
             fprintf(f,
-                    ",\"meta_found\":%s,\"records\":%llu,\"blocks\":%llu,\"blocks_failed\":%llu,"
-                    "\"blocks_outside_trees\":%llu",
-                    k->meta_found ? "true" : "false", (unsigned long long)k->count,
-                    (unsigned long long)k->blocks, (unsigned long long)k->blocks_bad,
-                    (unsigned long long)k->blocks_orphan);
+                    ",\"meta_found\":%s,\"generation\":%llu,\"records\":%llu,\"blocks\":%llu,"
+                    "\"blocks_failed\":%llu,\"blocks_outside_trees\":%llu,"
+                    "\"blocks_other_generations\":%llu",
+                    k->meta_found ? "true" : "false", (unsigned long long)k->generation,
+                    (unsigned long long)k->count, (unsigned long long)k->blocks,
+                    (unsigned long long)k->blocks_bad, (unsigned long long)k->blocks_orphan,
+                    (unsigned long long)k->blocks_stale);
             if (k->meta_found)
                 fprintf(f, ",\"records_meta\":%llu,\"blocks_meta\":%llu,\"records_lost\":%lld",
                         (unsigned long long)k->count_meta, (unsigned long long)k->blocks_meta,
@@ -75,16 +86,22 @@ int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
         }
         fprintf(f, "  collection %s: %llu records in %llu blocks copied", k->name,
                 (unsigned long long)k->count, (unsigned long long)k->blocks);
+        if (k->generation != 0)
+            fprintf(f, ", generation %llu", (unsigned long long)k->generation);
         if (k->blocks_orphan)
-            fprintf(f, " (%llu of the blocks found below damaged pages)",
+            fprintf(f, " (%llu of them found outside the trees)",
                     (unsigned long long)k->blocks_orphan);
         if (k->meta_found)
             fprintf(f, "; the snapshot had %llu in %llu: %s", (unsigned long long)k->count_meta,
                     (unsigned long long)k->blocks_meta, complete ? "nothing lost" : "some LOST");
         else
-            fprintf(f, "; its meta is lost: how much is missing is not known");
+            fprintf(f, "; its meta is lost: how much is missing is not known%s",
+                    k->generation != 0 ? ", and a newer generation may have been lost whole" : "");
         if (k->blocks_bad)
             fprintf(f, "; %llu blocks failed their checks", (unsigned long long)k->blocks_bad);
+        if (k->blocks_stale)
+            fprintf(f, "; %llu blocks of older generations left out",
+                    (unsigned long long)k->blocks_stale);
         fputc('\n', f);
     }
     if (res.ncolls == 0 && res.problems > 0) {

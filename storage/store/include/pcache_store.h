@@ -68,7 +68,7 @@ const char *pc_store_strerror(int err);
 
 /* The snapshot format version this library writes. A store or collection
  * written by a newer version is refused with PC_EFORMAT. */
-#define PC_STORE_FORMAT_VERSION 1u
+#define PC_STORE_FORMAT_VERSION 2u
 
 typedef struct pc_store pc_store; /* process-local handle; opaque */
 
@@ -337,8 +337,10 @@ enum pc_store_problem_kind {
     PC_SP_PAGE = 8,     /* LMDB's own structure: a meta, branch, leaf, overflow or
                          * free-list page (pc_store_check) */
     PC_SP_FILE = 9,     /* data.mdb itself: empty, shorter than its pages */
-    PC_SP_NEWER = 10    /* a newer format version (LMDB meta, store header, collection
+    PC_SP_NEWER = 10,   /* a newer format version (LMDB meta, store header, collection
                          * meta, block): refused, never read as empty */
+    PC_SP_FOREIGN = 11  /* a sound LMDB environment holding data but neither of pcache's
+                         * databases: not a pcache store (pc_store_check) */
 };
 typedef struct pc_store_problem {
     int kind;                              /* enum pc_store_problem_kind */
@@ -378,13 +380,31 @@ const char *pc_store_problem_kind_name(int kind);
  * It never writes data.mdb.
  *
  * pc_store_open runs it (without DEEP) before it opens an existing
- * environment, read-only or not, and refuses a store with LMDB-level damage
- * (PC_SP_PAGE, PC_SP_FILE) with PC_ECORRUPT, or with a newer version
- * anywhere (PC_SP_NEWER) with PC_EFORMAT. */
+ * environment, read-only or not, and refuses what pc_store_verdict refuses
+ * for a reader (a writer: a collection's newer meta or block too), with its
+ * code and words. */
 #define PC_STORE_CHECK_DEEP 0x1u /* also every block's payload checksum */
 #define PC_STORE_CHECK_NOLOCK                                                                      \
     0x2u /* walk without opening LMDB: for a caller that holds                                     \
           * the store's lock.mdb exclusively (no writer can run) */
+
+/* The verdict on a store from the problems pc_store_check found in it, in
+ * the words every caller uses (pcached, the OpenSIPS module, every verb of
+ * pcache-snapshot): 0 when nothing refuses under flags, else the class and
+ * in msg (may be NULL) the sentence that names it and the first problem of
+ * that class:
+ *   PC_ESTORE   "store DIR is not a pcache store: ..." (PC_SP_FOREIGN);
+ *   PC_EFORMAT  "store DIR was written by a newer format version: ...";
+ *   PC_ECORRUPT "store DIR is damaged: <problem> (and N more problems).
+ *               'pcache-snapshot verify DIR' lists the damage;
+ *               'pcache-snapshot salvage DIR NEWDIR' copies ...".
+ * flags 0 is a reader's verdict (LMDB's pages, the file, the store header
+ * and databases, a newer store refuse; a collection's own damage is met by
+ * its reads); PC_STORE_CHECK_DEEP is a writer's before its first write and
+ * a verifier's: every problem refuses. where and list are borrowed;
+ * PC_EINVAL for a NULL where (or list with n > 0). */
+int pc_store_verdict(const char *where, const pc_store_problem *list, size_t n, unsigned flags,
+                     char *msg, size_t cap);
 
 /* Checks the store at where (a path or lmdb:/// URL, borrowed). Returns 0
  * with *out (caller-owned: pc_store_problems_free; NULL when *n is 0) the
@@ -400,13 +420,17 @@ int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, si
  * decompression, raw checksum, every record) into a new store dst, with a
  * collection meta re-derived from what was copied, and reports what was
  * lost. It reads src without LMDB, in a forked child: the trees as far as
- * they can be trusted, then (when the free list is sound) the pages that
- * neither a tree nor the free list reaches (the leaves below a damaged
- * branch page), taking from those only blocks that do not overlap what the
- * trees hold. src is never written. dst
- * must not exist or be an empty directory; the journal of src is not
- * copied. The operator then points db_url at dst (docs/pcache-snapshot.md,
- * "salvage"). */
+ * they can be trusted and, when anything is damaged, every page of the
+ * file for the blocks the trees no longer reach (below a damaged leaf or
+ * branch, before the cut of a truncated file). A block of format version 2
+ * names its collection and generation itself, so only the blocks of each
+ * collection's snapshot generation are taken (the meta's, else the newest
+ * found), and none from a page a sound free list names; a version 1 block
+ * is taken outside the trees only from a page no tree and no free-list
+ * entry reaches, when the free list is sound. A block found outside the
+ * trees is taken only when it overlaps none the trees hold. src is never written. dst must not
+ * exist or be an empty directory; the journal of src is not copied. The operator then points db_url
+ * at dst (docs/pcache-snapshot.md, "salvage"; the method: docs/snapshot-format.md §13). */
 typedef struct pc_store_salvage_coll {
     char name[PC_COLL_NAME_MAX + 1];
     int meta_found;         /* the source meta decoded: the *_meta fields are its */
@@ -414,17 +438,22 @@ typedef struct pc_store_salvage_coll {
     uint64_t blocks_meta;   /* blocks the source meta said */
     uint64_t count;         /* records copied */
     uint64_t blocks;        /* blocks copied */
-    uint64_t blocks_bad;    /* blocks found that failed a check (not copied) */
+    uint64_t blocks_bad;    /* blocks the trees reach that failed a check (not copied) */
     uint64_t blocks_orphan; /* of the copied, found outside the trees */
+    uint64_t generation;    /* the generation copied (0: blocks of format version 1 only,
+                             * without a meta) */
+    uint64_t blocks_stale;  /* blocks of other (older) generations found and left out */
 } pc_store_salvage_coll;
 typedef struct pc_store_salvage_result {
-    uint64_t problems;      /* structural problems the walk met */
-    uint64_t pages_scanned; /* pages outside every tree that were read for blocks */
-    int older_meta;         /* one LMDB meta page was unusable and the other was read:
-                             * the copy may be the snapshot before the last save */
-    int free_unknown;       /* the free list is damaged: pages outside the trees were
-                             * not read (they may hold older snapshots), so blocks
-                             * below damaged branch pages are lost */
+    uint64_t problems;       /* structural problems the walk met */
+    uint64_t pages_scanned;  /* pages outside every tree that were read for blocks */
+    int older_meta;          /* one LMDB meta page was unusable and the other was read:
+                              * the copy may be the snapshot before the last save */
+    int free_unknown;        /* the free list is damaged: blocks of format version 1
+                              * outside the trees were not taken (they may be older
+                              * snapshots'), so those below damaged pages are lost */
+    uint64_t blocks_unnamed; /* blocks of format version 1 found outside the trees and
+                              * not copied: no collection or generation can be told */
     size_t ncolls;
     pc_store_salvage_coll *colls; /* caller-owned: pc_store_salvage_free */
 } pc_store_salvage_result;

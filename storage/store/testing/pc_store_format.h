@@ -21,7 +21,7 @@
 #include "pcache_util.h"
 
 /* ---- format constants (docs/snapshot-format.md) ------------------------- */
-#define PC_SF_VERSION 1u /* the format version this code writes and reads */
+#define PC_SF_VERSION 2u /* the format version this code writes (it reads 1 and 2) */
 
 /* §3 store header: meta key "\0store" */
 #define PC_SF_HDR_KEY "\0store"
@@ -33,9 +33,11 @@
 #define PC_SF_META_MAGIC "PCCM"
 #define PC_SF_META_SIZE 128u
 
-/* §5 block */
+/* §5 block: version 1's header is 64 bytes; version 2 appends the
+ * generation and the collection name (§5.1) */
 #define PC_SF_BLOCK_MAGIC "PCBK"
-#define PC_SF_BLOCK_HDR 64u
+#define PC_SF_BLOCK_HDR_V1 64u
+#define PC_SF_BLOCK_HDR 144u                      /* the header this version writes */
 #define PC_SF_BLOCK_RAW_MAX (64u * 1024u * 1024u) /* a decoder refuses more */
 #define PC_SF_CODEC_NONE 0u
 #define PC_SF_CODEC_ZSTD 1u
@@ -73,7 +75,8 @@ typedef struct pc_sf_hdr {
     uint64_t boot_gen;
 } pc_sf_hdr;
 void pc_sf_hdr_encode(const pc_sf_hdr *h, uint8_t out[PC_SF_HDR_SIZE]);
-/* PC_ESTORE (not our magic), PC_ECORRUPT (bad size or checksum),
+/* PC_ESTORE (not our magic), PC_ECORRUPT (bad size or checksum: checked
+ * before the version, which every version keeps under the checksum),
  * PC_EFORMAT (newer version: h->version is set). */
 int pc_sf_hdr_decode(const void *p, size_t n, pc_sf_hdr *h, const char **why);
 
@@ -85,6 +88,7 @@ int pc_sf_meta_decode(const void *p, size_t n, pc_store_coll_meta *m, const char
 /* §5 */
 typedef struct pc_sf_block {
     uint32_t version;
+    uint32_t hdr_len; /* 64 (version 1) or 144 (version 2) */
     uint8_t codec;
     uint32_t count;
     uint32_t raw_len;
@@ -93,10 +97,21 @@ typedef struct pc_sf_block {
     uint64_t first, last; /* order keys of the first and last record */
     uint64_t payload_sum, raw_sum;
     const uint8_t *payload; /* borrowed from the decoded value */
+    /* version 2 (0 / empty in a version 1 block): */
+    uint64_t generation;             /* the collection's generation it was written for */
+    char name[PC_COLL_NAME_MAX + 1]; /* its collection, NUL-terminated */
+    size_t nlen;
 } pc_sf_block;
-void pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR]);
-/* Checks the header (magic, version, header checksum, lengths against n),
- * not the payload. */
+/* Writes the header of b->version (1 or 2: b->generation, b->name and
+ * b->nlen for 2) and returns its length (b->hdr_len is not read). */
+size_t pc_sf_block_hdr_encode(const pc_sf_block *b, uint8_t out[PC_SF_BLOCK_HDR]);
+/* Rewrites the generation of a version 2 block value in place (its header
+ * extension checksum follows); a version 1 value is left as it is. The
+ * save knows the generation only in its write transaction, after the
+ * blocks were built. val holds at least PC_SF_BLOCK_HDR_V1 bytes. */
+void pc_sf_block_set_gen(uint8_t *val, size_t n, uint64_t generation);
+/* Checks the header (magic, header checksum, version, for version 2 the
+ * extension's checksum and name, lengths against n), not the payload. */
 int pc_sf_block_decode(const void *p, size_t n, pc_sf_block *b, const char **why);
 
 /* store_block.c: a whole block value as a reader takes it (LMDB and the

@@ -53,6 +53,11 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
         reply_error(c, "ERR value is not an integer or out of range");
         return;
     }
+    if (n < INT32_MIN || n > INT32_MAX) { /* Redis reads the index as a C int */
+        reply_error(c, "ERR value is out of range, value must between %d and %d", INT32_MIN,
+                    INT32_MAX);
+        return;
+    }
     if (n < 0 || n >= (int64_t)w->s->ndbs) {
         reply_error(c, "ERR DB index is out of range");
         return;

@@ -120,8 +120,9 @@ void reply_set(conn *c, int64_t n);                      /* ~n, or *n */
 void reply_double(conn *c, double d);                    /* ,d, or a bulk string */
 void reply_verbatim(conn *c, const char *txt, size_t n); /* =len txt:..., or a bulk */
 void reply_bulk_str(conn *c, const char *s);             /* a NUL-terminated bulk */
-/* Writes text for an error message: printable ASCII kept, other bytes '?',
- * at most cap - 1 bytes. */
+/* Writes an argument for an error message as Redis quotes it (a C string's
+ * "%.Ns"): its bytes up to the first NUL, as they are, at most cap - 1 of
+ * them, NUL-terminated (reply_error turns CR and LF into blanks). */
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
 /* redis_glob.c: whether s[0, slen) matches the glob pat[0, plen) as Redis's
  * KEYS, SCAN MATCH (nocase 0) and CONFIG GET (nocase 1) match it. */

@@ -250,6 +250,9 @@ void cmd_txn_reset_conn(conn *c);
 /* Frees c's transaction state (at connection close). */
 void cmd_txn_conn_free(conn *c);
 
+/* cmd_command.c: COMMAND and its subcommands, as Redis 7.0 answers them */
+void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 

@@ -64,7 +64,7 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
     }
     c->db = (unsigned)n;
     srv_ctab_update(c);
-    c->coll = w->s->dbs[n];
+    c->coll = w->dbcoll[n];
     reply_ok(c);
 }
 
@@ -250,7 +250,7 @@ const cmd_def cmd_server_table[] = {
     {"FUNCTION", -2, CMD_WRITE, cmd_function, 0, 0, 0},
     {"CONFIG", -2, CMD_ADMIN, cmd_config, 0, 0, 0},
     {"INFO", -1, 0, cmd_info, 0, 0, 0},
-    {"SAVE", 1, CMD_ADMIN, cmd_save, 0, 0, 0},
+    {"SAVE", 1, CMD_ADMIN | CMD_NO_MULTI, cmd_save, 0, 0, 0},
     {"BGSAVE", -1, CMD_ADMIN, cmd_bgsave, 0, 0, 0},
     {"LASTSAVE", 1, CMD_FAST, cmd_lastsave, 0, 0, 0},
 };

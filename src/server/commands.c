@@ -263,6 +263,10 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
         reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
         goto rejected;
     }
+    if ((d->flags & CMD_NO_MULTI) && cmd_txn_multi(c)) {
+        reply_error(c, "ERR Command not allowed inside a transaction");
+        goto rejected;
+    }
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
         goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
     c->lastcmd = d->name;

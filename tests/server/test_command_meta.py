@@ -270,7 +270,7 @@ class CommandMeta(unittest.TestCase):
             ("ping",), ("client", "list"), ("client",), ("memory",), ("memory", "nosuch", "k"),
             ("nosuchcommand", "a"), ("get",), ("get", "a", "b"), ("mset", "k1"),
             ("mset", "k1", "v1", "k2"), ("client|list",), ("config", "get", "x"), ("keys", "*"),
-            ("scan", "0"), ("flushdb",), ("select", "1"), ("GET", "KEY"),
+            ("scan", "0"), ("swapdb", "0", "1"), ("flushdb",), ("select", "1"), ("GET", "KEY"),
         ]
         for proto in (2, 3):
             r, p = self.peers(proto)

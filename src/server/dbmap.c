@@ -29,15 +29,14 @@
  * The store-fence-load on both sides (a store-buffering pattern) means that
  * either the swapper sees a worker's seen, and waits for it, or that worker
  * sees the odd gen before it runs a command. A worker that dies is IDLE from
- * the master's reap on; a swapper that dies mid-swap is undone by the master
- * (owner is its pid: the two entries restored, gen made even), so a client
- * never saw the new map without getting +OK, and nothing stays wedged.
+ * the master's reap on; a swapper that dies before it published the new map
+ * (gen still odd) is undone by the master (owner is its pid: the two entries
+ * restored, gen made even), so nothing stays wedged and no command saw a map
+ * that was then taken back.
  */
 #include "resp.h"
 
-#include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

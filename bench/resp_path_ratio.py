@@ -91,8 +91,10 @@ def main():
         for op in ("set", "get"):
             for p in (1, 16):
                 k = "%s_p%d" % (op, p)
-                out["after_over_before_" + k] = round(statistics.median(
-                    x["after_" + k] / x["before_" + k] for x in rows), 3)
+                ratios = [x["after_" + k] / x["before_" + k] for x in rows]
+                out["after_over_before_" + k] = round(statistics.median(ratios), 3)
+                out["after_over_before_spread_" + k] = [round(min(ratios), 3),
+                                                        round(max(ratios), 3)]
                 out["after_over_redis_" + k] = round(statistics.median(
                     x["after_" + k] / x["redis_" + k] for x in rows), 3)
                 out["before_over_redis_" + k] = round(statistics.median(

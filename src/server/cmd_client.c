@@ -176,7 +176,7 @@ void cmd_reset(srv_worker *w, conn *c, unsigned argc, const char **argv, const s
     cmd_txn_reset_conn(c); /* leaves MULTI, drops the watches (cmd_txn.c) */
     c->proto = 2;
     c->db = 0;
-    c->coll = w->s->dbs[0];
+    c->coll = w->dbcoll[0];
     free(c->name);
     c->name = NULL;
     c->no_evict = 0;

@@ -217,12 +217,31 @@ static unsigned redis_names(const srv *s, pc_coll *coll, const char *names[], co
 }
 #define REDIS_NAMES_MAX 16
 
-static int any_match(unsigned argc, const char **argv, const size_t *argl, const char *name)
+/* The argument that matches name: 0 for none. Redis answers a name asked
+ * without a glob character ([*?) as it was written (CONFIG GET PORT:
+ * "PORT"), a name a pattern found as its own. */
+static unsigned any_match(unsigned argc, const char **argv, const size_t *argl, const char *name)
 {
+    unsigned found = 0;
     for (unsigned a = 2; a < argc; a++)
-        if (srv_glob_match(argv[a], argl[a], name, strlen(name), 1))
-            return 1;
-    return 0;
+        if (srv_glob_match(argv[a], argl[a], name, strlen(name), 1)) {
+            if (strcspn(argv[a], "[*?") >= argl[a])
+                return a;
+            if (found == 0)
+                found = a;
+        }
+    return found;
+}
+
+static void put_pair(conn *tmp, unsigned argc, const char **argv, const size_t *argl,
+                     const char *name, const char *val)
+{
+    unsigned a = any_match(argc, argv, argl, name);
+    if (strcspn(argv[a], "[*?") >= argl[a])
+        reply_bulk(tmp, argv[a], argl[a]);
+    else
+        reply_bulk(tmp, name, strlen(name));
+    reply_bulk(tmp, val, strlen(val));
 }
 
 static void config_get(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
@@ -237,18 +256,19 @@ static void config_get(srv_worker *w, conn *c, unsigned argc, const char **argv,
     int64_t pairs = 0;
     for (unsigned i = 0; i < nr; i++)
         if (any_match(argc, argv, argl, names[i])) {
-            reply_bulk(&tmp, names[i], strlen(names[i]));
-            reply_bulk(&tmp, vals[i], strlen(vals[i]));
+            put_pair(&tmp, argc, argv, argl, names[i], vals[i]);
             pairs++;
         }
     for (unsigned i = 0; i < srv_config_count(); i++) {
         const char *name;
         const char *v = srv_config_get(&w->s->cfg, i, &name, buf, sizeof buf);
         if (strcmp(name, "requirepass") == 0 || strcmp(name, "management_password") == 0)
-            continue; /* never on the wire */
-        if (any_match(argc, argv, argl, name)) {
-            reply_bulk(&tmp, name, strlen(name));
-            reply_bulk(&tmp, v, strlen(v));
+            continue;   /* never on the wire */
+        int listed = 0; /* port and bind are Redis's names too: answered once */
+        for (unsigned k = 0; k < nr && !listed; k++)
+            listed = strcmp(names[k], name) == 0;
+        if (!listed && any_match(argc, argv, argl, name)) {
+            put_pair(&tmp, argc, argv, argl, name, v);
             pairs++;
         }
     }
@@ -295,6 +315,19 @@ static int is_immutable(const srv *s, pc_coll *coll, const char *p, size_t n, co
         }
     }
     if (arg_eq(p, n, "requirepass")) {
+        *cur = NULL;
+        return 1;
+    }
+    /* Redis's names of settings read at start (logfile, dir, daemonize,
+     * databases...): known, and fixed while pcached runs */
+    char lname[64], vb[8], e[8];
+    const char *key;
+    if (n >= sizeof lname)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        lname[i] = (p[i] >= 'A' && p[i] <= 'Z') ? (char)(p[i] + 32) : p[i];
+    lname[n] = '\0';
+    if (strlen(lname) == n && srv_config_alias(lname, "", &key, vb, sizeof vb, e, sizeof e) != 0) {
         *cur = NULL;
         return 1;
     }

@@ -502,7 +502,7 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         ib_add(&b, "# Keyspace\r\n");
         for (unsigned d = 0; d < s->ndbs; d++) {
             pc_coll_stats st;
-            if (pc_coll_stats_get(s->dbs[d], &st) == 0 && st.entries > 0)
+            if (pc_coll_stats_get(w->dbcoll[d], &st) == 0 && st.entries > 0)
                 ib_add(&b, "db%u:keys=%llu,expires=0,avg_ttl=0\r\n", d,
                        (unsigned long long)st.entries);
         }

@@ -223,16 +223,18 @@ static void cmd_keys(srv_worker *w, conn *c, unsigned argc, const char **argv, c
 static void cmd_scan(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w;
-    /* Redis reads the cursor with strtoul: an optional sign ("-1" is the
-     * largest cursor, "+0" is 0), digits, nothing after them, within 64
-     * bits */
+    /* Redis reads the cursor with strtoul over the argument as a C string
+     * (up to its first NUL byte): no leading blank, an optional sign ("-1"
+     * is the largest cursor, "+0" is 0), digits (leading zeros allowed),
+     * nothing after them, within 64 bits; an empty string is cursor 0 */
     uint64_t cursor = 0;
     const char *cp = argv[1];
-    size_t cn = argl[1], ci = 0;
+    const char *nul = memchr(cp, '\0', argl[1]);
+    size_t cn = nul != NULL ? (size_t)(nul - cp) : argl[1], ci = 0;
     int neg = cn > 0 && cp[0] == '-';
     if (cn > 0 && (cp[0] == '-' || cp[0] == '+'))
         ci = 1;
-    if (ci == cn || cn - ci > 20) {
+    if (ci == cn && cn > 0) {
         reply_error(c, "ERR invalid cursor");
         return;
     }

@@ -112,7 +112,7 @@ static pc_coll *db_arg(srv_worker *w, conn *c, const char *p, size_t n)
         reply_error(c, "ERR DB index is out of range");
         return NULL;
     }
-    return w->s->dbs[id];
+    return w->dbcoll[id];
 }
 
 /* COPY: 1 copied, 0 not (no source, or the destination exists without
@@ -414,5 +414,6 @@ const cmd_def cmd_keys2_table[] = {
     {"TIME", 1, CMD_FAST, cmd_time, 0, 0, 0},
     {"WAIT", 3, 0, cmd_wait, 0, 0, 0},
     {"LATENCY", -2, CMD_ADMIN, cmd_latency, 0, 0, 0},
+    {"SWAPDB", 3, CMD_WRITE | CMD_FAST, cmd_swapdb, 0, 0, 0}, /* dbmap.c */
 };
 const unsigned cmd_keys2_count = sizeof cmd_keys2_table / sizeof cmd_keys2_table[0];

@@ -1,7 +1,7 @@
 /*
  * cmd_server.c - connection and server commands of the RESP door: PING
- * ECHO QUIT SELECT COMMAND CONFIG (AUTH HELLO CLIENT RESET: cmd_client.c;
- * INFO: cmd_info.c; MEMORY OBJECT: cmd_object.c), the persistence
+ * ECHO QUIT SELECT CONFIG (AUTH HELLO CLIENT RESET: cmd_client.c; COMMAND:
+ * cmd_command.c; INFO: cmd_info.c; MEMORY OBJECT: cmd_object.c), the persistence
  * commands SAVE BGSAVE LASTSAVE, and PERF.<NAME> for every management
  * command (docs/pcached.md).
  *
@@ -53,13 +53,18 @@ static void cmd_select(srv_worker *w, conn *c, unsigned argc, const char **argv,
         reply_error(c, "ERR value is not an integer or out of range");
         return;
     }
+    if (n < INT32_MIN || n > INT32_MAX) { /* Redis reads the index as a C int */
+        reply_error(c, "ERR value is out of range, value must between %d and %d", INT32_MIN,
+                    INT32_MAX);
+        return;
+    }
     if (n < 0 || n >= (int64_t)w->s->ndbs) {
         reply_error(c, "ERR DB index is out of range");
         return;
     }
     c->db = (unsigned)n;
     srv_ctab_update(c);
-    c->coll = w->s->dbs[n];
+    c->coll = w->dbcoll[n];
     reply_ok(c);
 }
 
@@ -86,82 +91,6 @@ static void cmd_function(srv_worker *w, conn *c, unsigned argc, const char **arg
         reply_ok(c);
     else
         reply_error(c, "ERR FUNCTION %s is not supported by pcached (no scripting)", sub);
-}
-
-/* ---- COMMAND -------------------------------------------------------------------- */
-
-static void lower_name(const char *in, char *out, size_t cap)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < cap; i++)
-        out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
-    out[i] = '\0';
-}
-
-static void command_entry(conn *c, const cmd_def *d)
-{
-    char name[32];
-    lower_name(d->name, name, sizeof name);
-    reply_array(c, 6);
-    reply_bulk(c, name, strlen(name));
-    reply_int(c, d->arity);
-    const char *flags[4];
-    int nf = 0;
-    if (d->flags & CMD_WRITE)
-        flags[nf++] = "write";
-    if (d->flags & CMD_READONLY)
-        flags[nf++] = "readonly";
-    if (d->flags & CMD_FAST)
-        flags[nf++] = "fast";
-    if (d->flags & CMD_NOAUTH)
-        flags[nf++] = "no-auth";
-    reply_set(c, nf);
-    for (int i = 0; i < nf; i++)
-        reply_simple(c, flags[i]);
-    reply_int(c, d->first_key);
-    reply_int(c, d->last_key);
-    reply_int(c, d->step);
-}
-
-static void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv,
-                        const size_t *argl)
-{
-    (void)w;
-    const cmd_def *all[128];
-    unsigned n = cmd_all(all, 128);
-    if (argc == 1) {
-        reply_array(c, n);
-        for (unsigned i = 0; i < n; i++)
-            command_entry(c, all[i]);
-    } else if (arg_eq(argv[1], argl[1], "COUNT")) {
-        reply_int(c, n);
-    } else if (arg_eq(argv[1], argl[1], "DOCS")) {
-        reply_map(c, 0);
-    } else if (arg_eq(argv[1], argl[1], "LIST")) {
-        reply_array(c, n);
-        for (unsigned i = 0; i < n; i++) {
-            char name[32];
-            lower_name(all[i]->name, name, sizeof name);
-            reply_bulk(c, name, strlen(name));
-        }
-    } else if (arg_eq(argv[1], argl[1], "INFO")) {
-        reply_array(c, argc - 2);
-        for (unsigned a = 2; a < argc; a++) {
-            const cmd_def *d = NULL;
-            for (unsigned i = 0; i < n; i++)
-                if (strlen(all[i]->name) == argl[a] &&
-                    strncasecmp(all[i]->name, argv[a], argl[a]) == 0)
-                    d = all[i];
-            if (d != NULL)
-                command_entry(c, d);
-            else
-                reply_nil_array(c);
-        }
-    } else {
-        char sub[64];
-        resp_sanitize(sub, sizeof sub, argv[1], argl[1]);
-        reply_error(c, "ERR unknown subcommand '%s'. Try COMMAND HELP.", sub);
-    }
 }
 
 /* ---- CONFIG ----------------------------------------------------------------------- */
@@ -321,7 +250,7 @@ const cmd_def cmd_server_table[] = {
     {"FUNCTION", -2, CMD_WRITE, cmd_function, 0, 0, 0},
     {"CONFIG", -2, CMD_ADMIN, cmd_config, 0, 0, 0},
     {"INFO", -1, 0, cmd_info, 0, 0, 0},
-    {"SAVE", 1, CMD_ADMIN, cmd_save, 0, 0, 0},
+    {"SAVE", 1, CMD_ADMIN | CMD_NO_MULTI, cmd_save, 0, 0, 0},
     {"BGSAVE", -1, CMD_ADMIN, cmd_bgsave, 0, 0, 0},
     {"LASTSAVE", 1, CMD_FAST, cmd_lastsave, 0, 0, 0},
 };

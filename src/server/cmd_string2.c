@@ -449,7 +449,7 @@ static void lcs_reply(conn *c, const unsigned char *a, size_t alen, const unsign
         if (tmp.closing) {
             reply_error(c, "ERR Insufficient memory, failed allocating transient memory for LCS");
         } else {
-            reply_array(c, 4);
+            reply_map(c, 2); /* RESP3: a map, as Redis's addReplyMapLen */
             reply_bulk(c, "matches", 7);
             reply_array(c, n);
             out_add(c, tmp.out.p, tmp.out.len);

@@ -52,16 +52,18 @@ struct srv_txn {
     int dirty;   /* a command was refused while queued: EXEC answers EXECABORT */
     int running; /* EXEC is running the queue */
     unsigned nwatch;
-    size_t wbytes; /* bytes of the watched keys */
-    pc_txn *t;     /* the watches, then the EXEC's work; NULL until needed */
+    size_t wbytes;      /* bytes of the watched keys */
+    uint64_t watch_dbs; /* bit d: a key of database d is watched */
+    int watch_broken;   /* SWAPDB changed a watched database's collection */
+    pc_txn *t;          /* the watches, then the EXEC's work; NULL until needed */
     struct txq *q;
     unsigned nq, qcap;
     size_t qbytes;
 };
 
 /* Commands refused inside MULTI: their key set is not known when queued. */
-static const char *const txn_refused[] = {"KEYS",     "SCAN",      "DBSIZE", "FLUSHDB",
-                                          "FLUSHALL", "RANDOMKEY", "SAVE",   "BGSAVE"};
+static const char *const txn_refused[] = {"KEYS",      "SCAN", "DBSIZE", "FLUSHDB", "FLUSHALL",
+                                          "RANDOMKEY", "SAVE", "BGSAVE", "SWAPDB"};
 
 /* Commands that run at once inside MULTI instead of being queued. */
 static const char *const txn_immediate[] = {"MULTI", "EXEC", "DISCARD", "WATCH", "QUIT", "RESET"};
@@ -104,7 +106,20 @@ static void txn_end(struct srv_txn *x)
     x->multi = x->dirty = 0;
     x->nwatch = 0;
     x->wbytes = 0;
+    x->watch_dbs = 0;
+    x->watch_broken = 0;
     pc_txn_clear(x->t);
+}
+
+void cmd_txn_dbs_changed(conn *c, uint64_t mask)
+{
+    if (c->txn != NULL && c->txn->nwatch > 0 && (c->txn->watch_dbs & mask) != 0)
+        c->txn->watch_broken = 1;
+}
+
+int cmd_txn_multi(const conn *c)
+{
+    return c->txn != NULL && c->txn->multi && !c->txn->running;
 }
 
 void cmd_txn_reset_conn(conn *c)
@@ -259,6 +274,7 @@ static void cmd_watch(srv_worker *w, conn *c, unsigned argc, const char **argv, 
         }
         x->nwatch++;
         x->wbytes += argl[i];
+        x->watch_dbs |= 1ull << c->db;
     }
     reply_ok(c);
 }
@@ -272,6 +288,8 @@ static void cmd_unwatch(srv_worker *w, conn *c, unsigned argc, const char **argv
     if (x != NULL && !x->running) {
         x->nwatch = 0;
         x->wbytes = 0;
+        x->watch_dbs = 0;
+        x->watch_broken = 0;
         pc_txn_clear(x->t);
     }
     reply_ok(c);
@@ -304,7 +322,7 @@ static void cmd_exec(srv_worker *w, conn *c, unsigned argc, const char **argv, c
         txn_end(x);
         return;
     }
-    if (x->nwatch > 0 && pc_txn_validate(x->t) == PC_ECONFLICT) {
+    if (x->nwatch > 0 && (x->watch_broken || pc_txn_validate(x->t) == PC_ECONFLICT)) {
         reply_nil_array(c);
         txn_end(x);
         return;

@@ -99,7 +99,9 @@ void reply_pc_error(conn *c, int rc)
         break;
     }
     case PC_ETOOBIG:
-        reply_error(c, "ERR key or value too large (keys up to %u bytes, values up to %u bytes)",
+        reply_error(c,
+                    "ERR string exceeds maximum allowed size (keys up to %u bytes, values up to "
+                    "%u bytes)",
                     PC_KEY_MAX, PC_VALUE_MAX);
         break;
     case PC_ENOMEM:
@@ -198,7 +200,7 @@ void cmd_perf(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
 static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     /* as Redis: the arguments shown share 128 bytes, each cut to what is left */
-    char name[130], args[200] = "", one[140];
+    char name[129], args[200] = "", one[140];
     resp_sanitize(name, sizeof name, argv[0], argl[0]);
     size_t used = 0;
     for (unsigned i = 1; i < argc && used < 128; i++) {
@@ -259,6 +261,10 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
             lower[i] =
                 (d->name[i] >= 'A' && d->name[i] <= 'Z') ? (char)(d->name[i] + 32) : d->name[i];
         reply_error(c, "ERR wrong number of arguments for '%s' command", lower);
+        goto rejected;
+    }
+    if ((d->flags & CMD_NO_MULTI) && cmd_txn_multi(c)) {
+        reply_error(c, "ERR Command not allowed inside a transaction");
         goto rejected;
     }
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))

@@ -208,6 +208,7 @@ static int setup(srv *s)
     atomic_store(&s->shm->next_client_id, 1);
     srv_run_id(s->shm->run_id, sizeof s->shm->run_id);
     srv_run_id(s->shm->replid, sizeof s->shm->replid);
+    srv_dbmap_setup(s);
     s->maint_efd = eventfd(0, EFD_NONBLOCK);
     for (unsigned i = 0; i < s->cfg.workers; i++)
         if ((s->done_efd[i] = eventfd(0, EFD_NONBLOCK)) < 0)
@@ -245,6 +246,7 @@ static void sup_reap(struct sup *sp)
                 c = &sp->workers[i];
                 snprintf(what, sizeof what, "worker %u", i);
                 srv_ctab_clear(sp->s, i); /* its connections died with it */
+                srv_dbmap_worker_gone(sp->s, i, (int64_t)pid);
             }
         if (c == NULL)
             continue;

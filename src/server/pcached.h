@@ -180,7 +180,10 @@ struct srv_wstats_shm {
     _Atomic uint64_t commands, connections, rejected, proto_errors;
     _Atomic uint64_t clients; /* gauge */
     _Atomic int64_t pid;
-    char pad[16];
+    /* dbmap.c: the generation of the database map whose commands this
+     * worker may be running, or UINT64_MAX between event-loop turns */
+    _Atomic uint64_t dbmap_seen;
+    char pad[8];
 };
 _Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker");
 
@@ -242,6 +245,17 @@ struct srv_ctab_hdr {
     char pad[60];
 };
 
+/* SELECT index -> collection (dbmap.c, SWAPDB): gen is even while the map
+ * is stable, odd while a swap runs; owner (a worker's pid, 0 = none) is the
+ * lock of the one swap at a time, and a, b, old_a, old_b (written by the
+ * owner) let the master undo the swap of an owner that died. */
+struct srv_dbmap_shm {
+    _Atomic uint64_t gen;
+    _Atomic int64_t owner;
+    uint32_t a, b, old_a, old_b;
+    _Atomic uint32_t coll[SRV_MAX_DBS]; /* pc_coll_at index of each db's collection */
+};
+
 struct srv_shm {
     _Atomic int64_t start_unix;      /* master's start time */
     char run_id[48];                 /* 40 hex digits and a NUL, written before the fork */
@@ -258,6 +272,7 @@ struct srv_shm {
     struct srv_cmdstat_shm cmdstats[SRV_MAX_WORKERS][SRV_CMD_SLOTS];
     struct srv_errstat_shm errstats[SRV_MAX_WORKERS];
     struct srv_runtime_shm rt;
+    struct srv_dbmap_shm dbmap;
 };
 
 /* ---- the process-wide server context ------------------------------------------ */
@@ -303,6 +318,12 @@ int srv_eviction_setup(srv *s, char *err, size_t errlen);
 int srv_eviction_set_default(srv *s, int policy, char *err, size_t errlen);
 /* Logs an expired or evicted event (rate-limited); others are ignored. */
 void srv_event_log(const pc_event *ev);
+
+/* dbmap.c: the shared database map, set from s->dbs (master, before the
+ * fork); a worker slot whose process pid is gone (the master's reap): its
+ * commands are over, and a swap it left half done is undone. */
+void srv_dbmap_setup(srv *s);
+void srv_dbmap_worker_gone(srv *s, unsigned slot, int64_t pid);
 
 /* sync_udp.c: perf_sync notices over UDP (docs/sync.md) */
 int srv_sync_parse_peers(const char *list, struct sockaddr_in *out, unsigned max, unsigned *n,

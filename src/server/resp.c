@@ -329,8 +329,12 @@ int resp_parse(conn *c, const resp_limits *lim)
                 c->need_args = -1;
                 c->ppos = 0;
                 if ((uint64_t)len > lim->max_bulk)
-                    reply_error(c, "ERR argument too long: %" PRId64 " bytes (max_bulk is %u)", len,
-                                lim->max_bulk);
+                    /* Redis's words for a string past its limit (APPEND,
+                     * SETRANGE); max_bulk is its proto-max-bulk-len */
+                    reply_error(c,
+                                "ERR string exceeds maximum allowed size (an argument of %" PRId64
+                                " bytes; max_bulk is %u)",
+                                len, lim->max_bulk);
                 else
                     reply_error(
                         c, "ERR request too large: more than %" PRIu64 " bytes (max_request_mb)",
@@ -415,11 +419,11 @@ void reply_simple(conn *c, const char *s)
 
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n)
 {
+    /* Redis prints an argument with "%.Ns" of its C string: the bytes up to
+     * the first NUL, as they are (reply_error turns CR and LF into blanks) */
     size_t j = 0;
-    for (size_t i = 0; i < n && j + 1 < cap; i++) {
-        unsigned char ch = (unsigned char)src[i];
-        dst[j++] = (ch >= 32 && ch < 127) ? (char)ch : '?';
-    }
+    for (size_t i = 0; i < n && j + 1 < cap && src[i] != '\0'; i++)
+        dst[j++] = src[i];
     if (cap > 0)
         dst[j] = '\0';
 }

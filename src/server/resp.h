@@ -120,8 +120,9 @@ void reply_set(conn *c, int64_t n);                      /* ~n, or *n */
 void reply_double(conn *c, double d);                    /* ,d, or a bulk string */
 void reply_verbatim(conn *c, const char *txt, size_t n); /* =len txt:..., or a bulk */
 void reply_bulk_str(conn *c, const char *s);             /* a NUL-terminated bulk */
-/* Writes text for an error message: printable ASCII kept, other bytes '?',
- * at most cap - 1 bytes. */
+/* Writes an argument for an error message as Redis quotes it (a C string's
+ * "%.Ns"): its bytes up to the first NUL, as they are, at most cap - 1 of
+ * them, NUL-terminated (reply_error turns CR and LF into blanks). */
 void resp_sanitize(char *dst, size_t cap, const char *src, size_t n);
 /* redis_glob.c: whether s[0, slen) matches the glob pat[0, plen) as Redis's
  * KEYS, SCAN MATCH (nocase 0) and CONFIG GET (nocase 1) match it. */
@@ -131,9 +132,14 @@ int srv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int
 typedef struct srv_worker {
     srv *s;
     unsigned slot;
-    pc_mgmt *mgmt;                 /* mgmt_db[0] */
-    pc_mgmt *mgmt_db[SRV_MAX_DBS]; /* per SELECT index: its collection is the default */
-    unsigned builtin_cmds;         /* the engine's own commands: the first ones of mgmt */
+    pc_mgmt *mgmt;                  /* mgmt_cfg[0] */
+    pc_mgmt *mgmt_cfg[SRV_MAX_DBS]; /* per configured db (s->dbs): its collection the default */
+    /* The database map as of generation dbmap_gen (dbmap.c): per SELECT
+     * index its collection, and the handle of mgmt_cfg made for it */
+    uint64_t dbmap_gen;
+    pc_coll *dbcoll[SRV_MAX_DBS];
+    pc_mgmt *mgmt_db[SRV_MAX_DBS];
+    unsigned builtin_cmds; /* the engine's own commands: the first ones of mgmt */
     pc_json *json;
     char *scratch; /* PC_VALUE_MAX + 64 bytes: values read by GET */
     size_t scratch_cap;
@@ -201,7 +207,8 @@ typedef struct cmd_def {
 #define CMD_READONLY 0x4u
 #define CMD_ADMIN 0x8u
 #define CMD_FAST 0x10u
-#define CMD_ATOMIC 0x20u /* a read-modify-write or several keys: cmd_txn_atomic */
+#define CMD_ATOMIC 0x20u   /* a read-modify-write or several keys: cmd_txn_atomic */
+#define CMD_NO_MULTI 0x40u /* refused inside MULTI, as Redis's no-multi commands */
 
 /* cmd_string.c, cmd_keys.c, cmd_server.c */
 extern const cmd_def cmd_string_table[];
@@ -248,6 +255,29 @@ void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char
 void cmd_txn_reset_conn(conn *c);
 /* Frees c's transaction state (at connection close). */
 void cmd_txn_conn_free(conn *c);
+
+/* dbmap.c: SWAPDB, and the worker's side of the database map: begin and
+ * end of an event-loop turn, and before each command srv_dbmap_enter (one
+ * relaxed load; the slow path takes a changed map, waiting out a swap). */
+void cmd_swapdb(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+void srv_dbmap_worker_init(srv_worker *w); /* after mgmt_cfg is made */
+void srv_dbmap_turn_begin(srv_worker *w);
+void srv_dbmap_turn_end(srv_worker *w);
+void srv_dbmap_refresh(srv_worker *w);
+static inline void srv_dbmap_enter(srv_worker *w)
+{
+    if (__builtin_expect(
+            atomic_load_explicit(&w->s->shm->dbmap.gen, memory_order_relaxed) != w->dbmap_gen, 0))
+        srv_dbmap_refresh(w);
+}
+/* cmd_txn.c: the collections of the databases in mask changed (SWAPDB): a
+ * watch on one of them makes the next EXEC fail, as a touched key does. */
+void cmd_txn_dbs_changed(conn *c, uint64_t mask);
+/* cmd_txn.c: c is between MULTI and EXEC (not running EXEC). */
+int cmd_txn_multi(const conn *c);
+
+/* cmd_command.c: COMMAND and its subcommands, as Redis 7.0 answers them */
+void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);

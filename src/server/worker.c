@@ -500,6 +500,7 @@ void conn_process(srv_worker *w, conn *c)
                 c->reply_mode = 3;
             c->mute = 1;
         }
+        srv_dbmap_enter(w); /* the database map this command sees (SWAPDB) */
         cmd_dispatch(w, c, c->nargs, w->argv, w->argl);
         if (c->reply_mode == 3)
             c->reply_mode = 0;
@@ -710,7 +711,7 @@ static void accept_all(srv_worker *w, int lfd, int is_unix)
         c->fd = fd;
         c->need_args = -1;
         c->bulk_len = -1;
-        c->coll = w->s->dbs[0];
+        c->coll = w->dbcoll[0];
         c->last_ms = pc_mono_ms();
         c->born_ms = c->last_ms;
         c->proto = 2;
@@ -774,13 +775,14 @@ void srv_worker_main(srv *s, unsigned slot)
     w->scratch = malloc(w->scratch_cap);
     int rc = 0;
     for (unsigned d = 0; d < s->ndbs && rc == 0; d++) {
-        rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[d]), &w->mgmt_db[d]);
+        rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[d]), &w->mgmt_cfg[d]);
         if (rc == 0)
-            w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt_db[d]);
+            w->builtin_cmds = pc_mgmt_cmd_count(w->mgmt_cfg[d]);
         if (rc == 0 && s->persist != NULL) /* perf_stats' save/load facts */
-            rc = pc_persist_register(s->persist, w->mgmt_db[d]);
+            rc = pc_persist_register(s->persist, w->mgmt_cfg[d]);
     }
-    w->mgmt = w->mgmt_db[0];
+    w->mgmt = w->mgmt_cfg[0];
+    srv_dbmap_worker_init(w);
     if (rc == 0)
         rc = pc_json_create(&w->json);
     if (rc != 0 || w->scratch == NULL) {
@@ -833,7 +835,9 @@ void srv_worker_main(srv *s, unsigned slot)
     int64_t next_tick = pc_mono_ms() + 1000, stop_deadline = 0;
     struct epoll_event evs[256];
     for (;;) {
+        srv_dbmap_turn_end(w); /* no command runs while we wait (dbmap.c) */
         int n = epoll_wait(w->epfd, evs, 256, unix_off ? W_UNIX_OFF_MAX_MS : 200);
+        srv_dbmap_turn_begin(w);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             int li = lsn_index(p);
@@ -939,7 +943,7 @@ void srv_worker_main(srv *s, unsigned slot)
             }
             pc_json_destroy(w->json);
             for (unsigned d = 0; d < s->ndbs; d++)
-                pc_mgmt_destroy(w->mgmt_db[d]);
+                pc_mgmt_destroy(w->mgmt_cfg[d]);
             free(w->scratch);
             free(w->argv);
             free(w->argl);

@@ -52,10 +52,12 @@ class ConfigSet(unittest.TestCase):
                              b"+OK\r\n")
             # the worker that ran it: at once
             self.assertEqual(ask(a, "SET", "k", b"x" * 3000),
-                             b"-ERR argument too long: 3000 bytes (max_bulk is 2048)\r\n")
+                             b"-ERR string exceeds maximum allowed size (an argument of 3000 bytes; "
+                             b"max_bulk is 2048)\r\n")
             time.sleep(1.5)  # the other worker's tick
             self.assertEqual(ask(b, "SET", "k", b"x" * 3000),
-                             b"-ERR argument too long: 3000 bytes (max_bulk is 2048)\r\n")
+                             b"-ERR string exceeds maximum allowed size (an argument of 3000 bytes; "
+                             b"max_bulk is 2048)\r\n")
             self.assertEqual(ask(b, "CONFIG", "GET", "loglevel"),
                              b"*2\r\n$8\r\nloglevel\r\n$5\r\ndebug\r\n")
             self.assertEqual(ask(b, "CONFIG", "GET", "max_bulk"),

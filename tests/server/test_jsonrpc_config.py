@@ -345,7 +345,9 @@ class Config(unittest.TestCase):
     def test_docs_list_every_resp_command(self):
         from pcached_harness import command
         doc = open(DOCS).read()
-        names = command(S.port, "COMMAND", "LIST")
+        # every command; LIST names the subcommands too ("client|list"), which
+        # the docs group under their command
+        names = [n for n in command(S.port, "COMMAND", "LIST") if b"|" not in n]
         self.assertGreater(len(names), 40)
         for n in names:
             self.assertIn("`%s" % n.decode().upper(), doc, n)

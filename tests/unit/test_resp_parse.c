@@ -165,7 +165,9 @@ static void protocol_cases(void **state)
     expect("*2\r\n$3\r\nSET\r\n$65\r\n"
            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"
            "*1\r\n$4\r\nPING\r\n",
-           "PING;", "-ERR argument too long: 65 bytes (max_bulk is 64)\r\n", 0);
+           "PING;",
+           "-ERR string exceeds maximum allowed size (an argument of 65 bytes; max_bulk is 64)\r\n",
+           0);
     expect("*3\r\n$3\r\nSET\r\n$60\r\n"
            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"
            "$60\r\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"

@@ -69,7 +69,10 @@ class Readme(unittest.TestCase):
         s = Server(workers=1)
         s.opts["db_url"] = os.path.join(s.dir, "store")  # so PERF.SAVE has a store
         with s:
-            have = {c.decode().upper() for c in command(s.port, "COMMAND", "LIST")}
+            # COMMAND LIST names subcommands too ("CLIENT|KILL"), as Redis 7.0
+            # does; the README names commands
+            have = {c.decode().upper() for c in command(s.port, "COMMAND", "LIST")
+                    if b"|" not in c}
             plain = [c for c in served if not c.startswith("PERF.")]
             self.assertEqual(sorted(set(plain) - have), [],
                              "the README says pcached serves these; COMMAND LIST lacks them")

@@ -106,6 +106,9 @@ static int check_all(srv *s, char *err, size_t errlen)
         return -1;
     if (s->cfg.sync_port != 0 && check_addr("sync_bind", s->cfg.sync_bind, err, errlen) != 0)
         return -1;
+    if (s->cfg.metrics_port != 0 &&
+        check_addr("metrics_bind", s->cfg.metrics_bind, err, errlen) != 0)
+        return -1;
     if (check_parent("unix_socket", s->cfg.unix_socket, err, errlen) != 0 ||
         check_parent("unixsocket", s->cfg.unixsocket, err, errlen) != 0 ||
         check_parent("pidfile", s->cfg.pidfile, err, errlen) != 0 ||
@@ -127,6 +130,14 @@ static int check_all(srv *s, char *err, size_t errlen)
     return 0;
 }
 
+/* A configuration that loses data passes, said on stderr (the unit's
+ * ExecStartPre output reaches the journal). */
+static void check_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "pcached: WARN %s\n", msg);
+}
+
 int srv_check_run(srv *s, const char *file)
 {
     char err[1400];
@@ -136,6 +147,7 @@ int srv_check_run(srv *s, const char *file)
         pc_cache_destroy(s->cache);
         return 2;
     }
+    (void)srv_advise_data(&s->cfg, srv_db_url_sql(s->cfg.db_url), check_warn, NULL);
     printf("# pcached %s: configuration OK%s%s\n", SRV_VERSION, file ? " in " : "",
            file ? file : "");
     printf("# would run: %u worker(s) + 1 maintenance process, RESP on '%s' port %u%s%s, "
@@ -144,8 +156,12 @@ int srv_check_run(srv *s, const char *file)
            s->cfg.unixsocket[0] ? " and unix socket " : "", s->cfg.unixsocket, s->ndbs);
     for (unsigned i = 0; i < s->ndbs; i++)
         printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s->dbs[i]));
-    printf(")\n# store: %s, db_mode %u\n", s->cfg.db_url[0] ? s->cfg.db_url : "none",
-           s->cfg.db_mode);
+    printf(")\n# store: %s, db_mode %u", s->cfg.db_url[0] ? s->cfg.db_url : "none", s->cfg.db_mode);
+    if (s->cfg.db_url[0] != '\0')
+        printf(", persisted: %s, journal: %s",
+               s->cfg.persist_collections[0] ? s->cfg.persist_collections : "none",
+               s->cfg.journal[0] ? s->cfg.journal : "none");
+    printf("\n");
     srv_config_print(&s->cfg, stdout);
     pc_cache_destroy(s->cache);
     return 0;

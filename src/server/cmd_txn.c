@@ -395,3 +395,8 @@ void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char
     else
         reply_pc_error(c, rc);
 }
+
+int cmd_txn_multi(const conn *c)
+{
+    return c->txn != NULL && c->txn->multi && !c->txn->running;
+}

@@ -201,7 +201,8 @@ typedef struct cmd_def {
 #define CMD_READONLY 0x4u
 #define CMD_ADMIN 0x8u
 #define CMD_FAST 0x10u
-#define CMD_ATOMIC 0x20u /* a read-modify-write or several keys: cmd_txn_atomic */
+#define CMD_ATOMIC 0x20u  /* a read-modify-write or several keys: cmd_txn_atomic */
+#define CMD_NOMULTI 0x40u /* refused inside MULTI, as Redis's no-multi commands */
 
 /* cmd_string.c, cmd_keys.c, cmd_server.c */
 extern const cmd_def cmd_string_table[];
@@ -235,6 +236,8 @@ int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const
 /* A command was answered with a queue-time error: inside MULTI, the
  * transaction's EXEC will answer EXECABORT. */
 void cmd_txn_flag(conn *c);
+/* 1 between MULTI and EXEC / DISCARD (commands are being queued). */
+int cmd_txn_multi(const conn *c);
 /* Runs one command's handler as one engine transaction (pc_txn_run): its
  * reads and writes of several keys (APPEND, RENAME, MSET, SET ... GET)
  * happen at one instant for every other client, in every worker. On a
@@ -251,6 +254,14 @@ void cmd_txn_conn_free(conn *c);
 
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+
+/* slowlog.c: SLOWLOG; srv_slowlog_add records a command that took dur_us
+ * (called by cmd_dispatch only past slowlog_log_slower_than: off the fast
+ * path). */
+extern const cmd_def cmd_slowlog_table[];
+extern const unsigned cmd_slowlog_count;
+void srv_slowlog_add(srv_worker *w, const conn *c, unsigned argc, const char **argv,
+                     const size_t *argl, uint64_t dur_us);
 
 /* shared helpers (commands.c) */
 int arg_i64(const char *p, size_t n, int64_t *out);

@@ -61,9 +61,11 @@ static const srv_key srv_keys[] = {
     STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
     STR(select_collections, "",
         "SELECT index -> collection, comma separated; empty = declaration order"),
-    UINT(mem_mb, "256", 8, 32767,
+    /* 32702: the most that fits 32 GiB with the default collection's
+     * tables (PC_REGION_MAX_BYTES; tests/server/test_start_messages.py) */
+    UINT(mem_mb, "256", 8, 32702,
          "shared memory for records and tables, MiB (with hugepage_mb and the tables: 32 GiB)"),
-    UINT(hugepage_mb, "0", 0, 32767, "huge-page reservation in front of it, MiB"),
+    UINT(hugepage_mb, "0", 0, 32694, "huge-page reservation in front of it, MiB"),
     BYTES(maxmemory, "0",
           "cap on the bytes of record cells, Redis's units (512mb, 2gb); 0 = the arena is the cap"),
     STR(maxmemory_policy, "noeviction",

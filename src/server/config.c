@@ -87,7 +87,7 @@ static const srv_key srv_keys[] = {
         "collections db_mode and periodic saves cover ('a,b'); with a db_url: SELECT 0's"),
     STR(journal, "",
         "write-ahead journal per collection: 'a=everysec;b=always'; with an lmdb db_url: "
-        "the persisted one's everysec"),
+        "the persisted ones' everysec"),
     UINT(snapshot_period_s, "0", 0, 31536000, "periodic snapshot of persist_collections; 0 = off"),
     UINT(journal_rewrite_percent, "100", 0, 100000,
          "save a collection when its journal passes this % of its snapshot's size; 0 = off"),
@@ -435,8 +435,19 @@ void srv_config_store_defaults(srv_config *cfg, int sql)
         cfg->db_mode = 2;
     if (!srv_config_given(cfg, "persist_collections"))
         snprintf(cfg->persist_collections, sizeof cfg->persist_collections, "%s", coll);
-    if (!sql && !srv_config_given(cfg, "journal"))
-        snprintf(cfg->journal, sizeof cfg->journal, "%s=everysec", coll);
+    if (sql || srv_config_given(cfg, "journal"))
+        return;
+    /* every persisted collection, everysec */
+    size_t off = 0;
+    cfg->journal[0] = '\0';
+    for (const char *p = cfg->persist_collections; *p != '\0';) {
+        p += strspn(p, " \t,;");
+        size_t n = strcspn(p, " \t,;");
+        if (n > 0 && off + n + 11 < sizeof cfg->journal)
+            off += (size_t)snprintf(cfg->journal + off, sizeof cfg->journal - off,
+                                    "%s%.*s=everysec", off ? ";" : "", (int)n, p);
+        p += n;
+    }
 }
 
 static char *trim(char *s)

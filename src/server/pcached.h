@@ -132,10 +132,11 @@ int srv_parse_bytes(const char *s, uint64_t *out);
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen);
 /* 1 when the file or the command line set key (its pcached name). */
 int srv_config_given(const srv_config *cfg, const char *key);
-/* The defaults that keep data (docs/pcached.md §2): with a store (db_url)
- * and unless the configuration set them, db_mode 2, persist_collections
- * the default collection (SELECT 0's) and, for an LMDB store (sql = 0),
- * journal = <it>=everysec. Call after the file and the overrides. */
+/* The defaults that keep data (docs/pcached.md §2.3): with a store
+ * (db_url) and unless the configuration set them, db_mode 2,
+ * persist_collections the default collection (SELECT 0's) and, for an
+ * LMDB store (sql = 0), journal = everysec for each persisted collection.
+ * Call after the file and the overrides. */
 void srv_config_store_defaults(srv_config *cfg, int sql);
 /* The collection SELECT 0 names (select_collections' first, else the
  * first declared) into buf. */

@@ -109,6 +109,12 @@ for keep in "--db_url=$store" "--dir=$tmp/data" "--db_url=$store --db_mode=1"; d
 done
 "$pcached" $base --dir="$tmp/data" --check | grep -q "^db_url = $tmp/data/store\$" ||
     fail "dir: the store is not <dir>/store"
+# the journal's default follows persist_collections
+"$pcached" $base --db_url="$store" --collections='a;b' --persist_collections=b --check \
+    >"$tmp/out" 2>"$tmp/err" || fail "persist b: $(cat "$tmp/err")"
+grep -q "^# store: .*persisted: b, journal: b=everysec\$" "$tmp/out" ||
+    fail "persist b: $(grep '^# store' "$tmp/out")"
+if grep -q "'b' has no journal" "$tmp/err"; then fail "persist b: $(cat "$tmp/err")"; fi
 
 # a good configuration: OK, and the store is not created by --check
 # shellcheck disable=SC2086

@@ -96,7 +96,10 @@ int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *a
 static int maint_shutdown(srv *s, pc_mgmt *m, const pc_mgmt_arg *args, unsigned nargs,
                           pc_mgmt_err *err)
 {
-    unsigned flags = nargs == 1 ? (unsigned)strtoul(args[0].val, NULL, 10) : 0;
+    unsigned flags = 0; /* decimal, not NUL-terminated in the slot */
+    for (size_t i = 0; nargs == 1 && i < args[0].len && i < 4; i++)
+        if (((const char *)args[0].val)[i] >= '0' && ((const char *)args[0].val)[i] <= '9')
+            flags = flags * 10 + (unsigned)(((const char *)args[0].val)[i] - '0');
     int save = (flags & SRV_SHUT_SAVE) ||
                (!(flags & SRV_SHUT_NOSAVE) && s->persist != NULL && s->cfg.db_mode == 2);
     int rc = 0;

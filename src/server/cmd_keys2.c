@@ -385,12 +385,11 @@ static void latency_histogram(srv_worker *w, conn *c, unsigned argc, const char 
     }
 }
 
-/* pcached records no latency events (Redis with latency-monitor-threshold
+/* Otherwise pcached records no latency events (Redis with latency-monitor-threshold
  * 0, its default): every list is empty, as Redis answers then. */
 static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv,
                         const size_t *argl)
 {
-    (void)w;
     static const char *help[] = {
         "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DOCTOR",

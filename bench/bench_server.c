@@ -172,6 +172,7 @@ static int start_pcached(const struct sopts *o, struct server *s, int workers, i
                     persist ? url : "--db_url=",
                     persist ? "--db_mode=2" : "--db_mode=0",
                     persist ? "--persist_collections=default" : "--persist_collections=",
+                    "--journal=", /* snapshots only, as measured so far: no store default */
                     "--log_level=warn",
                     NULL};
     s->name = "pcached";

@@ -3,8 +3,15 @@ redis-server as the anchor, in the same run (docs/benchmarks.md, "RESP path
 against a base build"): a change to the request path (per-command counters,
 reply writers) must not slow it. Each server runs one worker (redis-server:
 its one thread) pinned to core 0, redis-benchmark pinned to core 1; rounds
-alternate between the three servers, and each figure is the median over the
-rounds of a per-round ratio. Prints one JSON object.
+alternate between the three servers (the two builds' order swapped every
+other round, so a drift of a shared machine does not always favour one),
+and each figure is the median over the rounds of a per-round ratio, with
+its min and max (`_min`, `_max`). Beside the rates it compares the CPU time
+the two builds' processes spent per request (utime + stime of the server
+and its children from /proc over each redis-benchmark run,
+`cpu_after_over_before_*`), which another job's load disturbs less than a
+rate. The load average before and after is recorded. Prints one JSON
+object.
 
   PCACHED=build/src/server/pcached PCACHED_BASE=build-before/src/server/pcached \\
       /usr/bin/python3 bench/resp_path_ratio.py [--rounds 5] [--requests 300000]
@@ -40,6 +47,27 @@ def start(argv, pin):
                          start_new_session=True)
     wait_ping(port)
     return p, port
+
+
+def cpu_ticks(pid):
+    """utime + stime (clock ticks) of process pid and its children."""
+    pids = [pid]
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    pids += [int(x) for x in kids.split()]
+    total = 0
+    for q in pids:
+        try:
+            with open("/proc/%d/stat" % q) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
 
 
 def bench(port, pipeline, n, pin):
@@ -78,28 +106,44 @@ def main():
         procs["redis"] = start(["redis-server", "--port", "PORT", "--bind", "127.0.0.1",
                                 "--save", "", "--appendonly", "no", "--dir", tmp.name], pin)
         rows = []
+        load_before = loadavg()
         for r in range(a.rounds):
             row = {}
+            order = ("before", "after", "redis") if r % 2 == 0 else ("after", "before", "redis")
             for p in (1, 16):
-                for name in ("before", "after", "redis"):
+                for name in order:
+                    t0 = cpu_ticks(procs[name][0].pid)
                     res = bench(procs[name][1], p, a.requests, pin)
+                    ticks = cpu_ticks(procs[name][0].pid) - t0
                     for op, v in res.items():
                         row["%s_%s_p%d" % (name, op.lower(), p)] = v
+                    # set and get: 2 x requests
+                    row["%s_cpu_us_p%d" % (name, p)] = (
+                        ticks * 1e6 / os.sysconf("SC_CLK_TCK") / (2 * a.requests))
             rows.append(row)
             print("round %d: %s" % (r + 1, json.dumps(row)), file=sys.stderr)
-        out = {"rounds": a.rounds, "requests": a.requests, "pinned": pin}
+        out = {"rounds": a.rounds, "requests": a.requests, "pinned": pin,
+               "loadavg_before": load_before, "loadavg_after": loadavg()}
+
+        def med(key, xs):
+            xs = list(xs)
+            out[key] = round(statistics.median(xs), 3)
+            out[key + "_min"], out[key + "_max"] = round(min(xs), 3), round(max(xs), 3)
         for op in ("set", "get"):
             for p in (1, 16):
                 k = "%s_p%d" % (op, p)
-                ratios = [x["after_" + k] / x["before_" + k] for x in rows]
-                out["after_over_before_" + k] = round(statistics.median(ratios), 3)
-                out["after_over_before_spread_" + k] = [round(min(ratios), 3),
-                                                        round(max(ratios), 3)]
+                med("after_over_before_" + k, (x["after_" + k] / x["before_" + k] for x in rows))
                 out["after_over_redis_" + k] = round(statistics.median(
                     x["after_" + k] / x["redis_" + k] for x in rows), 3)
                 out["before_over_redis_" + k] = round(statistics.median(
                     x["before_" + k] / x["redis_" + k] for x in rows), 3)
                 out["after_rps_" + k] = round(statistics.median(x["after_" + k] for x in rows))
+        for p in (1, 16):
+            k = "cpu_us_p%d" % p
+            med("cpu_after_over_before_p%d" % p,
+                (x["after_" + k] / x["before_" + k] for x in rows if x["before_" + k] > 0))
+            out["after_" + k] = round(statistics.median(x["after_" + k] for x in rows), 3)
+            out["before_" + k] = round(statistics.median(x["before_" + k] for x in rows), 3)
         print(json.dumps(out, indent=1))
     finally:
         for p, _ in procs.values():

@@ -10,7 +10,7 @@ those replies carry (arity, flags, ACL categories, tips, key specs,
 subcommands, summaries, arguments, history) is Redis's description of its
 commands: this script starts Debian's redis-server 7.0 on a private
 loopback port, asks it with HELLO 3 for each top-level command of pcached's
-command tables (the {"NAME", arity, ...} rows of src/server/cmd_*.c) and
+command tables (the {"NAME", arity, ...} rows of src/server/*.c) and
 writes the replies as data, plus the fields COMMAND GETKEYS and COMMAND
 LIST FILTERBY read (key specs, ACL categories). Run it again when a command
 is added to a table; tests/server/test_command_meta.py compares pcached's
@@ -110,7 +110,7 @@ class Redis:
 
 def pcached_commands():
     names = set()
-    for path in glob.glob(os.path.join(ROOT, "src", "server", "cmd_*.c")):
+    for path in glob.glob(os.path.join(ROOT, "src", "server", "*.c")):
         with open(path, encoding="utf-8") as f:
             names.update(m.group(1).lower()
                          for m in re.finditer(r'\{"([A-Z_]+)",\s*-?\d+,', f.read()))

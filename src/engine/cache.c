@@ -73,6 +73,46 @@ static int pc_coll_create(pc_cache *c, const struct pc_coll_decl *d, unsigned i)
     return 0;
 }
 
+_Static_assert(PC_REGION_MAX_BYTES == PC_MAX_REGION_BYTES, "the public limit is the region's");
+
+/* The bytes of metadata (header, chunk table, allocator state, drain log,
+ * collection tables) in front of the records, for ndecl collections. */
+static uint64_t pc_meta_bytes(const pc_config *cfg, const struct pc_coll_decl *decl, unsigned ndecl,
+                              uint64_t *chunk_cap)
+{
+    uint64_t region_guess = ((uint64_t)cfg->mem_mb + cfg->hugepage_mb) << 20;
+    *chunk_cap = region_guess / 4096 + 1024; /* generous: big classes, churn */
+    uint64_t meta = sizeof(struct pc_header_shm) + *chunk_cap * 8 + 8192;
+    /* room for the allocator state of the first 64 process slots (procs.c
+     * carves one per slot at its first claim) */
+    meta += (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm) + 64;
+    meta += PC_DRAIN_LOG * sizeof(pc_off) + 64; /* drain.c's log: a full arena still drains */
+    for (unsigned i = 0; i < ndecl; i++)
+        meta += pc_coll_meta_bytes(decl[i].log2);
+    return meta;
+}
+
+int pc_cache_region_bytes(const pc_config *cfg, uint64_t *bytes)
+{
+    if (cfg == NULL || bytes == NULL)
+        return PC_EINVAL;
+    pc_cache tmp; /* for the parser's log only */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.log = cfg->log;
+    struct pc_coll_decl decl[PC_MAX_COLLECTIONS];
+    unsigned ndecl = 0;
+    int rc = pc_collections_parse(&tmp, cfg->collections, decl, &ndecl);
+    if (rc != 0)
+        return rc;
+    uint64_t chunk_cap;
+    uint64_t meta = pc_meta_bytes(cfg, decl, ndecl, &chunk_cap);
+    /* as pc_region_create adds them up */
+    const uint64_t page = 4095;
+    *bytes = ((uint64_t)cfg->hugepage_mb << 20) + ((((uint64_t)cfg->mem_mb << 20) + page) & ~page) +
+             ((meta + page) & ~page);
+    return 0;
+}
+
 int pc_cache_create(const pc_config *cfg, pc_cache **out)
 {
     if (cfg == NULL || out == NULL)
@@ -93,15 +133,8 @@ int pc_cache_create(const pc_config *cfg, pc_cache **out)
         rc = PC_ECONFIG;
         goto fail;
     }
-    uint64_t region_guess = ((uint64_t)cfg->mem_mb + cfg->hugepage_mb) << 20;
-    uint64_t chunk_cap = region_guess / 4096 + 1024; /* generous: big classes, churn */
-    uint64_t meta = sizeof(struct pc_header_shm) + chunk_cap * 8 + 8192;
-    /* room for the allocator state of the first 64 process slots (procs.c
-     * carves one per slot at its first claim) */
-    meta += (uint64_t)PC_RESERVED_SLOTS * PC_MAX_CLASSES * sizeof(struct pc_alloc_shm) + 64;
-    meta += PC_DRAIN_LOG * sizeof(pc_off) + 64; /* drain.c's log: a full arena still drains */
-    for (unsigned i = 0; i < ndecl; i++)
-        meta += pc_coll_meta_bytes(decl[i].log2);
+    uint64_t chunk_cap;
+    uint64_t meta = pc_meta_bytes(cfg, decl, ndecl, &chunk_cap);
     if ((rc = pc_region_create(c, cfg, (size_t)meta)) != 0)
         goto fail;
     struct pc_header_shm *h = c->hdr;

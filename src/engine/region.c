@@ -99,7 +99,9 @@ int pc_region_create(pc_cache *c, const pc_config *cfg, size_t meta_bytes)
     plain += pc_round_up(meta_bytes, 4096);
     uint64_t total = huge + plain;
     if (total > PC_MAX_REGION_BYTES || cfg->mem_mb == 0) {
-        pc_log(c, PC_LOG_ERR, "pcache: region of %llu bytes is outside (0, 32 GiB]",
+        pc_log(c, PC_LOG_ERR,
+               "pcache: region of %llu bytes (mem_mb + hugepage_mb + the tables) is outside "
+               "(0, 32 GiB]: records are addressed by 32-bit offsets in 8-byte units",
                (unsigned long long)total);
         return PC_ECONFIG;
     }

@@ -133,6 +133,9 @@ static int check_all(srv *s, char *notes, size_t ncap, char *err, size_t errlen)
         return -1;
     if (s->cfg.sync_port != 0 && check_addr("sync_bind", s->cfg.sync_bind, err, errlen) != 0)
         return -1;
+    if (s->cfg.metrics_port != 0 &&
+        check_addr("metrics_bind", s->cfg.metrics_bind, err, errlen) != 0)
+        return -1;
     if (check_dirs(s, notes, ncap, err, errlen) != 0)
         return -1;
     /* the collections and the databases map are checked by building them */
@@ -153,6 +156,14 @@ static int check_all(srv *s, char *notes, size_t ncap, char *err, size_t errlen)
     return 0;
 }
 
+/* A configuration that loses data passes, said on stderr (the unit's
+ * ExecStartPre output reaches the journal). */
+static void check_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "pcached: WARN %s\n", msg);
+}
+
 int srv_check_run(srv *s, const char *file)
 {
     char err[1400], notes[4000];
@@ -162,6 +173,7 @@ int srv_check_run(srv *s, const char *file)
         pc_cache_destroy(s->cache);
         return 2;
     }
+    (void)srv_advise_data(&s->cfg, srv_db_url_sql(s->cfg.db_url), check_warn, NULL);
     printf("# pcached %s: configuration OK%s%s\n", SRV_VERSION, file ? " in " : "",
            file ? file : "");
     printf("# would run: %u worker(s) + 1 maintenance process, RESP on '%s' port %u%s%s, "
@@ -170,8 +182,12 @@ int srv_check_run(srv *s, const char *file)
            s->cfg.unixsocket[0] ? " and unix socket " : "", s->cfg.unixsocket, s->ndbs);
     for (unsigned i = 0; i < s->ndbs; i++)
         printf("%s%u=%s", i ? ", " : " (", i, pc_coll_name(s->dbs[i]));
-    printf(")\n# store: %s, db_mode %u\n", s->cfg.db_url[0] ? s->cfg.db_url : "none",
-           s->cfg.db_mode);
+    printf(")\n# store: %s, db_mode %u", s->cfg.db_url[0] ? s->cfg.db_url : "none", s->cfg.db_mode);
+    if (s->cfg.db_url[0] != '\0')
+        printf(", persisted: %s, journal: %s",
+               s->cfg.persist_collections[0] ? s->cfg.persist_collections : "none",
+               s->cfg.journal[0] ? s->cfg.journal : "none");
+    printf("\n");
     struct passwd *pw = getpwuid(geteuid());
     printf("# directories checked for user %s (uid %u): run --check as the service's user\n%s",
            pw ? pw->pw_name : "?", (unsigned)geteuid(), notes);

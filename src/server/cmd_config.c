@@ -58,6 +58,10 @@ static const struct rt_param {
     {"maxmemory", "maxmemory", 0},
     {"maxmemory-policy", "maxmemory_policy", 0},
     {"maxmemory_policy", "maxmemory_policy", 0},
+    {"slowlog-log-slower-than", "slowlog_log_slower_than", 0},
+    {"slowlog_log_slower_than", "slowlog_log_slower_than", 0},
+    {"slowlog-max-len", "slowlog_max_len", 0},
+    {"slowlog_max_len", "slowlog_max_len", 0},
 };
 #define RT_N (sizeof rt_params / sizeof rt_params[0])
 
@@ -112,6 +116,9 @@ static void rt_release(srv *s, uint64_t g, int publish)
     int policy = PC_EVICT_NONE;
     (void)pc_evict_policy_parse(c->maxmemory_policy, strlen(c->maxmemory_policy), &policy);
     atomic_store_explicit(&rt->maxmemory_policy, policy, memory_order_relaxed);
+    atomic_store_explicit(&rt->slowlog_log_slower_than, c->slowlog_log_slower_than,
+                          memory_order_relaxed);
+    atomic_store_explicit(&rt->slowlog_max_len, c->slowlog_max_len, memory_order_relaxed);
     atomic_store_explicit(&rt->gen, g + 2, memory_order_release);
     rt_seen = g + 2;
 }
@@ -144,6 +151,9 @@ static int rt_apply(srv *s, uint64_t g, uint64_t expect)
     int level = atomic_load_explicit(&rt->log_level, memory_order_relaxed);
     n.maxmemory = atomic_load_explicit(&rt->maxmemory, memory_order_relaxed);
     int policy = atomic_load_explicit(&rt->maxmemory_policy, memory_order_relaxed);
+    n.slowlog_log_slower_than =
+        atomic_load_explicit(&rt->slowlog_log_slower_than, memory_order_relaxed);
+    n.slowlog_max_len = atomic_load_explicit(&rt->slowlog_max_len, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&rt->gen, memory_order_relaxed) != expect)
         return 0; /* torn: the next poll */
@@ -200,7 +210,8 @@ static unsigned redis_names(const srv *s, pc_coll *coll, const char *names[], co
 #define PUT(nm, v) (names[n] = (nm), vals[n] = (v), n++)
 #define PUTF(nm, fmt, x) (snprintf(bufs[n], 32, fmt, x), names[n] = (nm), vals[n] = bufs[n], n++)
     PUT("save", "");
-    PUT("appendonly", "no");
+    /* Redis's append-only file is the journal: yes when a collection has one */
+    PUT("appendonly", s->persist != NULL && s->cfg.journal[0] != '\0' ? "yes" : "no");
     PUTF("databases", "%u", s->ndbs);
     /* maxmemory is pcached's key too (§2), listed with them */
     PUT("maxmemory-policy", pc_evict_policy_name(pc_coll_eviction(coll)));
@@ -211,6 +222,11 @@ static unsigned redis_names(const srv *s, pc_coll *coll, const char *names[], co
     PUTF("proto-max-bulk-len", "%u", s->cfg.max_bulk);
     PUT("notify-keyspace-events", "");
     PUT("cluster-enabled", "no");
+    if (s->cfg.slowlog_log_slower_than == SRV_SLOW_OFF)
+        PUT("slowlog-log-slower-than", "-1");
+    else
+        PUTF("slowlog-log-slower-than", "%u", s->cfg.slowlog_log_slower_than);
+    PUTF("slowlog-max-len", "%u", s->cfg.slowlog_max_len);
 #undef PUT
 #undef PUTF
     return n;
@@ -395,7 +411,7 @@ static void config_set(srv_worker *w, conn *c, unsigned argc, const char **argv,
         memcpy(val, argv[i + 1], argl[i + 1]);
         val[argl[i + 1]] = '\0';
         const char *v = val;
-        if (rp->redis_level && (v = pcached_level(val)) == NULL) {
+        if (rp->redis_level == 1 && (v = pcached_level(val)) == NULL) {
             set_failed(c, argv[i], argl[i],
                        "argument(s) must be one of the following: debug, verbose, notice, "
                        "warning");

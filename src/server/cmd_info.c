@@ -292,7 +292,8 @@ static void sec_persistence(srv_worker *w, struct info_buf *b)
            "pcache_saves:%llu\r\npcache_save_failures:%llu\r\npcache_db_mode:%u\r\n"
            "pcache_store:%s\r\n",
            atomic_load(&shm->saving) || atomic_load(&shm->bgsave_pending) ? 1u : 0u,
-           (long long)atomic_load(&shm->last_save),
+           (long long)(atomic_load(&shm->last_save) ? atomic_load(&shm->last_save)
+                                                    : atomic_load(&shm->start_unix)),
            atomic_load(&shm->last_save_rc) == 0 ? "ok" : "err",
            (unsigned long long)atomic_load(&shm->saves), jon ? 1 : 0, h.failing ? "err" : "ok",
            (unsigned long long)atomic_load(&shm->saves),
@@ -328,18 +329,24 @@ static uint64_t ops_per_sec(uint64_t cmds)
 static void sec_stats(srv_worker *w, struct info_buf *b, const struct totals *t, uint64_t hits,
                       uint64_t misses, uint64_t expired, uint64_t evicted)
 {
-    (void)w;
+    uint64_t in = 0, out = 0;
+    for (unsigned i = 0; i < w->s->cfg.workers; i++) {
+        in += atomic_load_explicit(&w->s->shm->wstats[i].net_in, memory_order_relaxed);
+        out += atomic_load_explicit(&w->s->shm->wstats[i].net_out, memory_order_relaxed);
+    }
     ib_add(b,
            "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
            "instantaneous_ops_per_sec:%llu\r\nrejected_connections:%llu\r\nsync_full:0\r\n"
            "sync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:%llu\r\nevicted_keys:%llu\r\n"
            "evicted_clients:0\r\nkeyspace_hits:%llu\r\nkeyspace_misses:%llu\r\n"
            "pubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\n"
-           "total_error_replies:%llu\r\ntotal_error_replies_protocol:%llu\r\n",
+           "total_error_replies:%llu\r\ntotal_error_replies_protocol:%llu\r\n"
+           "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n",
            (unsigned long long)t->conns, (unsigned long long)t->cmds,
            (unsigned long long)ops_per_sec(t->cmds), (unsigned long long)t->rej,
            (unsigned long long)expired, (unsigned long long)evicted, (unsigned long long)hits,
-           (unsigned long long)misses, (unsigned long long)t->errors, (unsigned long long)t->perr);
+           (unsigned long long)misses, (unsigned long long)t->errors, (unsigned long long)t->perr,
+           (unsigned long long)in, (unsigned long long)out);
 }
 
 static void sec_cpu(srv_worker *w, struct info_buf *b)

@@ -331,12 +331,65 @@ static void cmd_wait(srv_worker *w, conn *c, unsigned argc, const char **argv, c
 
 /* ---- LATENCY -------------------------------------------------------------------------- */
 
-/* pcached records no latency events (Redis with latency-monitor-threshold
+/* LATENCY HISTOGRAM [command...]: Redis 7.0's reply, from the counters
+ * every command already updates (srv_cmdstat_shm.lat): per command that
+ * ran (and was named, when names are given), its calls and the cumulative
+ * count at each power-of-two microsecond bound where it grows. */
+static void latency_histogram(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                              const size_t *argl)
+{
+    unsigned long long calls[SRV_CMD_SLOTS];
+    unsigned n = 0;
+    for (unsigned k = 0; k < SRV_CMD_SLOTS && cmd_at(k) != NULL; k++) {
+        calls[k] = 0;
+        int named = argc == 2;
+        for (unsigned a = 2; a < argc && !named; a++)
+            named = arg_eq(argv[a], argl[a], cmd_at(k)->name);
+        for (unsigned i = 0; named && i < w->s->cfg.workers; i++)
+            calls[k] +=
+                atomic_load_explicit(&w->s->shm->cmdstats[i][k].calls, memory_order_relaxed);
+        n += calls[k] > 0;
+    }
+    reply_map(c, n);
+    for (unsigned k = 0; k < SRV_CMD_SLOTS && cmd_at(k) != NULL; k++) {
+        if (calls[k] == 0)
+            continue;
+        uint64_t lat[SRV_LAT_BUCKETS] = {0};
+        for (unsigned i = 0; i < w->s->cfg.workers; i++)
+            for (unsigned b = 0; b < SRV_LAT_BUCKETS; b++)
+                lat[b] +=
+                    atomic_load_explicit(&w->s->shm->cmdstats[i][k].lat[b], memory_order_relaxed);
+        unsigned grows = 0;
+        for (unsigned b = 0; b < SRV_LAT_BUCKETS; b++)
+            grows += lat[b] > 0;
+        char name[32];
+        size_t j = 0;
+        for (const char *p = cmd_at(k)->name; *p != '\0' && j + 1 < sizeof name; p++)
+            name[j++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p + 32) : *p;
+        name[j] = '\0';
+        reply_bulk(c, name, j);
+        reply_map(c, 2);
+        reply_bulk(c, "calls", 5);
+        reply_int(c, (int64_t)calls[k]);
+        reply_bulk(c, "histogram_usec", 14);
+        reply_map(c, grows);
+        uint64_t cum = 0;
+        for (unsigned b = 0; b < SRV_LAT_BUCKETS; b++) {
+            cum += lat[b];
+            if (lat[b] == 0)
+                continue;
+            /* the last bucket holds everything slower: its bound is 2^23 */
+            reply_int(c, (int64_t)1 << b);
+            reply_int(c, (int64_t)cum);
+        }
+    }
+}
+
+/* Otherwise pcached records no latency events (Redis with latency-monitor-threshold
  * 0, its default): every list is empty, as Redis answers then. */
 static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv,
                         const size_t *argl)
 {
-    (void)w;
     static const char *help[] = {
         "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DOCTOR",
@@ -380,7 +433,9 @@ static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv
             reply_error(c, "ERR wrong number of arguments for 'latency|%s' command", lower);
             return;
         }
-        if (i == 0 || i == 2 || i == 5) { /* HISTORY, LATEST, HISTOGRAM */
+        if (i == 5) {
+            latency_histogram(w, c, argc, argv, argl);
+        } else if (i == 0 || i == 2) { /* HISTORY, LATEST */
             reply_array(c, 0);
         } else if (i == 1) {
             char ev[129];

@@ -2321,6 +2321,89 @@ const cmd_meta cmd_meta_table[] = {
      "type\r\n$7\r\ninteger\r\n%2\r\n$4\r\nname\r\n$5\r\n"
      "value\r\n$4\r\ntype\r\n$6\r\nstring\r\n",
      553, 5},
+    {"shutdown", -1, 0x2a000, 0, 0, 0, NULL,
+     "$8\r\nshutdown\r\n:-1\r\n~6\r\n+admin\r\n+noscript\r\n"
+     "+loading\r\n+stale\r\n+no_multi\r\n+allow_busy\r\n"
+     ":0\r\n:0\r\n:0\r\n~3\r\n+@admin\r\n+@slow\r\n+@dangerous\r\n"
+     "~0\r\n~0\r\n",
+     138,
+     "$7\r\nsummary\r\n$68\r\nSynchronously save the dataset to disk and then shut down the "
+     "server\r\n$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n"
+     "$6\r\nserver\r\n$10\r\ncomplexity\r\n$103\r\nO(N) when saving, where N is the total nu"
+     "mber of keys in all databases when saving data, otherwise O(1)\r\n"
+     "$7\r\nhistory\r\n~1\r\n*2\r\n$5\r\n7.0.0\r\n$47\r\n"
+     "Added the `NOW`, `FORCE` and `ABORT` modifiers.\r\n"
+     "$9\r\narguments\r\n*4\r\n%4\r\n$4\r\nname\r\n$11\r\n"
+     "nosave_save\r\n$4\r\ntype\r\n$5\r\noneof\r\n$5\r\n"
+     "flags\r\n~1\r\n+optional\r\n$9\r\narguments\r\n*2\r\n"
+     "%3\r\n$4\r\nname\r\n$6\r\nnosave\r\n$4\r\ntype\r\n"
+     "$10\r\npure-token\r\n$5\r\ntoken\r\n$6\r\nNOSAVE\r\n"
+     "%3\r\n$4\r\nname\r\n$4\r\nsave\r\n$4\r\ntype\r\n"
+     "$10\r\npure-token\r\n$5\r\ntoken\r\n$4\r\nSAVE\r\n"
+     "%5\r\n$4\r\nname\r\n$3\r\nnow\r\n$4\r\ntype\r\n$10\r\n"
+     "pure-token\r\n$5\r\ntoken\r\n$3\r\nNOW\r\n$5\r\n"
+     "since\r\n$5\r\n7.0.0\r\n$5\r\nflags\r\n~1\r\n+optional\r\n"
+     "%5\r\n$4\r\nname\r\n$5\r\nforce\r\n$4\r\ntype\r\n"
+     "$10\r\npure-token\r\n$5\r\ntoken\r\n$5\r\nFORCE\r\n"
+     "$5\r\nsince\r\n$5\r\n7.0.0\r\n$5\r\nflags\r\n~1\r\n"
+     "+optional\r\n%5\r\n$4\r\nname\r\n$5\r\nabort\r\n"
+     "$4\r\ntype\r\n$10\r\npure-token\r\n$5\r\ntoken\r\n"
+     "$5\r\nABORT\r\n$5\r\nsince\r\n$5\r\n7.0.0\r\n$5\r\n"
+     "flags\r\n~1\r\n+optional\r\n",
+     974, 6},
+    {"slowlog", -2, 0x8000, 0, 4, 0, NULL,
+     "$7\r\nslowlog\r\n:-2\r\n~0\r\n:0\r\n:0\r\n:0\r\n"
+     "~1\r\n+@slow\r\n~0\r\n~0\r\n",
+     54,
+     "$7\r\nsummary\r\n$33\r\nA container for slow log commands\r\n"
+     "$5\r\nsince\r\n$6\r\n2.2.12\r\n$5\r\ngroup\r\n$6\r\n"
+     "server\r\n$10\r\ncomplexity\r\n$22\r\nDepends on subcommand.\r\n",
+     145, 4},
+    {"slowlog|get", -2, 0x2a000, 0, 0, 0, NULL,
+     "$11\r\nslowlog|get\r\n:-2\r\n~3\r\n+admin\r\n+loading\r\n"
+     "+stale\r\n:0\r\n:0\r\n:0\r\n~3\r\n+@admin\r\n+@slow\r\n"
+     "+@dangerous\r\n~2\r\n$24\r\nrequest_policy:all_nodes\r\n"
+     "$23\r\nnondeterministic_output\r\n~0\r\n",
+     168,
+     "$7\r\nsummary\r\n$26\r\nGet the slow log's entries\r\n"
+     "$5\r\nsince\r\n$6\r\n2.2.12\r\n$5\r\ngroup\r\n$6\r\n"
+     "server\r\n$10\r\ncomplexity\r\n$46\r\nO(N) where N is the number of entries returned\r"
+     "\n$7\r\nhistory\r\n~1\r\n*2\r\n$5\r\n4.0.0\r\n$52\r\n"
+     "Added client IP address, port and name to the reply.\r\n"
+     "$9\r\narguments\r\n*1\r\n%3\r\n$4\r\nname\r\n$5\r\n"
+     "count\r\n$4\r\ntype\r\n$7\r\ninteger\r\n$5\r\nflags\r\n"
+     "~1\r\n+optional\r\n",
+     346, 6},
+    {"slowlog|help", 2, 0x8000, 0, 0, 0, NULL,
+     "$12\r\nslowlog|help\r\n:2\r\n~2\r\n+loading\r\n+stale\r\n"
+     ":0\r\n:0\r\n:0\r\n~1\r\n+@slow\r\n~0\r\n~0\r\n",
+     77,
+     "$7\r\nsummary\r\n$49\r\nShow helpful text about the different subcommands\r\n"
+     "$5\r\nsince\r\n$5\r\n6.2.0\r\n$5\r\ngroup\r\n$6\r\n"
+     "server\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n",
+     141, 4},
+    {"slowlog|len", 2, 0x2a000, 0, 0, 0, NULL,
+     "$11\r\nslowlog|len\r\n:2\r\n~3\r\n+admin\r\n+loading\r\n"
+     "+stale\r\n:0\r\n:0\r\n:0\r\n~3\r\n+@admin\r\n+@slow\r\n"
+     "+@dangerous\r\n~3\r\n$24\r\nrequest_policy:all_nodes\r\n"
+     "$23\r\nresponse_policy:agg_sum\r\n$23\r\nnondeterministic_output\r\n"
+     "~0\r\n",
+     197,
+     "$7\r\nsummary\r\n$25\r\nGet the slow log's length\r\n"
+     "$5\r\nsince\r\n$6\r\n2.2.12\r\n$5\r\ngroup\r\n$6\r\n"
+     "server\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n",
+     118, 4},
+    {"slowlog|reset", 2, 0x2a000, 0, 0, 0, NULL,
+     "$13\r\nslowlog|reset\r\n:2\r\n~3\r\n+admin\r\n+loading\r\n"
+     "+stale\r\n:0\r\n:0\r\n:0\r\n~3\r\n+@admin\r\n+@slow\r\n"
+     "+@dangerous\r\n~2\r\n$24\r\nrequest_policy:all_nodes\r\n"
+     "$29\r\nresponse_policy:all_succeeded\r\n~0\r\n",
+     175,
+     "$7\r\nsummary\r\n$35\r\nClear all entries from the slow log\r\n"
+     "$5\r\nsince\r\n$6\r\n2.2.12\r\n$5\r\ngroup\r\n$6\r\n"
+     "server\r\n$10\r\ncomplexity\r\n$52\r\nO(N) where N is the number of entries in the slo"
+     "wlog\r\n",
+     177, 4},
     {"strlen", 2, 0x4082, 0, 0, 1, ks_45,
      "$6\r\nstrlen\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n"
      ":1\r\n:1\r\n:1\r\n~3\r\n+@read\r\n+@string\r\n+@fast\r\n"

@@ -2,7 +2,7 @@
  * cmd_server.c - connection and server commands of the RESP door: PING
  * ECHO QUIT SELECT CONFIG (AUTH HELLO CLIENT RESET: cmd_client.c; COMMAND:
  * cmd_command.c; INFO: cmd_info.c; MEMORY OBJECT: cmd_object.c), the persistence
- * commands SAVE BGSAVE LASTSAVE, and PERF.<NAME> for every management
+ * commands SAVE BGSAVE LASTSAVE SHUTDOWN, and PERF.<NAME> for every management
  * command (docs/pcached.md).
  *
  * PERF.<NAME> runs perf_<name> of the management layer with positional
@@ -138,7 +138,50 @@ static void cmd_lastsave(srv_worker *w, conn *c, unsigned argc, const char **arg
                          const size_t *argl)
 {
     (void)argc, (void)argv, (void)argl;
-    reply_int(c, atomic_load(&w->s->shm->last_save));
+    /* as Redis: the start time until a save succeeds (/metrics says 0) */
+    int64_t t = atomic_load(&w->s->shm->last_save);
+    reply_int(c, t != 0 ? t : atomic_load(&w->s->shm->start_unix));
+}
+
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], as Redis 7.0 parses it.
+ * The maintenance process saves and asks the master to stop
+ * (maint.c, maint_shutdown); on success the connection is closed without
+ * a reply, as Redis's is by its exit. */
+static void cmd_shutdown(srv_worker *w, conn *c, unsigned argc, const char **argv,
+                         const size_t *argl)
+{
+    unsigned flags = 0;
+    int abort_req = 0;
+    for (unsigned i = 1; i < argc; i++) {
+        if (arg_eq(argv[i], argl[i], "NOSAVE"))
+            flags |= SRV_SHUT_NOSAVE;
+        else if (arg_eq(argv[i], argl[i], "SAVE"))
+            flags |= SRV_SHUT_SAVE;
+        else if (arg_eq(argv[i], argl[i], "NOW"))
+            flags |= SRV_SHUT_NOW;
+        else if (arg_eq(argv[i], argl[i], "FORCE"))
+            flags |= SRV_SHUT_FORCE;
+        else if (arg_eq(argv[i], argl[i], "ABORT"))
+            abort_req = 1;
+        else {
+            reply_error(c, "ERR syntax error");
+            return;
+        }
+    }
+    if ((abort_req && flags != 0) || ((flags & SRV_SHUT_SAVE) && (flags & SRV_SHUT_NOSAVE))) {
+        reply_error(c, "ERR syntax error");
+        return;
+    }
+    if (abort_req) { /* pcached's stop never waits for replicas: nothing to abort */
+        reply_error(c, "ERR No shutdown in progress.");
+        return;
+    }
+    char arg[16];
+    snprintf(arg, sizeof arg, "%u", flags);
+    const char *av[1] = {arg};
+    size_t al[1] = {strlen(arg)};
+    if (cmd_slot_submit(w, c, "shutdown", 1, av, al, 0) == 0)
+        w->slot_kind = 2;
 }
 
 static void perf_unknown(conn *c, const char *name, size_t len)
@@ -214,6 +257,8 @@ void cmd_slot_answered(srv_worker *w)
                 reply_error(c, "ERR %.*s", (int)len, slot->buf);
             else if (w->slot_kind == 1)
                 reply_ok(c);
+            else if (w->slot_kind == 2) /* SHUTDOWN: the stop closes it, no reply */
+                c->closing = 1;
             else
                 reply_bulk(c, slot->buf, len);
             w->slot_waiter = NULL;
@@ -253,5 +298,6 @@ const cmd_def cmd_server_table[] = {
     {"SAVE", 1, CMD_ADMIN | CMD_NO_MULTI, cmd_save, 0, 0, 0},
     {"BGSAVE", -1, CMD_ADMIN, cmd_bgsave, 0, 0, 0},
     {"LASTSAVE", 1, CMD_FAST, cmd_lastsave, 0, 0, 0},
+    {"SHUTDOWN", -1, CMD_ADMIN | CMD_NO_MULTI, cmd_shutdown, 0, 0, 0},
 };
 const unsigned cmd_server_count = sizeof cmd_server_table / sizeof cmd_server_table[0];

@@ -134,10 +134,11 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table,    cmd_server_table, cmd_txn_table,
-                             cmd_script_table, cmd_string2_table, cmd_keys2_table};
+    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table,   cmd_server_table,
+                             cmd_txn_table,    cmd_script_table, cmd_string2_table,
+                             cmd_keys2_table,  cmd_slowlog_table};
     unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count, cmd_txn_count,
-                         cmd_script_count, cmd_string2_count, cmd_keys2_count};
+                         cmd_script_count, cmd_string2_count, cmd_keys2_count,  cmd_slowlog_count};
     for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];
@@ -276,12 +277,19 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     else
         d->fn(w, c, argc, argv, argl);
     int64_t t1 = now_us();
+    /* one comparison per command; logging is the rare case (slowlog.c) */
+    if ((uint64_t)(t1 - t0) >= w->s->cfg.slowlog_log_slower_than &&
+        w->s->cfg.slowlog_log_slower_than != SRV_SLOW_OFF)
+        srv_slowlog_add(w, c, argc, argv, argl, (uint64_t)(t1 - t0));
     srv_ctab_act(c, t1, (unsigned)idx); /* CLIENT LIST cmd= and idle= in other workers */
     atomic_store_explicit(&st->calls, atomic_load_explicit(&st->calls, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     atomic_store_explicit(
         &st->usec, atomic_load_explicit(&st->usec, memory_order_relaxed) + (uint64_t)(t1 - t0),
         memory_order_relaxed);
+    _Atomic uint64_t *lat = &st->lat[srv_lat_bucket((uint64_t)(t1 - t0))];
+    atomic_store_explicit(lat, atomic_load_explicit(lat, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (c->nerr != nerr)
         atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
     goto out;

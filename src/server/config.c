@@ -61,8 +61,11 @@ static const srv_key srv_keys[] = {
     STR(collections, "default", "collections: name or name=log2size, separated by ';'"),
     STR(select_collections, "",
         "SELECT index -> collection, comma separated; empty = declaration order"),
-    UINT(mem_mb, "256", 8, 1048576, "shared memory for records and tables, MiB"),
-    UINT(hugepage_mb, "0", 0, 1048576, "huge-page reservation in front of it, MiB"),
+    /* 32702: the most that fits 32 GiB with the default collection's
+     * tables (PC_REGION_MAX_BYTES; tests/server/test_start_messages.py) */
+    UINT(mem_mb, "256", 8, 32702,
+         "shared memory for records and tables, MiB (with hugepage_mb and the tables: 32 GiB)"),
+    UINT(hugepage_mb, "0", 0, 32694, "huge-page reservation in front of it, MiB"),
     BYTES(maxmemory, "0",
           "cap on the bytes of record cells, Redis's units (512mb, 2gb); 0 = the arena is the cap"),
     STR(maxmemory_policy, "noeviction",
@@ -78,9 +81,13 @@ static const srv_key srv_keys[] = {
     UINT(max_output_mb, "64", 1, 65536, "a client's unsent replies: reading pauses above it"),
     UINT(idle_timeout_s, "0", 0, 31536000, "close idle client connections after this; 0 = never"),
     STR(db_url, "", "snapshot store: lmdb:///path or a directory; empty = no persistence"),
-    UINT(db_mode, "0", 0, 2, "0 on demand, 1 load at startup, 2 load + save at shutdown"),
-    STR(persist_collections, "", "collections db_mode and periodic saves cover ('a,b')"),
-    STR(journal, "", "write-ahead journal per collection: 'a=everysec;b=always'"),
+    UINT(db_mode, "0", 0, 2,
+         "0 on demand, 1 load at startup, 2 load + save at shutdown (2 with a db_url)"),
+    STR(persist_collections, "",
+        "collections db_mode and periodic saves cover ('a,b'); with a db_url: SELECT 0's"),
+    STR(journal, "",
+        "write-ahead journal per collection: 'a=everysec;b=always'; with an lmdb db_url: "
+        "the persisted ones' everysec"),
     UINT(snapshot_period_s, "0", 0, 31536000, "periodic snapshot of persist_collections; 0 = off"),
     UINT(journal_rewrite_percent, "100", 0, 100000,
          "save a collection when its journal passes this % of its snapshot's size; 0 = off"),
@@ -116,8 +123,16 @@ static const srv_key srv_keys[] = {
          "backstop poll of the shared database's generations (odbc db_url); 0 = off"),
     UINT(sync_check_ms, "1000", 10, 3600000,
          "at most one notice-driven database read per collection per this interval"),
+    STR(metrics_bind, "127.0.0.1", "IPv4 address of the metrics-only HTTP listener"),
+    UINT(metrics_port, "0", 0, 65535,
+         "GET /metrics and /health only (no JSON-RPC) on this port; 0 = off"),
+    UINT(slowlog_log_slower_than, "10000", 0, SRV_SLOW_OFF,
+         "SLOWLOG: log commands that took at least this many microseconds; 0 = every one, "
+         "-1 = none"),
+    UINT(slowlog_max_len, "128", 0, SRV_SLOW_CAP, "SLOWLOG: entries kept (the newest)"),
 };
 #define SRV_NKEYS (sizeof srv_keys / sizeof srv_keys[0])
+_Static_assert(SRV_NKEYS <= sizeof(((srv_config *)0)->given), "a given flag per key");
 
 unsigned srv_config_count(void)
 {
@@ -182,6 +197,94 @@ static const srv_key *cfg_find(const char *name)
     return NULL;
 }
 
+/* ---- hints for a key pcached does not know ----------------------------------- */
+
+static char key_letter(char c)
+{
+    return (char)tolower((unsigned char)(c == '-' ? '_' : c));
+}
+
+/* Edit distance of a and b (at most 63 bytes each are compared; two
+ * neighbours swapped count as one edit, "prot" is one from "port"), '-'
+ * and '_' the same letter, case ignored: Redis writes its keys with
+ * dashes, pcached with underscores. */
+static unsigned key_distance(const char *a, const char *b)
+{
+    size_t la = strnlen(a, 63), lb = strnlen(b, 63);
+    unsigned d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (unsigned)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            char ca = key_letter(a[i - 1]), cb = key_letter(b[j - 1]);
+            unsigned best = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == key_letter(b[j - 2]) && key_letter(a[i - 2]) == cb &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* The key (pcached's name, or Redis's alias) nearest to name; with
+ * near_only, NULL unless it is close (a typo, not another word). */
+static const char *cfg_closest(const char *name, int near_only)
+{
+    const char *best = NULL;
+    unsigned bd = UINT32_MAX;
+    for (unsigned i = 0; i < SRV_NKEYS; i++) {
+        unsigned d = key_distance(name, srv_keys[i].name);
+        if (d < bd)
+            bd = d, best = srv_keys[i].name;
+    }
+    const char *key, *alias;
+    for (unsigned i = 0; (alias = srv_config_alias_at(i, &key)) != NULL; i++) {
+        unsigned d = key_distance(name, alias);
+        if (d < bd)
+            bd = d, best = alias;
+    }
+    size_t n = strlen(name);
+    if (near_only && bd > (n < 6 ? 1 : n / 3))
+        return NULL;
+    return best;
+}
+
+/* A line without '=': redis.conf's "key value" form, most likely. The
+ * error says how pcached spells it: the same line with " = " when the
+ * first word is a key (or Redis's alias of one), else the closest key. */
+static int cfg_redis_line(const char *line, const char *path, unsigned lineno, char *err,
+                          size_t errlen)
+{
+    char word[64];
+    size_t n = strcspn(line, " \t");
+    snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
+    const char *rest = line + n;
+    rest += strspn(rest, " \t");
+    const char *key = NULL;
+    char vbuf[8], aerr[400];
+    int alias = srv_config_alias(word, "", &key, vbuf, sizeof vbuf, aerr, sizeof aerr);
+    if (alias < 0) /* Redis's key of another shape: what pcached has instead */
+        return cfg_err(err, errlen,
+                       "%s:%u: expected 'key = value', got '%.100s' (redis.conf's form); %s", path,
+                       lineno, line, aerr);
+    if (cfg_find(word) != NULL || alias == 1)
+        return cfg_err(err, errlen,
+                       "%s:%u: expected 'key = value', got '%.100s' (redis.conf's form): write "
+                       "'%s = %.100s'",
+                       path, lineno, line, word, rest);
+    const char *best = cfg_closest(word, 0);
+    return cfg_err(err, errlen,
+                   "%s:%u: expected 'key = value', got '%.100s'; '%s' is not a key (the closest "
+                   "is '%s': '%s = %.100s'; pcached --help-keys lists them)",
+                   path, lineno, line, word, best, best, rest);
+}
+
 /* name's key, or Redis's name for it (config_alias.c): *value is then
  * the value in pcached's words (in vbuf). NULL with err set when neither. */
 static const srv_key *cfg_lookup(const char *name, const char **value, char *vbuf, size_t vcap,
@@ -198,7 +301,11 @@ static const srv_key *cfg_lookup(const char *name, const char **value, char *vbu
         return NULL;
     }
     if (rc == 0 || (k = cfg_find(key)) == NULL) {
-        cfg_err(err, errlen, "%s: unknown key '%.100s'", where, name);
+        char near[160] = "";
+        const char *best = cfg_closest(name, 1);
+        if (best != NULL)
+            snprintf(near, sizeof near, " (the closest key is '%s')", best);
+        cfg_err(err, errlen, "%s: unknown key '%.100s'%s", where, name, near);
         return NULL;
     }
     *value = vbuf;
@@ -251,6 +358,10 @@ static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const
         *(unsigned *)(void *)field = (unsigned)o;
         return 0;
     }
+    /* Redis's slowlog-log-slower-than: a negative value logs nothing */
+    if (strcmp(k->name, "slowlog_log_slower_than") == 0 && value[0] == '-' &&
+        isdigit((unsigned char)value[1]) && strspn(value + 1, "0123456789") == strlen(value + 1))
+        value = "4294967295";
     if (!isdigit((unsigned char)value[0]))
         return cfg_err(err, errlen, "%s: %s: '%.100s' is not a non-negative integer", where,
                        k->name, value);
@@ -258,9 +369,16 @@ static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const
     if (errno != 0 || *end != '\0')
         return cfg_err(err, errlen, "%s: %s: '%.100s' is not a non-negative integer", where,
                        k->name, value);
-    if (v < k->min || v > k->max)
-        return cfg_err(err, errlen, "%s: %s: %llu is out of range [%u, %u]", where, k->name, v,
-                       k->min, k->max);
+    if (v < k->min || v > k->max) {
+        /* the ceiling of the shared memory is the engine's, not a choice */
+        int mem = strcmp(k->name, "mem_mb") == 0 || strcmp(k->name, "hugepage_mb") == 0;
+        return cfg_err(err, errlen, "%s: %s: %llu is out of range [%u, %u]%s", where, k->name, v,
+                       k->min, k->max,
+                       mem && v > k->max ? " (one cache maps at most 32 GiB, mem_mb + hugepage_mb "
+                                           "+ the tables: records are addressed by 32-bit "
+                                           "offsets in 8-byte units)"
+                                         : "");
+    }
     *(unsigned *)(void *)field = (unsigned)v;
     return 0;
 }
@@ -280,7 +398,56 @@ int srv_config_set(srv_config *cfg, const char *key, const char *value, const ch
     const srv_key *k = cfg_lookup(key, &value, vbuf, sizeof vbuf, where, err, errlen);
     if (k == NULL)
         return -1;
-    return cfg_apply(cfg, k, value, where, err, errlen);
+    if (cfg_apply(cfg, k, value, where, err, errlen) != 0)
+        return -1;
+    cfg->given[k - srv_keys] = 1;
+    return 0;
+}
+
+int srv_config_given(const srv_config *cfg, const char *key)
+{
+    const srv_key *k = cfg_find(key);
+    return k != NULL && cfg->given[k - srv_keys];
+}
+
+/* The first item of a "a,b" / "a;b" list, without a "=..." part. */
+static void first_item(const char *list, char *buf, size_t cap)
+{
+    list += strspn(list, " \t,;");
+    size_t n = strcspn(list, " \t,;=");
+    snprintf(buf, cap, "%.*s", (int)n, list);
+}
+
+void srv_config_default_coll(const srv_config *cfg, char *buf, size_t cap)
+{
+    first_item(cfg->select_collections[0] ? cfg->select_collections : cfg->collections, buf, cap);
+    if (buf[0] == '\0')
+        snprintf(buf, cap, "default"); /* the engine's name for an empty list */
+}
+
+void srv_config_store_defaults(srv_config *cfg, int sql)
+{
+    if (cfg->db_url[0] == '\0')
+        return;
+    char coll[PC_COLL_NAME_MAX + 1];
+    srv_config_default_coll(cfg, coll, sizeof coll);
+    if (!srv_config_given(cfg, "db_mode"))
+        cfg->db_mode = 2;
+    if (!srv_config_given(cfg, "persist_collections"))
+        snprintf(cfg->persist_collections, sizeof cfg->persist_collections, "%s", coll);
+    if (sql || srv_config_given(cfg, "journal"))
+        return;
+    /* every persisted collection, everysec */
+    size_t off = 0;
+    cfg->journal[0] = '\0';
+    for (const char *p = cfg->persist_collections; *p != '\0';) {
+        p += strspn(p, " \t,;");
+        size_t n = strcspn(p, " \t,;");
+        if (n > 0 && off + n + 11 < sizeof cfg->journal)
+            off += (size_t)snprintf(cfg->journal + off, sizeof cfg->journal - off,
+                                    "%s%.*s=everysec", off ? ";" : "", (int)n, p);
+        p += n;
+    }
 }
 
 static char *trim(char *s)
@@ -337,8 +504,7 @@ int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_
         }
         char *eq = strchr(s, '=');
         if (eq == NULL) {
-            rc = cfg_err(err, errlen, "%s:%u: expected 'key = value', got '%.100s'", path, lineno,
-                         s);
+            rc = cfg_redis_line(s, path, lineno, err, errlen);
             break;
         }
         *eq = '\0';
@@ -361,6 +527,7 @@ int srv_config_read(srv_config *cfg, FILE *f, const char *path, char *err, size_
         }
         if ((rc = cfg_apply(cfg, k, value, where, err, errlen)) != 0)
             break;
+        cfg->given[k - srv_keys] = 1;
     }
     if (rc == 0 && ferror(f))
         rc = cfg_err(err, errlen, "%s: read error", path);
@@ -524,8 +691,47 @@ int srv_bind_parse(const char *list, srv_bind_addr *out, unsigned max, unsigned 
     return 0;
 }
 
+/* The shared memory of mem_mb + hugepage_mb + the collections' tables
+ * against what one cache can address (pc_cache_region_bytes): said when
+ * the configuration is read, not when the region is mapped. A collections
+ * list that does not parse is left to the cache's creation, which names
+ * it. */
+static int check_region(const srv_config *cfg, char *err, size_t errlen)
+{
+    pc_config pc;
+    pc_config_init(&pc);
+    pc.collections = cfg->collections;
+    pc.mem_mb = cfg->mem_mb;
+    pc.hugepage_mb = cfg->hugepage_mb;
+    pc.log.fn = NULL;
+    uint64_t bytes;
+    if (pc_cache_region_bytes(&pc, &bytes) != 0 || bytes <= PC_REGION_MAX_BYTES)
+        return 0;
+    /* the largest mem_mb that fits with these collections and hugepage_mb */
+    size_t lo = 0, hi = cfg->mem_mb;
+    while (lo + 1 < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t b;
+        pc.mem_mb = mid;
+        if (pc_cache_region_bytes(&pc, &b) == 0 && b <= PC_REGION_MAX_BYTES)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    uint64_t tables = bytes - ((uint64_t)cfg->mem_mb << 20) - ((uint64_t)cfg->hugepage_mb << 20);
+    return cfg_err(err, errlen,
+                   "mem_mb: %u MiB + hugepage_mb %u MiB + %llu MiB of tables is more than one "
+                   "cache can address (32 GiB in all: records are addressed by 32-bit offsets "
+                   "in 8-byte units); with these collections and hugepage_mb, mem_mb can be at "
+                   "most %zu",
+                   cfg->mem_mb, cfg->hugepage_mb,
+                   (unsigned long long)((tables + (1u << 20) - 1) >> 20), lo);
+}
+
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
 {
+    if (check_region(cfg, err, errlen) != 0)
+        return -1;
     if (cfg->db_mode > 0 && cfg->db_url[0] == '\0')
         return cfg_err(err, errlen, "db_mode: %u needs a db_url", cfg->db_mode);
     if (cfg->snapshot_period_s > 0 && cfg->db_url[0] == '\0')
@@ -538,10 +744,21 @@ int srv_config_check(const srv_config *cfg, char *err, size_t errlen)
     unsigned nbinds;
     if (srv_bind_parse(cfg->bind, binds, SRV_MAX_BINDS, &nbinds, err, errlen) != 0)
         return -1;
-    for (unsigned i = 0; i < nbinds; i++)
+    for (unsigned i = 0; i < nbinds; i++) {
         if (strcmp(binds[i].text, cfg->http_bind) == 0 && cfg->http_port != 0 &&
             cfg->http_port == cfg->port)
             return cfg_err(err, errlen, "http_port: %u is also the RESP port", cfg->http_port);
+        if (strcmp(binds[i].text, cfg->metrics_bind) == 0 && cfg->metrics_port != 0 &&
+            cfg->metrics_port == cfg->port)
+            return cfg_err(err, errlen, "metrics_port: %u is also the RESP port",
+                           cfg->metrics_port);
+    }
+    if (cfg->metrics_port != 0 && cfg->metrics_port == cfg->http_port &&
+        strcmp(cfg->metrics_bind, cfg->http_bind) == 0)
+        return cfg_err(err, errlen,
+                       "metrics_port: %u is also http_port (which serves /metrics and /health "
+                       "too): set one of them",
+                       cfg->metrics_port);
     if (cfg->unixsocket[0] != '\0' && strcmp(cfg->unixsocket, cfg->unix_socket) == 0)
         return cfg_err(err, errlen,
                        "unixsocket: '%s' is also unix_socket (JSON-RPC); RESP needs its own path",
@@ -572,7 +789,10 @@ const char *srv_config_get(const srv_config *cfg, unsigned i, const char **name,
         snprintf(buf, cap, "%llu", (unsigned long long)b);
         return buf;
     }
-    snprintf(buf, cap, k->type == CK_OCTAL ? "%o" : "%u", *(const unsigned *)(const void *)field);
+    unsigned v = *(const unsigned *)(const void *)field;
+    if (v == SRV_SLOW_OFF && strcmp(k->name, "slowlog_log_slower_than") == 0)
+        return "-1"; /* as it is written (Redis's "none") */
+    snprintf(buf, cap, k->type == CK_OCTAL ? "%o" : "%u", v);
     return buf;
 }
 

@@ -22,15 +22,22 @@ typedef struct srv_alias {
     const char *key;   /* pcached's key */
     /* Redis's words -> pcached's, "from=to;from=to" (NULL: the value as is) */
     const char *values;
+    /* appended to the value (trailing '/' of the value dropped first):
+     * Redis's dir is the directory its files go in, pcached's store is a
+     * directory of its own inside it, as the packaged layout has it
+     * (/var/lib/pcache/store) */
+    const char *suffix;
 } srv_alias;
 
 static const srv_alias srv_aliases[] = {
-    {"logfile", "log_file", NULL},
-    {"loglevel", "log_level", "warning=warn;notice=info;verbose=info;debug=debug"},
-    {"syslog-enabled", "syslog", "yes=1;no=0"},
-    {"dir", "db_url", NULL},
-    {"timeout", "idle_timeout_s", NULL},
-    {"maxmemory-policy", "maxmemory_policy", NULL},
+    {"logfile", "log_file", NULL, NULL},
+    {"loglevel", "log_level", "warning=warn;notice=info;verbose=info;debug=debug", NULL},
+    {"syslog-enabled", "syslog", "yes=1;no=0", NULL},
+    {"dir", "db_url", NULL, "/store"},
+    {"timeout", "idle_timeout_s", NULL, NULL},
+    {"maxmemory-policy", "maxmemory_policy", NULL, NULL},
+    {"slowlog-log-slower-than", "slowlog_log_slower_than", NULL, NULL},
+    {"slowlog-max-len", "slowlog_max_len", NULL, NULL},
 };
 
 /* Redis keys that are not aliases: what pcached has instead. */
@@ -83,6 +90,16 @@ int srv_config_alias(const char *name, const char *value, const char **key, char
                 break;
             }
             m += n + (m[n] == ';');
+        }
+        if (a->suffix != NULL && vbuf[0] != '\0') {
+            size_t n = strlen(vbuf);
+            while (n > 1 && vbuf[n - 1] == '/')
+                vbuf[--n] = '\0';
+            if (n + strlen(a->suffix) + (strcmp(vbuf, "/") == 0 ? 0 : 1) > vcap) {
+                snprintf(err, errlen, "%s: value too long", name);
+                return -1;
+            }
+            snprintf(vbuf + n, vcap - n, "%s", strcmp(vbuf, "/") == 0 ? a->suffix + 1 : a->suffix);
         }
         return 1;
     }

@@ -43,7 +43,12 @@ int srv_pidfile_lock(srv *s)
         return 0;
     int fd = open(s->cfg.pidfile, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        srv_log(PC_LOG_ERR, "pidfile %s: %m", s->cfg.pidfile);
+        int e = errno;
+        char hint[700] = "";
+        if (srv_perm_errno(e))
+            srv_perm_hint("pidfile", s->cfg.pidfile, hint, sizeof hint);
+        srv_log(PC_LOG_ERR, "pidfile %s: %s%s%s", s->cfg.pidfile, strerror(e), hint[0] ? "; " : "",
+                hint);
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -235,8 +240,8 @@ int srv_unix_socket_free(const char *key, const char *path)
     return 0;
 }
 
-int srv_unix_listen(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
-                    ino_t *ino)
+int srv_unix_bind(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
+                  ino_t *ino)
 {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
@@ -264,9 +269,12 @@ int srv_unix_listen(const char *key, const char *path, unsigned perm, int nonblo
     if (perm != 0)
         umask(old);
     struct stat st;
-    if (rc != 0 || (perm != 0 && chmod(path, perm) != 0) || listen(fd, 511) != 0 ||
-        stat(path, &st) != 0) {
-        srv_log(PC_LOG_ERR, "%s %s: %m", key, path);
+    if (rc != 0 || (perm != 0 && chmod(path, perm) != 0) || stat(path, &st) != 0) {
+        int e = errno;
+        char hint[700] = "";
+        if (srv_perm_errno(e))
+            srv_perm_hint(key, path, hint, sizeof hint);
+        srv_log(PC_LOG_ERR, "%s %s: %s%s%s", key, path, strerror(e), hint[0] ? "; " : "", hint);
         if (rc == 0)
             unlink(path);
         close(fd);

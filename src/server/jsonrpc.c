@@ -52,6 +52,7 @@ int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *a
 struct rpc_conn {
     int fd; /* -1 = a free entry */
     bool tcp;
+    bool metrics_only; /* accepted on metrics_port: GET /metrics and /health, nothing else */
     int64_t deadline;
     char *in; /* the request so far */
     size_t in_len, in_cap;
@@ -287,6 +288,13 @@ static void door_run(srv *s, srv_door *d, pc_mgmt *m, struct rpc_conn *c, const 
         door_get(s, c, hr);
         return;
     }
+    if (c->metrics_only) {
+        static const char msg[] = "{\"error\":\"method not allowed: metrics_port serves GET "
+                                  "/metrics and GET /health only; JSON-RPC is on http_port or "
+                                  "unix_socket\"}";
+        http_reply(c, 405, "Method Not Allowed", "Allow: GET\r\n", msg, sizeof msg - 1);
+        return;
+    }
     const char *pw = door_password(s);
     if (c->tcp && pw != NULL && !srv_http_auth_ok(hr->auth, hr->auth_len, pw)) {
         rpc_error_status(d, c, 401, "Unauthorized", "WWW-Authenticate: Basic realm=\"pcached\"\r\n",
@@ -423,8 +431,10 @@ static void door_take(srv_door *d, int fd, int tcp)
         struct rpc_conn *c = &d->c[i];
         if (c->fd >= 0)
             continue;
-        *c = (struct rpc_conn){
-            .fd = fd, .tcp = tcp != 0, .deadline = pc_mono_ms() + RPC_DEADLINE_MS};
+        *c = (struct rpc_conn){.fd = fd,
+                               .tcp = tcp != 0,
+                               .metrics_only = tcp == 2,
+                               .deadline = pc_mono_ms() + RPC_DEADLINE_MS};
         return;
     }
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"

@@ -18,6 +18,11 @@
  * EAFNOSUPPORT is logged and skipped instead of refusing to start. When no
  * address at all could be bound, the start fails.
  *
+ * Everything is bound here, before the store is opened or loaded, and
+ * listens only once it is loaded (srv_listen_start): a start that would
+ * fail on a busy port fails before it creates or loads anything, and a
+ * client that connects while the store loads is refused, not left waiting.
+ *
  * Unix socket: one listening socket, non-blocking, inherited by every
  * worker, each of which polls it with EPOLLEXCLUSIVE (one worker woken per
  * connection, no thundering herd; the others' accept4 gets EAGAIN when two
@@ -59,7 +64,8 @@ static int absent_errno(int e)
     return e == EADDRNOTAVAIL || e == EAFNOSUPPORT || e == EPROTONOSUPPORT;
 }
 
-/* Opens one SO_REUSEPORT listener of a's group; -1 with errno. */
+/* Binds one SO_REUSEPORT socket of a's group (listen() comes later:
+ * srv_listen_start); -1 with errno. */
 static int open_tcp(const srv_bind_addr *a)
 {
     int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -70,7 +76,7 @@ static int open_tcp(const srv_bind_addr *a)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         (a->sa.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, (const struct sockaddr *)&a->sa, a->len) != 0 || listen(fd, 511) != 0) {
+        bind(fd, (const struct sockaddr *)&a->sa, a->len) != 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -146,11 +152,34 @@ int srv_resp_listen(srv *s)
     }
     s->bound_port = port;
     if (s->cfg.unixsocket[0] != '\0') {
-        s->resp_unix_fd = srv_unix_listen("unixsocket", s->cfg.unixsocket, s->cfg.unixsocketperm, 1,
-                                          &s->resp_unix_dev, &s->resp_unix_ino);
+        s->resp_unix_fd = srv_unix_bind("unixsocket", s->cfg.unixsocket, s->cfg.unixsocketperm, 1,
+                                        &s->resp_unix_dev, &s->resp_unix_ino);
         if (s->resp_unix_fd < 0)
             return -1;
     }
+    return 0;
+}
+
+/* listen() on one bound socket; 0, or -1 logged. */
+static int start_one(int fd, const char *what)
+{
+    if (fd < 0 || listen(fd, 511) == 0)
+        return 0;
+    srv_log(PC_LOG_ERR, "listen (%s): %m", what);
+    return -1;
+}
+
+int srv_listen_start(srv *s)
+{
+    for (unsigned i = 0; i < s->cfg.workers; i++)
+        for (unsigned j = 0; j < s->nbinds; j++)
+            if (start_one(s->listen_fds[i][j], "RESP") != 0)
+                return -1;
+    if (start_one(s->resp_unix_fd, "RESP unixsocket") != 0 ||
+        start_one(s->http_fd, "JSON-RPC http_port") != 0 ||
+        start_one(s->unix_fd, "JSON-RPC unix_socket") != 0 ||
+        start_one(s->metrics_fd, "metrics_port") != 0)
+        return -1;
     return 0;
 }
 

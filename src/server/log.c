@@ -14,6 +14,7 @@
  */
 #include "pcached.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,7 +73,12 @@ void srv_log_reopen(void)
         return;
     int fd = open(lg.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0) {
-        srv_log(PC_LOG_ERR, "cannot open log file %s: %m (keeping the previous one)", lg.path);
+        int e = errno;
+        char hint[700] = "";
+        if (srv_perm_errno(e))
+            srv_perm_hint("log_file", lg.path, hint, sizeof hint);
+        srv_log(PC_LOG_ERR, "cannot open log file %s: %s (keeping the previous one)%s%s", lg.path,
+                strerror(e), hint[0] ? "; " : "", hint);
         return;
     }
     int old = lg.fd;

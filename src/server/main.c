@@ -25,11 +25,17 @@ static void usage(FILE *f)
                "manual: pcached(8), pcached.conf(5); docs/pcached.md\n");
 }
 
+static void log_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    srv_log(PC_LOG_WARN, "%s", msg);
+}
+
 int main(int argc, char **argv)
 {
     static srv s; /* static: large, and inherited as is by every child */
     memset(&s, 0, sizeof s);
-    s.http_fd = s.unix_fd = s.pid_fd = -1;
+    s.http_fd = s.unix_fd = s.metrics_fd = s.pid_fd = -1;
     srv_config_defaults(&s.cfg);
     const char *file = NULL;
     int check = 0;
@@ -79,6 +85,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    srv_config_store_defaults(&s.cfg, srv_db_url_sql(s.cfg.db_url));
     if (srv_config_check(&s.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "pcached: %s\n", err);
         return 2;
@@ -86,5 +93,6 @@ int main(int argc, char **argv)
     srv_log_init(&s.cfg, "master");
     if (check)
         return srv_check_run(&s, file);
+    (void)srv_advise_data(&s.cfg, srv_db_url_sql(s.cfg.db_url), log_warn, NULL);
     return srv_master_run(&s);
 }

@@ -87,6 +87,53 @@ int srv_maint_run_json(srv *s, pc_mgmt *m, const char *cmd, const pc_mgmt_arg *a
     return rc;
 }
 
+/* SHUTDOWN [SAVE|NOSAVE] [NOW] [FORCE] (docs/pcached.md §3.1), its flags
+ * in args[0]. The save runs first, here, while the workers still serve:
+ * when it fails, pcached keeps running and the client gets Redis's error
+ * (FORCE stops anyway). Then the master is asked to stop; its stop runs
+ * the shutdown save again (SAVE or db_mode 2; NOSAVE: none) after the
+ * workers are gone, so what was written meanwhile is saved too. */
+static int maint_shutdown(srv *s, pc_mgmt *m, const pc_mgmt_arg *args, unsigned nargs,
+                          pc_mgmt_err *err)
+{
+    unsigned flags = 0; /* decimal, not NUL-terminated in the slot */
+    for (size_t i = 0; nargs == 1 && i < args[0].len && i < 4; i++)
+        if (((const char *)args[0].val)[i] >= '0' && ((const char *)args[0].val)[i] <= '9')
+            flags = flags * 10 + (unsigned)(((const char *)args[0].val)[i] - '0');
+    int save = (flags & SRV_SHUT_SAVE) ||
+               (!(flags & SRV_SHUT_NOSAVE) && s->persist != NULL && s->cfg.db_mode == 2);
+    int rc = 0;
+    if (save && s->persist == NULL) {
+        srv_log(PC_LOG_ERR, "SHUTDOWN SAVE: no store configured (db_url is empty)");
+        rc = PC_ECONFIG;
+    }
+    int any = 0;
+    for (unsigned i = 0; s->persist != NULL && i < pc_coll_count(s->cache); i++)
+        any |= pc_persist_is_persisted(s->persist, pc_coll_at(s->cache, i));
+    for (unsigned i = 0; save && rc == 0 && i < pc_coll_count(s->cache); i++) {
+        pc_coll *coll = pc_coll_at(s->cache, i);
+        if (any && !pc_persist_is_persisted(s->persist, coll))
+            continue;
+        const char *name = pc_coll_name(coll);
+        pc_mgmt_arg a = {NULL, 0, name, strlen(name)};
+        rc = maint_run(s, m, "perf_save", &a, 1, err);
+        if (rc != 0)
+            srv_log(PC_LOG_ERR, "SHUTDOWN: saving %s failed: %s", name, err->msg);
+    }
+    if (rc != 0 && !(flags & SRV_SHUT_FORCE)) {
+        srv_log(PC_LOG_WARN, "SHUTDOWN refused: the save failed; pcached goes on serving "
+                             "(SHUTDOWN NOSAVE or FORCE stops without it)");
+        snprintf(err->msg, sizeof err->msg, "Errors trying to SHUTDOWN. Check logs.");
+        return rc;
+    }
+    srv_log(PC_LOG_INFO, "SHUTDOWN%s%s%s%s: stopping", flags & SRV_SHUT_SAVE ? " SAVE" : "",
+            flags & SRV_SHUT_NOSAVE ? " NOSAVE" : "", flags & SRV_SHUT_NOW ? " NOW" : "",
+            flags & SRV_SHUT_FORCE ? " FORCE" : "");
+    atomic_store(&s->shm->shutdown, flags | SRV_SHUT_NOW); /* nonzero: a SHUTDOWN */
+    kill(getppid(), SIGTERM);
+    return 0;
+}
+
 void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
 {
     /* decode: cmd NUL, u32 nargs, (u32 len, bytes)* - written by our own
@@ -96,7 +143,7 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
     size_t len = slot->len <= sizeof slot->buf ? slot->len : 0;
     const char *p = slot->buf, *end = slot->buf + len;
     const char *nul = memchr(p, '\0', len);
-    int rc = PC_EINVAL;
+    int rc = PC_EINVAL, shutdown = 0;
     pc_mgmt_err err;
     snprintf(err.msg, sizeof err.msg, "malformed request");
     char cmd[PC_MGMT_NAME_MAX + 1];
@@ -130,7 +177,9 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
                 memcpy(copy, slot->buf, len);
                 for (unsigned i = 0; i < nargs; i++)
                     args[i].val = copy + ((const char *)args[i].val - slot->buf);
-                rc = maint_run(s, m, cmd, args, nargs, &err);
+                shutdown = strcmp(cmd, "shutdown") == 0;
+                rc = shutdown ? maint_shutdown(s, m, args, nargs, &err)
+                              : maint_run(s, m, cmd, args, nargs, &err);
             } else {
                 rc = PC_EHEAP;
                 snprintf(err.msg, sizeof err.msg, "out of memory");
@@ -140,7 +189,7 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
     }
     const char *text = NULL;
     size_t tlen = 0;
-    if (rc == 0 && (rc = pc_json_text(m_json, &text, &tlen)) != 0) {
+    if (rc == 0 && !shutdown && (rc = pc_json_text(m_json, &text, &tlen)) != 0) {
         snprintf(err.msg, sizeof err.msg, "the result could not be built");
     }
     if (rc == 0 && tlen > sizeof slot->buf) {
@@ -148,7 +197,8 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
         snprintf(err.msg, sizeof err.msg, "the result is larger than %zu bytes", sizeof slot->buf);
     }
     if (rc == 0) {
-        memcpy(slot->buf, text, tlen);
+        if (tlen > 0) /* SHUTDOWN answers nothing */
+            memcpy(slot->buf, text, tlen);
         slot->len = (uint32_t)tlen;
     } else {
         size_t ml = strlen(err.msg);
@@ -162,21 +212,21 @@ void srv_maint_serve_slot(srv *s, pc_mgmt *m, struct srv_slot_shm *slot)
                           memory_order_release);
 }
 
-static int listen_tcp(const char *addr, unsigned port)
+static int listen_tcp(const char *key, const char *what, const char *addr, unsigned port)
 {
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        srv_log(PC_LOG_ERR, "http_bind: '%s' is not an IPv4 address", addr);
+        srv_log(PC_LOG_ERR, "%s: '%s' is not an IPv4 address", key, addr);
         return -1;
     }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 511) != 0) {
-        srv_log(PC_LOG_ERR, "JSON-RPC listener %s:%u: %m", addr, port);
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        srv_log(PC_LOG_ERR, "%s listener %s:%u: %m", what, addr, port);
         if (fd >= 0)
             close(fd);
         return -1;
@@ -184,17 +234,23 @@ static int listen_tcp(const char *addr, unsigned port)
     return fd;
 }
 
-/* Opens the JSON-RPC listeners; called by the master before forking so
- * that a bad address is a startup error. */
+/* Binds the JSON-RPC and metrics listeners (srv_listen_start listens);
+ * called by the master before the store, so that a bad address or a busy
+ * port is a startup error before anything is loaded. */
 int srv_maint_listen(srv *s);
 int srv_maint_listen(srv *s)
 {
-    s->http_fd = s->unix_fd = -1;
-    if (s->cfg.http_port != 0 && (s->http_fd = listen_tcp(s->cfg.http_bind, s->cfg.http_port)) < 0)
+    s->http_fd = s->unix_fd = s->metrics_fd = -1;
+    if (s->cfg.http_port != 0 &&
+        (s->http_fd = listen_tcp("http_bind", "JSON-RPC", s->cfg.http_bind, s->cfg.http_port)) < 0)
+        return -1;
+    if (s->cfg.metrics_port != 0 &&
+        (s->metrics_fd =
+             listen_tcp("metrics_bind", "metrics", s->cfg.metrics_bind, s->cfg.metrics_port)) < 0)
         return -1;
     if (s->cfg.unix_socket[0] != '\0' &&
-        (s->unix_fd = srv_unix_listen("unix_socket (JSON-RPC)", s->cfg.unix_socket, 0600, 0,
-                                      &s->unix_dev, &s->unix_ino)) < 0)
+        (s->unix_fd = srv_unix_bind("unix_socket (JSON-RPC)", s->cfg.unix_socket, 0600, 0,
+                                    &s->unix_dev, &s->unix_ino)) < 0)
         return -1;
     return 0;
 }
@@ -258,6 +314,8 @@ void srv_maint_main(srv *s)
         (void)fcntl(s->http_fd, F_SETFL, fcntl(s->http_fd, F_GETFL) | O_NONBLOCK);
     if (s->unix_fd >= 0)
         (void)fcntl(s->unix_fd, F_SETFL, fcntl(s->unix_fd, F_GETFL) | O_NONBLOCK);
+    if (s->metrics_fd >= 0)
+        (void)fcntl(s->metrics_fd, F_SETFL, fcntl(s->metrics_fd, F_GETFL) | O_NONBLOCK);
     srv_door *door = srv_door_create();
     if (door == NULL) {
         srv_log(PC_LOG_ERR, "maintenance setup failed: out of memory");
@@ -265,12 +323,11 @@ void srv_maint_main(srv *s)
     }
     for (;;) {
         (void)srv_runtime_poll(s); /* CONFIG SET loglevel */
-        struct pollfd pf[5 + 256] = {{sfd, POLLIN, 0},
-                                     {s->maint_efd, POLLIN, 0},
-                                     {s->http_fd, POLLIN, 0},
-                                     {s->unix_fd, POLLIN, 0},
-                                     {s->sync_fd, POLLIN, 0}}; /* + the door's (jsonrpc.c) */
-        unsigned nconn = srv_door_pollfds(door, pf + 5, 256);
+        struct pollfd pf[6 + 256] = {
+            {sfd, POLLIN, 0},        {s->maint_efd, POLLIN, 0},
+            {s->http_fd, POLLIN, 0}, {s->unix_fd, POLLIN, 0},
+            {s->sync_fd, POLLIN, 0}, {s->metrics_fd, POLLIN, 0}}; /* + the door's (jsonrpc.c) */
+        unsigned nconn = srv_door_pollfds(door, pf + 6, 256);
         int64_t now = pc_mono_ms();
         int timeout = next_maint > now ? (int)(next_maint - now) : 0;
         int sync_due = s->persist != NULL ? pc_persist_sync_due_ms(s->persist) : -1;
@@ -279,7 +336,7 @@ void srv_maint_main(srv *s)
         int door_due = srv_door_timeout(door, now);
         if (door_due >= 0 && door_due < timeout)
             timeout = door_due;
-        int n = poll(pf, 5 + nconn, timeout);
+        int n = poll(pf, 6 + nconn, timeout);
         if (n < 0 && errno != EINTR)
             srv_log(PC_LOG_ERR, "poll: %m");
         if (n > 0 && (pf[0].revents & POLLIN)) {
@@ -311,10 +368,12 @@ void srv_maint_main(srv *s)
         }
         /* the management door: its connections first (the entries are
          * theirs as polled), then new ones */
-        srv_door_serve(s, door, m, pf + 5, n > 0 ? nconn : 0);
+        srv_door_serve(s, door, m, pf + 6, n > 0 ? nconn : 0);
         for (int k = 2; k < 4 && n > 0; k++)
             if (pf[k].fd >= 0 && (pf[k].revents & POLLIN))
                 srv_door_accept(s, door, pf[k].fd, k == 2);
+        if (n > 0 && s->metrics_fd >= 0 && (pf[5].revents & POLLIN))
+            srv_door_accept(s, door, s->metrics_fd, 2);
         if (n > 0 && s->sync_fd >= 0 && (pf[4].revents & POLLIN))
             srv_sync_receive(s);
         if (s->persist != NULL)

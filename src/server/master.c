@@ -3,16 +3,18 @@
  * children inherit, forks them, restarts the ones that die, and runs the
  * graceful stop.
  *
- * Before the first fork, in this order: the shared cache (pc_cache_create),
+ * Before the first fork, in this order: the listeners, bound but not yet
+ * listening (so a busy port or a bad address fails the start before the
+ * store is created or loaded), the shared cache (pc_cache_create),
  * the persistence layer (pc_persist_open, then pc_persist_startup: with
  * db_mode 1 or 2 the persist collections are loaded from the snapshot and
  * the journal replayed, so workers start warm, and the journal hook is
  * installed so every child inherits it), the server's shared state, the
- * eventfds of the slots, the RESP listeners (listen.c: one SO_REUSEPORT
- * socket per bind address per worker slot, the unix socket) and the
- * JSON-RPC listeners. Keeping a slot's listener open in the master means a
- * worker that dies leaves its accept queue to its replacement instead of
- * resetting those connections.
+ * eventfds of the slots, then listen() on the RESP listeners (listen.c:
+ * one SO_REUSEPORT socket per bind address per worker slot, the unix
+ * socket), the JSON-RPC and the metrics listeners. Keeping a slot's listener open in the master
+ * means a worker that dies leaves its accept queue to its replacement instead of resetting those
+ * connections.
  *
  * The master serves nothing and touches the cache only to create and warm
  * it. Its loop waits on a signalfd: SIGCHLD (restart the dead child; one
@@ -46,6 +48,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +78,8 @@ static pid_t spawn(srv *s, int role)
             close(s->http_fd);
         if (s->unix_fd >= 0)
             close(s->unix_fd);
+        if (s->metrics_fd >= 0)
+            close(s->metrics_fd);
         if (s->sync_fd >= 0)
             close(s->sync_fd);
         srv_worker_main(s, (unsigned)role);
@@ -162,49 +167,105 @@ static void raise_nofile(const srv *s)
                 s->cfg.maxclients, (unsigned long long)rl.rlim_cur);
 }
 
+/* The LMDB store's directory (or, when it does not exist yet, the one it
+ * is created in) and the files the store keeps in it, writable by this
+ * user: refused here, with the user and the fix, rather than as the
+ * store's bare "Permission denied". */
+static int store_writable(const srv *s)
+{
+    const char *url = s->cfg.db_url;
+    if (srv_db_url_sql(url))
+        return 0;
+    const char *dir = strncmp(url, "lmdb://", 7) == 0 ? url + 7 : url;
+    char path[1200], hint[700];
+    static const char *const files[] = {"", "/data.mdb", "/lock.mdb", "/journal", "/journal/rings"};
+    struct stat st;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", dir, files[i]);
+        if (i == 0 && stat(path, &st) != 0) { /* created in its parent */
+            char *slash = strrchr(path, '/');
+            if (slash == NULL)
+                snprintf(path, sizeof path, ".");
+            else
+                slash[slash == path] = '\0';
+            if (stat(path, &st) != 0)
+                continue; /* a missing parent: the store's own check names it */
+        } else if (i > 0 && lstat(path, &st) != 0) {
+            continue;
+        }
+        int dir_wanted = i == 0 || strcmp(files[i], "/journal") == 0;
+        if (dir_wanted != S_ISDIR(st.st_mode))
+            continue; /* a file where a directory goes (or the reverse): the store says so */
+        int mode = dir_wanted ? W_OK | X_OK : R_OK | W_OK;
+        if (access(path, mode) == 0 || !srv_perm_errno(errno))
+            continue;
+        srv_perm_hint("db_url", path, hint, sizeof hint);
+        srv_log(PC_LOG_ERR, "persistence: db_url '%s': %s: permission denied (%s); %s", url, path,
+                mode & X_OK ? "cannot create files there" : "cannot open it for writing", hint);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_store(srv *s)
+{
+    char err[1024];
+    if (store_writable(s) != 0)
+        return -1;
+    pc_persist_config pc;
+    srv_persist_config_fill(s, &pc);
+    int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
+    if (rc != 0) {
+        srv_log(PC_LOG_ERR, "persistence: %s", err[0] ? err : pc_store_strerror(rc));
+        return -1;
+    }
+    int64_t t0 = pc_mono_ms();
+    reply_set_persist(s->persist);
+    if (s->cfg.db_mode >= 1) {
+        char st[300];
+        snprintf(st, sizeof st, "loading the store %.250s", s->cfg.db_url);
+        srv_notify_busy_begin(st);
+    }
+    rc = pc_persist_startup(s->persist);
+    srv_notify_busy_end();
+    if (rc != 0)
+        srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
+                pc_store_strerror(rc));
+    else if (s->cfg.db_mode >= 1)
+        srv_log(PC_LOG_INFO, "warm-up from %s done in %lld ms", s->cfg.db_url,
+                (long long)(pc_mono_ms() - t0));
+    srv_advise_last_stop(s);
+    return 0;
+}
+
+/* Everything the children inherit. The listeners are bound first, so a
+ * start that would fail on a busy port or a bad address fails before the
+ * store is created or loaded; they listen once it is loaded. */
 static int setup(srv *s)
 {
     char err[1024];
     raise_nofile(s);
-    if (srv_setup_cache(s, err, sizeof err) != 0) {
-        srv_log(PC_LOG_ERR, "%s", err);
+    if (srv_resp_listen(s) != 0 || srv_maint_listen(s) != 0)
         return -1;
-    }
     if (srv_sync_setup(s, err, sizeof err) != 0) {
         srv_log(PC_LOG_ERR, "%s", err);
         return -1;
     }
-    if (s->cfg.db_url[0] != '\0') {
-        pc_persist_config pc;
-        srv_persist_config_fill(s, &pc);
-        int rc = pc_persist_open(s->cache, &pc, &s->persist, err, sizeof err);
-        if (rc != 0) {
-            srv_log(PC_LOG_ERR, "persistence: %s", err[0] ? err : pc_store_strerror(rc));
-            return -1;
-        }
-        int64_t t0 = pc_mono_ms();
-        reply_set_persist(s->persist);
-        if (s->cfg.db_mode >= 1) {
-            char st[300];
-            snprintf(st, sizeof st, "loading the store %.250s", s->cfg.db_url);
-            srv_notify_busy_begin(st);
-        }
-        rc = pc_persist_startup(s->persist);
-        srv_notify_busy_end();
-        if (rc != 0)
-            srv_log(PC_LOG_ERR, "warm-up from %s: %s (what could be loaded was)", s->cfg.db_url,
-                    pc_store_strerror(rc));
-        else if (s->cfg.db_mode >= 1)
-            srv_log(PC_LOG_INFO, "warm-up from %s done in %lld ms", s->cfg.db_url,
-                    (long long)(pc_mono_ms() - t0));
+    if (srv_setup_cache(s, err, sizeof err) != 0) {
+        srv_log(PC_LOG_ERR, "%s", err);
+        return -1;
     }
+    if (s->cfg.db_url[0] != '\0' && setup_store(s) != 0)
+        return -1;
     s->shm = mmap(NULL, sizeof *s->shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (s->shm == MAP_FAILED) {
         srv_log(PC_LOG_ERR, "cannot map the server's shared state: %m");
         return -1;
     }
     atomic_store(&s->shm->start_unix, (int64_t)time(NULL));
-    atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+    /* last_save stays 0 until a save succeeds: /metrics and /health report
+     * no save that did not happen (LASTSAVE answers the start time then,
+     * as Redis does) */
     atomic_store(&s->shm->next_client_id, 1);
     srv_run_id(s->shm->run_id, sizeof s->shm->run_id);
     srv_run_id(s->shm->replid, sizeof s->shm->replid);
@@ -217,11 +278,9 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "eventfd: %m");
         return -1;
     }
-    if (srv_ctab_setup(s) != 0)
+    if (srv_ctab_setup(s) != 0 || srv_slowlog_setup(s) != 0)
         return -1;
-    if (srv_resp_listen(s) != 0 || srv_maint_listen(s) != 0)
-        return -1;
-    return 0;
+    return srv_listen_start(s);
 }
 
 /* The master's view of its children. */
@@ -360,6 +419,7 @@ int srv_master_run(srv *s)
         return 1;
     }
     if (setup(s) != 0) {
+        srv_unix_socket_unlink(s);
         srv_resp_unlink(s);
         srv_pidfile_release(s);
         srv_notify("ERRNO=%d", EINVAL);
@@ -378,6 +438,9 @@ int srv_master_run(srv *s)
         srv_log(PC_LOG_INFO, "JSON-RPC on http://%s:%u/", s->cfg.http_bind, s->cfg.http_port);
     if (s->unix_fd >= 0)
         srv_log(PC_LOG_INFO, "JSON-RPC on unix socket %s", s->cfg.unix_socket);
+    if (s->metrics_fd >= 0)
+        srv_log(PC_LOG_INFO, "metrics on http://%s:%u/metrics and /health", s->cfg.metrics_bind,
+                s->cfg.metrics_port);
     if (s->sync_fd >= 0 || s->npeers > 0)
         srv_log(PC_LOG_INFO, "sync: node %s, notices on UDP %s:%u, %u peer(s), poll every %u ms",
                 s->node_id, s->cfg.sync_bind, s->cfg.sync_port, s->npeers, s->cfg.sync_poll_ms);
@@ -406,14 +469,18 @@ int srv_master_run(srv *s)
     int rc = 0;
     if (s->persist != NULL) {
         int64_t t0 = pc_mono_ms();
-        srv_notify_busy_begin(s->cfg.db_mode == 2 ? "stopping: the shutdown save"
-                                                  : "stopping: flushing the journal");
-        int prc = pc_persist_shutdown(s->persist);
+        /* SHUTDOWN SAVE / NOSAVE choose; a signal leaves it to db_mode */
+        uint32_t shut = atomic_load(&s->shm->shutdown);
+        int save = (shut & SRV_SHUT_NOSAVE) ? 0 : (shut & SRV_SHUT_SAVE) ? 1 : -1;
+        int saving = save < 0 ? s->cfg.db_mode == 2 : save;
+        srv_notify_busy_begin(saving ? "stopping: the shutdown save"
+                                     : "stopping: flushing the journal");
+        int prc = pc_persist_shutdown_as(s->persist, save);
         srv_notify_busy_end();
         if (prc != 0) {
             srv_log(PC_LOG_ERR, "shutdown save failed: %s", pc_store_strerror(prc));
             rc = 1;
-        } else if (s->cfg.db_mode == 2) {
+        } else if (saving) {
             srv_log(PC_LOG_INFO, "shutdown save done in %lld ms", (long long)(pc_mono_ms() - t0));
         }
         pc_persist_close(s->persist);

@@ -18,16 +18,21 @@
  * (INFO); it allocates only its output and takes no engine lock.
  */
 #include "pcached.h"
+#include "resp.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct figures {
-    uint64_t commands, connections, rejected, proto_errors, clients;
+    uint64_t commands, connections, rejected, proto_errors, clients, net_in, net_out;
+    uint64_t cpu_user_us, cpu_sys_us; /* every process of the instance */
+    uint64_t pss_bytes;               /* their proportional set sizes, summed */
     unsigned workers, workers_alive;
     int64_t uptime_s;
     bool mem_ok;
@@ -44,6 +49,50 @@ struct figures {
     pc_persist_save_stats ps[PC_MAX_COLLECTIONS]; /* zero without a store */
 };
 
+/* Reads a small /proc file into buf (NUL-terminated); its length or -1. */
+static ssize_t proc_read(long pid, const char *what, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/%s", pid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < cap && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+/* Adds process pid's CPU time (utime, stime of /proc/<pid>/stat) and its
+ * proportional set size (Pss of smaps_rollup: a page shared by n processes
+ * counts 1/n in each, so the sum counts the shared region once). */
+static void proc_add(long pid, struct figures *f)
+{
+    char buf[4096];
+    if (pid <= 0)
+        return;
+    if (proc_read(pid, "stat", buf, sizeof buf) > 0) {
+        const char *p = strrchr(buf, ')'); /* the name may hold blanks */
+        long tick = sysconf(_SC_CLK_TCK);
+        unsigned long long ut, st;
+        if (p != NULL && tick > 0 &&
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) ==
+                2) {
+            f->cpu_user_us += ut * 1000000ull / (unsigned long long)tick;
+            f->cpu_sys_us += st * 1000000ull / (unsigned long long)tick;
+        }
+    }
+    if (proc_read(pid, "smaps_rollup", buf, sizeof buf) > 0) {
+        const char *p = strstr(buf, "\nPss:");
+        unsigned long long kb;
+        if (p != NULL && sscanf(p + 5, " %llu", &kb) == 1)
+            f->pss_bytes += kb * 1024;
+    }
+}
+
 static void gather(const srv *s, struct figures *f)
 {
     memset(f, 0, sizeof *f);
@@ -56,9 +105,18 @@ static void gather(const srv *s, struct figures *f)
         f->rejected += atomic_load_explicit(&w->rejected, memory_order_relaxed);
         f->proto_errors += atomic_load_explicit(&w->proto_errors, memory_order_relaxed);
         f->clients += atomic_load_explicit(&w->clients, memory_order_relaxed);
-        if (atomic_load_explicit(&w->pid, memory_order_relaxed) > 0)
+        f->net_in += atomic_load_explicit(&w->net_in, memory_order_relaxed);
+        f->net_out += atomic_load_explicit(&w->net_out, memory_order_relaxed);
+        int64_t pid = atomic_load_explicit(&w->pid, memory_order_relaxed);
+        if (pid > 0) {
             f->workers_alive++;
+            proc_add((long)pid, f);
+        }
     }
+    /* the master (this process's parent: metrics run in a child) and the
+     * maintenance process */
+    proc_add((long)getppid(), f);
+    proc_add((long)atomic_load(&shm->maint_pid), f);
     f->uptime_s = pc_wall_ms() / 1000 - atomic_load(&shm->start_unix);
     f->mem_ok = pc_mem_stats_get(s->cache, &f->mem) == 0;
     f->persist = s->persist != NULL;
@@ -179,6 +237,26 @@ static double f_proto(const struct figures *f)
 {
     return G(proto_errors);
 }
+static double f_net_in(const struct figures *f)
+{
+    return G(net_in);
+}
+static double f_net_out(const struct figures *f)
+{
+    return G(net_out);
+}
+static double f_cpu_user(const struct figures *f)
+{
+    return G(cpu_user_us) / 1e6;
+}
+static double f_cpu_sys(const struct figures *f)
+{
+    return G(cpu_sys_us) / 1e6;
+}
+static double f_pss(const struct figures *f)
+{
+    return G(pss_bytes);
+}
 static double f_mem_used(const struct figures *f)
 {
     return G(mem.chunk_bytes) + G(mem.table_bytes);
@@ -262,6 +340,14 @@ static const struct mrow rows[] = {
     {"connections", M_COUNTER, "RESP connections accepted.", f_connections},
     {"rejected_connections", M_COUNTER, "RESP connections refused (maxclients).", f_rejected},
     {"protocol_errors", M_COUNTER, "RESP protocol errors (connection closed).", f_proto},
+    {"net_input_bytes", M_COUNTER, "Bytes read from RESP clients.", f_net_in},
+    {"net_output_bytes", M_COUNTER, "Bytes written to RESP clients.", f_net_out},
+    {"cpu_user_seconds", M_COUNTER, "User CPU time of every pcached process.", f_cpu_user},
+    {"cpu_sys_seconds", M_COUNTER, "System CPU time of every pcached process.", f_cpu_sys},
+    {"process_resident_memory_bytes", M_GAUGE,
+     "Resident memory of every pcached process (proportional set sizes summed: shared pages "
+     "once).",
+     f_pss},
     {"memory_used_bytes", M_GAUGE, "Bytes in carved slab chunks and tables.", f_mem_used},
     {"memory_reserved_bytes", M_GAUGE, "Bytes of the shared reservation (mem_mb + hugepage_mb).",
      f_mem_reserved},
@@ -321,6 +407,15 @@ static const struct crow crows[] = {
 };
 #undef C
 
+/* A command's name as Redis shows it (lower case). */
+static void lower(const char *in, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; in[i] != '\0' && i + 1 < cap; i++)
+        out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
+    out[i] = '\0';
+}
+
 static uint64_t cval(const pc_coll_stats *st, size_t off)
 {
     uint64_t v;
@@ -348,6 +443,83 @@ static void family_head(struct mbuf *b, const char *name, enum mtype t, const ch
     const char *suffix = t == M_COUNTER && !om ? "_total" : "";
     mb_add(b, "# HELP pcache_%s%s %s\n", name, suffix, help);
     mb_add(b, "# TYPE pcache_%s%s %s\n", name, suffix, t == M_COUNTER ? "counter" : "gauge");
+}
+
+/* One command's counters summed over the worker slots. */
+struct cmd_sum {
+    uint64_t calls, usec, rejected, failed, lat[SRV_LAT_BUCKETS];
+};
+
+static void cmd_sum_get(const srv *s, unsigned k, struct cmd_sum *t)
+{
+    memset(t, 0, sizeof *t);
+    for (unsigned i = 0; i < s->cfg.workers; i++) {
+        const struct srv_cmdstat_shm *st = &s->shm->cmdstats[i][k];
+        t->calls += atomic_load_explicit(&st->calls, memory_order_relaxed);
+        t->usec += atomic_load_explicit(&st->usec, memory_order_relaxed);
+        t->rejected += atomic_load_explicit(&st->rejected, memory_order_relaxed);
+        t->failed += atomic_load_explicit(&st->failed, memory_order_relaxed);
+        for (unsigned b = 0; b < SRV_LAT_BUCKETS; b++)
+            t->lat[b] += atomic_load_explicit(&st->lat[b], memory_order_relaxed);
+    }
+}
+
+/* The per-command families: calls, failed and rejected counters and the
+ * latency histogram, for every command that ran or was refused (as INFO
+ * commandstats lists them). The histogram's count is the sum of its
+ * buckets, read in one pass, so its +Inf bucket always equals it. */
+static void commands_text(const srv *s, struct mbuf *b, int om)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } fams[] = {
+        {"command_calls", "Commands run, per command.", offsetof(struct cmd_sum, calls)},
+        {"command_failed", "Commands that ran and answered an error.",
+         offsetof(struct cmd_sum, failed)},
+        {"command_rejected", "Commands refused before running (arity, NOAUTH, MULTI).",
+         offsetof(struct cmd_sum, rejected)},
+    };
+    struct cmd_sum t;
+    char name[32];
+    for (size_t fi = 0; fi < sizeof fams / sizeof fams[0]; fi++) {
+        family_head(b, fams[fi].name, M_COUNTER, fams[fi].help, om);
+        for (unsigned k = 0; cmd_at(k) != NULL && k < SRV_CMD_SLOTS; k++) {
+            cmd_sum_get(s, k, &t);
+            if (t.calls == 0 && t.rejected == 0 && t.failed == 0)
+                continue;
+            lower(cmd_at(k)->name, name, sizeof name);
+            uint64_t v;
+            memcpy(&v, (const char *)&t + fams[fi].off, sizeof v);
+            mb_add(b, "pcache_%s_total{command=\"%s\"} %llu\n", fams[fi].name, name,
+                   (unsigned long long)v);
+        }
+    }
+    mb_add(b, "# HELP pcache_command_duration_seconds Time commands took to run in a worker "
+              "(reading and replying aside), per command.\n"
+              "# TYPE pcache_command_duration_seconds histogram\n");
+    for (unsigned k = 0; cmd_at(k) != NULL && k < SRV_CMD_SLOTS; k++) {
+        cmd_sum_get(s, k, &t);
+        if (t.calls == 0)
+            continue;
+        lower(cmd_at(k)->name, name, sizeof name);
+        uint64_t cum = 0;
+        for (unsigned i = 0; i < SRV_LAT_BUCKETS; i++) {
+            cum += t.lat[i];
+            if (i + 1 < SRV_LAT_BUCKETS)
+                mb_add(b,
+                       "pcache_command_duration_seconds_bucket{command=\"%s\",le=\"%.6f\"} %llu\n",
+                       name, (double)(1ull << i) / 1e6, (unsigned long long)cum);
+            else
+                mb_add(b,
+                       "pcache_command_duration_seconds_bucket{command=\"%s\",le=\"+Inf\"} %llu\n",
+                       name, (unsigned long long)cum);
+        }
+        mb_add(b, "pcache_command_duration_seconds_sum{command=\"%s\"} %.6f\n", name,
+               (double)t.usec / 1e6);
+        mb_add(b, "pcache_command_duration_seconds_count{command=\"%s\"} %llu\n", name,
+               (unsigned long long)cum);
+    }
 }
 
 int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len)
@@ -419,6 +591,7 @@ int srv_metrics_text(const srv *s, int openmetrics, char **out, size_t *len)
             mb_label(&b, f->names[i]);
             mb_add(&b, "\"} %d\n", f->ps[i].last_save_rc == 0 ? 1 : 0);
         }
+    commands_text(s, &b, openmetrics);
     if (openmetrics)
         mb_add(&b, "# EOF\n");
     free(f);

@@ -38,6 +38,9 @@
 #define SRV_MAX_PEERS 64u
 #define SRV_MAX_BINDS 16u /* addresses in `bind` */
 
+#define SRV_SLOW_CAP 1024u       /* SLOWLOG entries kept per worker, slowlog_max_len's most */
+#define SRV_SLOW_OFF 4294967295u /* slowlog_log_slower_than: Redis's -1, log nothing */
+
 /* ---- configuration (config.c) ---------------------------------------------- */
 typedef struct srv_config {
     char bind[1024]; /* RESP addresses, "127.0.0.1 ::1"; see listen.c */
@@ -94,6 +97,17 @@ typedef struct srv_config {
     unsigned sync_port;     /* UDP port for notices; 0 = receive none */
     unsigned sync_poll_ms;  /* backstop poll; 0 = off */
     unsigned sync_check_ms; /* rate limit of notice-driven database reads */
+    char metrics_bind[64];  /* the metrics-only HTTP listener (GET /metrics, /health) */
+    unsigned metrics_port;  /* 0 = off */
+    /* SLOWLOG (slowlog.c): commands that took at least this many
+     * microseconds are logged (0 = every one, SRV_SLOW_OFF = none); the
+     * log shows the newest slowlog_max_len (at most SRV_SLOW_CAP) */
+    unsigned slowlog_log_slower_than;
+    unsigned slowlog_max_len;
+    /* which keys the file or the command line set (index: the key table's
+     * order), so that a default may follow another key's value
+     * (srv_config_store_defaults) */
+    unsigned char given[96];
 } srv_config;
 
 void srv_config_defaults(srv_config *cfg);
@@ -113,8 +127,20 @@ int srv_config_set(srv_config *cfg, const char *key, const char *value, const ch
 /* Parses a byte count as Redis's memtoll does: digits and an optional
  * unit, any case: b, k (1000), kb (1024), m, mb, g, gb. 0 or -1. */
 int srv_parse_bytes(const char *s, uint64_t *out);
-/* Checks cross-key rules (a worker count in range, db_mode with a db_url...). */
+/* Checks cross-key rules (a worker count in range, db_mode with a db_url,
+ * the shared memory within what one cache can address...). */
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen);
+/* 1 when the file or the command line set key (its pcached name). */
+int srv_config_given(const srv_config *cfg, const char *key);
+/* The defaults that keep data (docs/pcached.md §2.3): with a store
+ * (db_url) and unless the configuration set them, db_mode 2,
+ * persist_collections the default collection (SELECT 0's) and, for an
+ * LMDB store (sql = 0), journal = everysec for each persisted collection.
+ * Call after the file and the overrides. */
+void srv_config_store_defaults(srv_config *cfg, int sql);
+/* The collection SELECT 0 names (select_collections' first, else the
+ * first declared) into buf. */
+void srv_config_default_coll(const srv_config *cfg, char *buf, size_t cap);
 /* Writes the effective configuration as INI text to f (requirepass masked). */
 void srv_config_print(const srv_config *cfg, FILE *f);
 /* The value of key as text (CONFIG GET); NULL when unknown. */
@@ -175,7 +201,7 @@ struct srv_slot_shm {
 };
 
 /* Counters of one worker slot: written by that worker only (relaxed),
- * summed by INFO. One cache line each. */
+ * summed by INFO. Two cache lines each, no line shared by two workers. */
 struct srv_wstats_shm {
     _Atomic uint64_t commands, connections, rejected, proto_errors;
     _Atomic uint64_t clients; /* gauge */
@@ -183,17 +209,35 @@ struct srv_wstats_shm {
     /* dbmap.c: the generation of the database map whose commands this
      * worker may be running, or UINT64_MAX between event-loop turns */
     _Atomic uint64_t dbmap_seen;
-    char pad[8];
+    _Atomic uint64_t net_in, net_out; /* bytes read from / written to RESP clients */
+    char pad[56];
 };
-_Static_assert(sizeof(struct srv_wstats_shm) == 64, "one cache line per worker");
+_Static_assert(sizeof(struct srv_wstats_shm) == 128, "two cache lines per worker");
 
-/* INFO commandstats: per worker slot and per command (its index in the
- * sorted command table, cmd_index), written by that worker only (relaxed),
- * summed by INFO. usec is measured on every command (two vDSO clock reads). */
+/* INFO commandstats and /metrics' per-command figures: per worker slot and
+ * per command (its index in the sorted command table, cmd_index), written
+ * by that worker only (relaxed load + store, no locked instruction),
+ * summed by the readers. usec is measured on every command (two vDSO
+ * clock reads); lat[b] counts the commands that took at most 2^b
+ * microseconds (b < SRV_LAT_BUCKETS - 1), the last bucket the rest: the
+ * histogram of /metrics and LATENCY HISTOGRAM (Redis's power-of-two
+ * buckets). */
 #define SRV_CMD_SLOTS 256u
+#define SRV_LAT_BUCKETS 24u /* <= 1 us, <= 2 us, ... <= 2^22 us (4.2 s), more */
 struct srv_cmdstat_shm {
     _Atomic uint64_t calls, usec, rejected, failed;
+    _Atomic uint64_t lat[SRV_LAT_BUCKETS];
+    uint64_t pad[4]; /* 256 bytes: a command's counters never share a line with another's */
 };
+_Static_assert(sizeof(struct srv_cmdstat_shm) == 256, "four cache lines per command");
+/* The latency bucket of a command that took us microseconds. */
+static inline unsigned srv_lat_bucket(uint64_t us)
+{
+    if (us <= 1)
+        return 0;
+    unsigned b = 64u - (unsigned)__builtin_clzll(us - 1); /* 2^(b-1) < us <= 2^b */
+    return b < SRV_LAT_BUCKETS - 1 ? b : SRV_LAT_BUCKETS - 1;
+}
 /* INFO errorstats: error replies by code (the first word of the error),
  * per worker slot; codes outside the list count under the last entry
  * (srv_err_codes, cmd_info.c). */
@@ -217,6 +261,7 @@ struct srv_runtime_shm {
      * while it holds gen odd, so two CONFIG SETs never interleave them */
     _Atomic uint64_t maxmemory;
     _Atomic int32_t maxmemory_policy; /* enum pc_evict_policy */
+    _Atomic uint32_t slowlog_log_slower_than, slowlog_max_len;
 };
 
 /* The client table (clients_shm.c, docs/pcached.md "Connections"): one
@@ -267,6 +312,9 @@ struct srv_shm {
     _Atomic uint32_t bgsave_pending; /* BGSAVEs accepted, not yet finished */
     _Atomic uint64_t saves, save_failures;
     _Atomic int64_t maint_pid;
+    _Atomic uint32_t shutdown;      /* SHUTDOWN's SRV_SHUT_* for the master's stop; 0 = a signal */
+    _Atomic uint64_t slowlog_next;  /* SLOWLOG: the next entry's id */
+    _Atomic uint64_t slowlog_reset; /* entries below this id were reset */
     struct srv_wstats_shm wstats[SRV_MAX_WORKERS];
     struct srv_slot_shm slots[SRV_MAX_WORKERS];
     struct srv_cmdstat_shm cmdstats[SRV_MAX_WORKERS][SRV_CMD_SLOTS];
@@ -274,6 +322,11 @@ struct srv_shm {
     struct srv_runtime_shm rt;
     struct srv_dbmap_shm dbmap;
 };
+
+/* SHUTDOWN's options (Redis 7.0): the save at the stop forced on or off
+ * (neither: as db_mode says), a failed save not stopping the stop, and
+ * NOW (no replicas to wait for: accepted, changes nothing). */
+enum { SRV_SHUT_SAVE = 1, SRV_SHUT_NOSAVE = 2, SRV_SHUT_FORCE = 4, SRV_SHUT_NOW = 8 };
 
 /* ---- the process-wide server context ------------------------------------------ */
 typedef struct srv {
@@ -297,7 +350,9 @@ typedef struct srv {
     struct srv_ctab_hdr *ctab_hdr; /* the client tables: one header per worker slot, */
     struct srv_client_shm *ctab;   /* then ctab_cap entries per worker slot */
     unsigned ctab_cap;
+    void *slowlog;        /* SLOWLOG's rings, one per worker slot (slowlog.c), MAP_SHARED */
     int http_fd, unix_fd; /* JSON-RPC listeners (maintenance only), -1 = off */
+    int metrics_fd;       /* GET /metrics and /health only (maintenance), -1 = off */
     dev_t unix_dev;       /* the unix socket this instance bound (instance.c) */
     ino_t unix_ino;
     int pid_fd; /* the pidfile, flock(LOCK_EX)ed; -1 = no pidfile */
@@ -341,6 +396,8 @@ int srv_runtime_poll(srv *s);
 
 /* master.c */
 int srv_master_run(srv *s);
+/* slowlog.c: maps SLOWLOG's rings (master, before the fork); 0 or -1 (logged). */
+int srv_slowlog_setup(srv *s);
 /* clients_shm.c: maps the client tables and the kill eventfds (master,
  * before the fork); 0 or -1 (logged). */
 int srv_ctab_setup(srv *s);
@@ -354,6 +411,23 @@ void srv_ctab_clear(srv *s, unsigned slot);
 void srv_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void srv_notify_busy_begin(const char *status);
 void srv_notify_busy_end(void);
+/* advice.c: what the start tells the operator (docs/pcached.md §2,
+ * "Defaults that keep data"). srv_advise_data calls emit once per
+ * configuration of cfg that loses data at a restart (sql: db_url is an
+ * SQL store), each message naming the key to set; returns how many. */
+typedef void (*srv_advice_fn)(void *ctx, const char *msg);
+unsigned srv_advise_data(const srv_config *cfg, int sql, srv_advice_fn emit, void *ctx);
+/* Logs (WARN) that the previous run of the store did not stop cleanly and
+ * what this start recovered; nothing after a clean stop. Master, after
+ * pc_persist_startup. */
+void srv_advise_last_stop(const srv *s);
+/* For a permission error on path (setting key): the user pcached runs as,
+ * the owner and mode of the directory in the way, and the fix, into buf. */
+void srv_perm_hint(const char *key, const char *path, char *buf, size_t cap);
+int srv_perm_errno(int e); /* EACCES or EPERM */
+/* 1 when db_url is served by the SQL backend (no journal there). */
+int srv_db_url_sql(const char *db_url);
+
 /* check.c: pcached --check (every check of the start short of binding and
  * opening the store; prints the configuration); the exit status */
 int srv_check_run(srv *s, const char *file);
@@ -389,11 +463,12 @@ int srv_port_probe(const struct sockaddr *sa, socklen_t len);
 /* key names the setting in messages ("unix_socket", "unixsocket"). */
 int srv_unix_socket_free(const char *key, const char *path); /* refuses a live one, removes a
                                                                 stale one */
-/* Binds and listens on a unix socket at path (after srv_unix_socket_free):
- * mode perm from its birth (0 = what the umask leaves), non-blocking when
- * nonblock; its device and inode go to *dev, *ino. Returns the fd or -1. */
-int srv_unix_listen(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
-                    ino_t *ino);
+/* Binds a unix socket at path (after srv_unix_socket_free; listen() is
+ * srv_listen_start's): mode perm from its birth (0 = what the umask
+ * leaves), non-blocking when nonblock; its device and inode go to *dev,
+ * *ino. Returns the fd or -1. */
+int srv_unix_bind(const char *key, const char *path, unsigned perm, int nonblock, dev_t *dev,
+                  ino_t *ino);
 /* At exit: unlinks path only if it is still the socket (dev, ino). */
 void srv_unix_path_unlink(const char *path, dev_t dev, ino_t ino);
 void srv_unix_socket_unlink(const srv *s); /* the JSON-RPC one, likewise */
@@ -410,7 +485,10 @@ typedef struct srv_bind_addr {
  * optional. Returns 0 with *n set (out may be NULL), or -1 with err. */
 int srv_bind_parse(const char *list, srv_bind_addr *out, unsigned max, unsigned *n, char *err,
                    size_t errlen);
-int srv_resp_listen(srv *s); /* master, before fork: every RESP listener */
+int srv_resp_listen(srv *s); /* master, before the store: binds every RESP listener */
+/* Master, once the store is loaded: listen() on every socket bound by
+ * srv_resp_listen and srv_maint_listen. 0, or -1 logged. */
+int srv_listen_start(srv *s);
 /* Closes the RESP listeners of every slot but keep (-1: all, the unix one
  * too; a worker keeps the unix one). */
 void srv_resp_close(srv *s, int keep);
@@ -514,7 +592,9 @@ int srv_secret_eq(const char *a, size_t an, const char *b);
 typedef struct srv_door srv_door;
 srv_door *srv_door_create(void);
 void srv_door_destroy(srv_door *d);
-/* Accepts one connection from listener lfd (tcp: it needs the password). */
+/* Accepts the connections waiting on listener lfd. tcp: 0 the unix
+ * socket, 1 TCP (JSON-RPC needs the password), 2 metrics_port (GET
+ * /metrics and /health only). */
 void srv_door_accept(srv *s, srv_door *d, int lfd, int tcp);
 /* Writes the connections' poll entries at pf (at most max); returns how many. */
 unsigned srv_door_pollfds(const srv_door *d, struct pollfd *pf, unsigned max);

@@ -242,6 +242,8 @@ int cmd_txn_queue(srv_worker *w, conn *c, const char *name, unsigned argc, const
 /* A command was answered with a queue-time error: inside MULTI, the
  * transaction's EXEC will answer EXECABORT. */
 void cmd_txn_flag(conn *c);
+/* 1 between MULTI and EXEC / DISCARD (commands are being queued). */
+int cmd_txn_multi(const conn *c);
 /* Runs one command's handler as one engine transaction (pc_txn_run): its
  * reads and writes of several keys (APPEND, RENAME, MSET, SET ... GET)
  * happen at one instant for every other client, in every worker. On a
@@ -273,14 +275,20 @@ static inline void srv_dbmap_enter(srv_worker *w)
 /* cmd_txn.c: the collections of the databases in mask changed (SWAPDB): a
  * watch on one of them makes the next EXEC fail, as a touched key does. */
 void cmd_txn_dbs_changed(conn *c, uint64_t mask);
-/* cmd_txn.c: c is between MULTI and EXEC (not running EXEC). */
-int cmd_txn_multi(const conn *c);
 
 /* cmd_command.c: COMMAND and its subcommands, as Redis 7.0 answers them */
 void cmd_command(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
 
 /* cmd_info.c */
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);
+
+/* slowlog.c: SLOWLOG; srv_slowlog_add records a command that took dur_us
+ * (called by cmd_dispatch only past slowlog_log_slower_than: off the fast
+ * path). */
+extern const cmd_def cmd_slowlog_table[];
+extern const unsigned cmd_slowlog_count;
+void srv_slowlog_add(srv_worker *w, const conn *c, unsigned argc, const char **argv,
+                     const size_t *argl, uint64_t dur_us);
 
 /* shared helpers (commands.c) */
 int arg_i64(const char *p, size_t n, int64_t *out);

@@ -131,6 +131,11 @@ static int conn_flush_now(srv_worker *w, conn *c)
         ssize_t n = write(c->fd, b->p + b->off, c->safe - b->off);
         if (n > 0) {
             b->off += (size_t)n;
+            /* one writer per slot: a relaxed add, no locked instruction */
+            atomic_store_explicit(&w->st->net_out,
+                                  atomic_load_explicit(&w->st->net_out, memory_order_relaxed) +
+                                      (uint64_t)n,
+                                  memory_order_relaxed);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -594,6 +599,10 @@ static void conn_read(srv_worker *w, conn *c)
             return;
         }
         b->len += (size_t)n;
+        atomic_store_explicit(&w->st->net_in,
+                              atomic_load_explicit(&w->st->net_in, memory_order_relaxed) +
+                                  (uint64_t)n,
+                              memory_order_relaxed);
         c->last_ms = pc_mono_ms();
         conn_process(w, c);
         if ((size_t)n < room)

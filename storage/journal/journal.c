@@ -583,6 +583,14 @@ int pc_journal_epoch(const pc_journal *j, const pc_coll *coll, uint64_t *epoch)
     return 0;
 }
 
+int pc_journal_last_stop_get(const pc_journal *j, pc_journal_last_stop *out)
+{
+    if (j == NULL || out == NULL)
+        return PC_EINVAL;
+    *out = j->prev;
+    return 0;
+}
+
 uint64_t pc_journal_boot_gen(const pc_journal *j)
 {
     return j != NULL ? j->boot_gen : 0;

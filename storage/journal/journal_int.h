@@ -290,6 +290,8 @@ struct pc_journal {
     int pass_err;       /* errno of an I/O failure in the current pass, 0 = none */
     bool recovered;     /* a pass cleared the health: logged by pc_journal_sync_all */
     char derr[512];     /* its first error's text, logged by pc_journal_sync_all */
+    /* what the open found of the previous run (journal_shm.c) */
+    pc_journal_last_stop prev;
     /* segments a replay in this process (or in the one it was forked
      * from) skipped whole: "<file>\0<reason>\0" each; a retire moves them
      * to the quarantine instead of unlinking them (journal.c) */

@@ -222,6 +222,8 @@ static int pc_jshm_drain_old(pc_journal *j, struct pc_jshm *h)
         recs += n;
         procs++;
     }
+    j->prev.records = recs;
+    j->prev.procs = procs;
     if (recs > 0)
         pc_jlog(j, PC_LOG_WARN,
                 "%s: wrote out %llu acknowledged records that %u process(es) of the previous "
@@ -248,6 +250,11 @@ static int pc_jshm_recover(pc_journal *j, int fd, size_t size)
     int rc = 0;
     const char *bad = NULL;
     uint8_t boot[16], zero[16] = {0};
+    if (h->magic == PC_JSHM_MAGIC) { /* a run set it up: did it close it? */
+        j->prev.found = 1;
+        j->prev.unclean = atomic_load(&h->clean) != 1;
+        j->prev.boot_gen = h->boot_gen;
+    }
     if (h->magic != PC_JSHM_MAGIC) {
         pc_jlog(j, PC_LOG_WARN, "%s/" PC_JRINGS_FILE ": not a rings file: set up anew", j->path);
     } else if (h->version != PC_JSHM_LAYOUT || h->slot_size != sizeof(struct pc_jslot_shm)) {
@@ -267,6 +274,7 @@ static int pc_jshm_recover(pc_journal *j, int fd, size_t size)
     } else if (pc_jboot_id(boot), memcmp(boot, h->boot_id, 16) != 0 &&
                                       memcmp(boot, zero, 16) != 0 &&
                                       memcmp(h->boot_id, zero, 16) != 0) {
+        j->prev.machine_restarted = j->prev.unclean;
         pc_jlog(j, PC_LOG_WARN,
                 "%s/" PC_JRINGS_FILE ": written before the machine restarted: its rings are "
                 "not written out (a machine crash may cost what was not fdatasynced, about "

@@ -591,6 +591,15 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
             rc = pc_journal_restore(p->journal, store, coll, &jr);
         snapshot = jr.snapshot;
         pp_result_of_load(&r, &jr.load);
+        const pc_journal_replay_stats *rs = &jr.replay;
+        if (p->starting) {
+            p->restored.journal_records += rs->records;
+            p->restored.journal_applied += rs->set + rs->counter + rs->del + rs->expire;
+        }
+    }
+    if (rc == 0 && p->starting) {
+        p->restored.collections++;
+        p->restored.snapshot_entries += snapshot ? r.rows : 0;
     }
     double secs = pc_mono_sec() - t0;
     struct pc_persist_coll_shm *st = &p->shm[pp_index(p, coll)];
@@ -617,11 +626,23 @@ static int pc_persist_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result 
     return rc;
 }
 
+int pc_persist_last_stop_get(const pc_persist *p, pc_persist_last_stop *out)
+{
+    if (p == NULL || out == NULL)
+        return PC_EINVAL;
+    *out = p->restored;
+    if (p->journal != NULL)
+        (void)pc_journal_last_stop_get(p->journal, &out->journal);
+    return 0;
+}
+
 int pc_persist_startup(pc_persist *p)
 {
     if (p == NULL)
         return PC_EINVAL;
     int first = 0;
+    memset(&p->restored, 0, sizeof p->restored);
+    p->starting = true; /* counted in p->restored; perf_load's restores are not */
     if (p->db_mode >= 1) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
             if (!p->persist[i])
@@ -631,6 +652,7 @@ int pc_persist_startup(pc_persist *p)
                 first = rc;
         }
     }
+    p->starting = false;
     /* journaling starts only now, so the restore is not journaled again */
     int rc = p->journal != NULL ? pc_journal_install(p->journal) : 0; /* none with a backend */
     /* after the restore (which writes the table): writes refused from here */
@@ -790,12 +812,20 @@ int pc_persist_commit_finish(pc_persist *p, pc_journal_batch *b)
 
 int pc_persist_shutdown(pc_persist *p)
 {
+    return pc_persist_shutdown_as(p, -1);
+}
+
+int pc_persist_shutdown_as(pc_persist *p, int save)
+{
     if (p == NULL)
         return PC_EINVAL;
     int first = p->journal != NULL ? pc_journal_flush(p->journal, 1) : 0;
-    if (p->db_mode == 2) {
+    bool any = false;
+    for (unsigned i = 0; i < pc_coll_count(p->cache); i++)
+        any |= p->persist[i];
+    if (save < 0 ? p->db_mode == 2 : save > 0) {
         for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
-            if (!p->persist[i])
+            if (!p->persist[i] && any)
                 continue;
             int rc = pc_persist_save_coll(p, pc_coll_at(p->cache, i), NULL);
             if (rc != 0 && first == 0)

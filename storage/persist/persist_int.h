@@ -57,6 +57,8 @@ struct pc_persist {
     uint64_t journal_max_bytes;                 /* 0 = no cap */
     int64_t bound_retry_ms[PC_MAX_COLLECTIONS]; /* after a failed bound save: not before */
     bool persist[PC_MAX_COLLECTIONS];
+    pc_persist_last_stop restored;   /* pc_persist_startup's totals (pc_persist_last_stop_get) */
+    bool starting;                   /* inside pc_persist_startup's restores */
     struct pc_persist_coll_shm *shm; /* PC_MAX_COLLECTIONS entries, MAP_SHARED */
     pc_logger log;                   /* pc_persist_config.log */
     /* sync (sync.c) */

@@ -382,8 +382,14 @@ static int pc_ck_child(void *ctx, int fd)
     end.klen = (size_t)(rc < 0 ? -rc : 0);
     if (!c.write_failed)
         pc_write_all(fd, &end, sizeof end);
-    /* the environment is left to _exit: closing it here gains nothing */
-    (void)env;
+    /* Released before _exit: LMDB records a reader slot per process in
+     * lock.mdb, and a slot left by this (dead) child is what the next
+     * opener's mdb_reader_check reports as "released N reader slots of dead
+     * processes" on every start. */
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    if (env != NULL)
+        mdb_env_close(env);
     return 0;
 }
 

@@ -342,6 +342,8 @@ static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
             fsync(dfd);
             close(dfd);
         }
+        /* named where it now is: the private subdirectory is gone */
+        PC_SLOG(s, PC_LOG_INFO, "store %s: created (format version %u)", path, PC_SF_VERSION);
     }
     return rc;
 }
@@ -590,7 +592,6 @@ static int pc_init_store(struct pc_open_ctx *o)
     if (mrc != 0)
         return pc_open_fail(o, PC_EIO, "store %s: cannot create the store: %s", s->path,
                             mdb_strerror(mrc));
-    PC_SLOG(s, PC_LOG_INFO, "store %s: created (format version %u)", s->path, PC_SF_VERSION);
     return 0;
 }
 
@@ -751,6 +752,8 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
         }
     } else if ((rc = pc_init_store(&o)) != 0) {
         goto out;
+    } else {
+        PC_SLOG(s, PC_LOG_INFO, "store %s: created (format version %u)", s->path, PC_SF_VERSION);
     }
 done:
     rc = 0;

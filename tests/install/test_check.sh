@@ -8,8 +8,11 @@
 # start error then said perf://), persist_collections naming an undeclared
 # collection, an unknown journal mode, a store under a regular file.
 # A good configuration passes and creates nothing. The directories pcached
-# writes in are checked for the user it runs as (issue 32), and the start
-# makes a missing runtime directory when it can.
+# writes in are checked for the user it runs as, and the start makes a
+# missing runtime directory when it can. The memory ceiling and a
+# redis.conf-style line are refused with the reason and the pcached form;
+# a configuration that loses data at a restart passes with a WARN line
+# naming the key to set, and the store defaults have none (issue 32).
 # usage: test_check.sh PCACHED
 set -eu
 pcached=$1
@@ -65,6 +68,55 @@ case_bad "pidfile: $tmp/afile/p.pid: $tmp/afile is not a directory" \
     --pidfile="$tmp/afile/p.pid"
 case_bad "select_collections: 'nope' (db 0) is not a declared collection" \
     --select_collections=nope
+
+# the memory ceiling is refused when the configuration is read, with why
+case_bad "mem_mb: 40000 is out of range [8, 32702] (one cache maps at most 32 GiB" --mem_mb=40000
+case_bad "with these collections and hugepage_mb, mem_mb can be at most" \
+    --mem_mb=30000 --hugepage_mb=4000
+# a redis.conf line: the pcached form
+printf 'port 6379\n' >"$tmp/redis-style.conf"
+case_bad "got 'port 6379' (redis.conf's form): write 'port = 6379'" -c "$tmp/redis-style.conf"
+
+# Defaults that keep data (issue 32 item 4): a configuration that loses
+# data at a restart passes, with a WARN line naming the key to set; the
+# store defaults (db_url alone, Redis's dir) have none.
+case_warn() { # "want-substring" pcached-args...
+    want=$1
+    shift
+    # shellcheck disable=SC2086
+    "$pcached" $base "$@" --check >"$tmp/out" 2>"$tmp/err" ||
+        fail "--check $*: exit $?, expected 0 ($(cat "$tmp/err"))"
+    grep -F -- "pcached: WARN " "$tmp/err" | grep -qF -- "$want" ||
+        fail "--check $*: no WARN line with '$want': $(cat "$tmp/err")"
+    echo "ok: WARN $want"
+}
+case_warn "no store (db_url is empty): every key is lost when pcached stops; set db_url"
+case_warn "db_mode 0: the store is neither loaded at start nor saved at shutdown" \
+    --db_url="$store" --db_mode=0
+case_warn "collection 'default' is not in persist_collections" \
+    --db_url="$store" --persist_collections=
+case_warn "collection 'default' has no journal: a crash (kill -9, OOM, power loss) loses its writes since the last save; set journal = default=everysec" \
+    --db_url="$store" --journal=
+case_warn "collection 'default' has no journal and db_mode 1 saves nothing at shutdown" \
+    --db_url="$store" --db_mode=1 --journal=
+case_warn "collection 'b' is not in persist_collections" \
+    --db_url="$store" --collections='a;b'
+for keep in "--db_url=$store" "--dir=$tmp/data" "--db_url=$store --db_mode=1"; do
+    # shellcheck disable=SC2086
+    "$pcached" $base $keep --check >"$tmp/out" 2>"$tmp/err" || fail "--check $keep: $(cat "$tmp/err")"
+    if grep -q WARN "$tmp/err"; then fail "--check $keep warns: $(cat "$tmp/err")"; fi
+    grep -q "^# store: .*db_mode [12], persisted: default, journal: default=everysec" "$tmp/out" ||
+        fail "--check $keep: $(grep '^# store' "$tmp/out")"
+    echo "ok: no WARN with $keep"
+done
+"$pcached" $base --dir="$tmp/data" --check | grep -q "^db_url = $tmp/data/store\$" ||
+    fail "dir: the store is not <dir>/store"
+# the journal's default follows persist_collections
+"$pcached" $base --db_url="$store" --collections='a;b' --persist_collections=b --check \
+    >"$tmp/out" 2>"$tmp/err" || fail "persist b: $(cat "$tmp/err")"
+grep -q "^# store: .*persisted: b, journal: b=everysec\$" "$tmp/out" ||
+    fail "persist b: $(grep '^# store' "$tmp/out")"
+if grep -q "'b' has no journal" "$tmp/err"; then fail "persist b: $(cat "$tmp/err")"; fi
 
 # a good configuration: OK, and the store is not created by --check
 # shellcheck disable=SC2086

@@ -110,8 +110,10 @@ grep -q "^ExecStart=/usr/bin/pcached -c /etc/pcache/pcached.conf$" \
 # 3. run the installed server with the installed configuration
 mkdir -p "$r/var/lib/pcache" "$r/run" # the postinst's (StateDirectory=); /run/pcache: pcached's
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# the packaged metrics_port (9380) is moved too: parallel runs share the host
+mport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 run() {
-    "$r/usr/bin/pcached" -c "$r/etc/pcache/pcached.conf" --port="$port" \
+    "$r/usr/bin/pcached" -c "$r/etc/pcache/pcached.conf" --port="$port" --metrics_port="$mport" \
         --db_url="lmdb://$r/var/lib/pcache/store" --unix_socket="$r/run/pcache/pcached.sock" \
         >>"$tmp/pcached.log" 2>&1 &
     pid=$!
@@ -127,6 +129,8 @@ run() {
 run
 [ -d "$r/run/pcache" ] || fail "pcached did not make its runtime directory $r/run/pcache"
 [ "$(redis-cli -p "$port" SET pkg-key installed)" = OK ] || fail "SET"
+/usr/bin/python3 -c "import sys, urllib.request as u; sys.exit(0 if b'pcache_build_info' in u.urlopen('http://127.0.0.1:$mport/metrics', timeout=10).read() else 1)" ||
+    fail "GET /metrics on the packaged configuration's metrics listener"
 "$r/usr/bin/pcachectl" -s "$r/run/pcache/pcached.sock" perf_stats default >"$tmp/stats" ||
     fail "pcachectl from the scratch root"
 grep -q entries "$tmp/stats" || fail "perf_stats: $(cat "$tmp/stats")"

@@ -108,15 +108,35 @@ class Server:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        # children that outlive the master get PDEATHSIG; wait for them to go
-        for _ in range(100):
-            if not self.children():
+        # children that outlive the master get PDEATHSIG; wait for them to go.
+        # Once the master is reaped its children are no longer its, so the
+        # wait is on the process group: a SIGKILLed child still exiting
+        # holds the store's lock, and a restart then finds it in use.
+        pgid = self.proc.pid
+        for _ in range(400):
+            if not self.children() and not self._group_alive(pgid):
                 break
             time.sleep(0.05)
         self.proc = None
         self.log.close()
         if self in _live:
             _live.remove(self)
+
+    @staticmethod
+    def _group_alive(pgid):
+        """Whether a process of group pgid still runs (a zombie has closed
+        its files: it holds no lock)."""
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+        return False
 
     def children(self):
         if self.proc is None:

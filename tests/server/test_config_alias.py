@@ -40,10 +40,15 @@ class Alias(unittest.TestCase):
         ("loglevel", "err", "log_level", "err"),
         ("syslog-enabled", "yes", "syslog", "1"),
         ("syslog-enabled", "no", "syslog", "0"),
-        ("dir", "/tmp", "db_url", "/tmp"),
+        # Redis's dir is the data directory: the store is a directory in it
+        ("dir", "/tmp", "db_url", "/tmp/store"),
+        ("dir", "/tmp/", "db_url", "/tmp/store"),
         ("timeout", "300", "idle_timeout_s", "300"),
         ("maxmemory-policy", "allkeys-lru", "maxmemory_policy", "allkeys-lru"),
         ("maxmemory-policy", "Volatile-S3FIFO", "maxmemory_policy", "volatile-s3fifo"),
+        ("slowlog-log-slower-than", "2500", "slowlog_log_slower_than", "2500"),
+        ("slowlog-log-slower-than", "-1", "slowlog_log_slower_than", "-1"),
+        ("slowlog-max-len", "64", "slowlog_max_len", "64"),
     ]
 
     def test_command_line_and_file(self):

@@ -109,10 +109,12 @@ class Readme(unittest.TestCase):
 
     def test_monitoring_where_it_says(self):
         sec = section(README, "## Monitoring")
-        for want in ("`/metrics`", "`/health`", "`127.0.0.1:<http_port>`"):
+        for want in ("`/metrics`", "`/health`", "`http://127.0.0.1:9380`", "`metrics_port`"):
             self.assertIn(want, sec)
+        with open(os.path.join(ROOT, "scripts", "run.sh")) as f:
+            self.assertIn("--metrics_port=9380", f.read())
         port = free_port()
-        with Server(workers=1, http_port=port) as s:
+        with Server(workers=1, metrics_port=port) as s:
             with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as m:
                 self.assertIn(b"pcache_uptime_seconds", m.read())
             with urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=10) as h:

@@ -127,6 +127,17 @@ typedef struct pc_coll pc_coll;   /* a collection; valid as long as its cache */
  * Call before fork(). On success *out is caller-owned: pc_cache_destroy. */
 int pc_cache_create(const pc_config *cfg, pc_cache **out);
 
+/* The most shared memory one cache maps, mem_mb + hugepage_mb + the
+ * tables together: records are addressed by 32-bit offsets in 8-byte
+ * units (a bucket's slots are 32-bit), so 32 GiB less 8 bytes. */
+#define PC_REGION_MAX_BYTES ((uint64_t)UINT32_MAX << 3)
+/* The bytes pc_cache_create would map for cfg (mem_mb, hugepage_mb and the
+ * tables of cfg->collections), so a host can check them against
+ * PC_REGION_MAX_BYTES when it reads its configuration. Maps nothing.
+ * 0, or the collections parser's error (PC_ECONFIG...), logged through
+ * cfg->log. */
+int pc_cache_region_bytes(const pc_config *cfg, uint64_t *bytes);
+
 /* Unmaps the region in this process. Other processes are unaffected; the
  * memory is gone once the last process unmaps or exits. Accepts NULL. */
 void pc_cache_destroy(pc_cache *c);

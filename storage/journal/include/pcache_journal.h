@@ -211,6 +211,20 @@ void pc_journal_hold(pc_journal *j, int err);
 /* Ends a hold; the journal is ok again after the next successful probe. */
 void pc_journal_release(pc_journal *j);
 
+/* How the previous run of this store ended, as its rings file told the
+ * open (docs/journal-format.md §6.1, the clean field): for the host's
+ * start message. All zero when there was no earlier run's area. */
+typedef struct pc_journal_last_stop {
+    int found;             /* 1: an earlier run's area was there */
+    int unclean;           /* 1: that run did not close it (killed, crashed, power lost) */
+    int machine_restarted; /* 1: ... and the machine restarted since: its rings were not
+                            * written out (about the last second of everysec may be lost) */
+    uint64_t boot_gen;     /* that run's boot generation */
+    uint64_t records;      /* acknowledged records its rings still held, written out now */
+    unsigned procs;        /* processes those records came from */
+} pc_journal_last_stop;
+int pc_journal_last_stop_get(const pc_journal *j, pc_journal_last_stop *out);
+
 /* The boot generation given at open. */
 uint64_t pc_journal_boot_gen(const pc_journal *j);
 /* The current save epoch of coll (writers append to segments of it). */

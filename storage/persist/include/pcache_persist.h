@@ -192,8 +192,26 @@ int pc_persist_commit(pc_persist *p);
  * journal: start leaves b empty, finish returns 0. */
 int pc_persist_commit_start(pc_persist *p, pc_journal_batch *b);
 int pc_persist_commit_finish(pc_persist *p, pc_journal_batch *b);
+/* How the previous run of the store ended and what this start restored
+ * from it, for the host's start message: the journal's verdict (LMDB
+ * stores; all zero for an SQL db_url, which keeps no such record), then
+ * the totals of pc_persist_startup's restores (zero before it, or with
+ * db_mode 0). PC_EINVAL on NULL arguments. */
+typedef struct pc_persist_last_stop {
+    pc_journal_last_stop journal;
+    unsigned collections;      /* collections restored */
+    uint64_t snapshot_entries; /* entries loaded from their snapshots */
+    uint64_t journal_records;  /* journal records the replays read */
+    uint64_t journal_applied;  /* operations they applied (sets, counters, deletes, expiries) */
+} pc_persist_last_stop;
+int pc_persist_last_stop_get(const pc_persist *p, pc_persist_last_stop *out);
 /* Flushes the journal; db_mode 2: saves every persist collection. */
 int pc_persist_shutdown(pc_persist *p);
+/* The same with the save chosen by the caller (Redis's SHUTDOWN SAVE /
+ * NOSAVE): save < 0 as db_mode says, 0 no save (the journal is still
+ * flushed), > 0 saves every persist collection (every collection when none
+ * is persisted) whatever db_mode. Returns the first error. */
+int pc_persist_shutdown_as(pc_persist *p, int save);
 /* In a process forked after pc_persist_open (the host's maintenance
  * process), before any save or load there: opens the store again for this
  * process (a store handle never crosses fork). Errors of pc_store_open,

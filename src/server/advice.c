@@ -159,7 +159,7 @@ void srv_perm_hint(const char *key, const char *path, char *buf, size_t cap)
              "it to that user (chown %s %s), run pcached as %s, or set %.*s to a path %s can "
              "write",
              user, (unsigned)uid, dir, owner, group, (unsigned)(st.st_mode & 07777), user, dir,
-             owner, (int)strcspn(key, " "), key, user);
+             owner, (int)strcspn(key, ": "), key, user);
 }
 
 int srv_db_url_sql(const char *db_url)

@@ -81,19 +81,17 @@ static int writable(const char *pfx, const char *dir, char *err, size_t errlen)
         return 0;
     int e = errno;
     user_name(who, sizeof who);
-    struct passwd *owner = getpwuid(st.st_uid);
     if (e == EROFS)
         snprintf(err, errlen,
                  "%s: directory %.300s is on a read-only file system for %s (under systemd: "
                  "only the unit's StateDirectory, RuntimeDirectory and LogsDirectory are "
                  "writable)",
                  pfx, dir, who);
-    else
-        snprintf(err, errlen,
-                 "%s: directory %.300s (owner %s, mode %04o) is not writable by user %s, "
-                 "whom pcached runs as: chown %s %.300s (or run pcached as its owner)",
-                 pfx, dir, owner ? owner->pw_name : "?", (unsigned)(st.st_mode & 07777), who, who,
-                 dir);
+    else {
+        char hint[900]; /* the one wording of pcached's permission errors */
+        srv_perm_hint(pfx, dir, hint, sizeof hint);
+        snprintf(err, errlen, "%s: directory %.300s is not writable: %s", pfx, dir, hint);
+    }
     errno = e;
     return -1;
 }

@@ -422,7 +422,8 @@ unsigned srv_advise_data(const srv_config *cfg, int sql, srv_advice_fn emit, voi
  * pc_persist_startup. */
 void srv_advise_last_stop(const srv *s);
 /* For a permission error on path (setting key): the user pcached runs as,
- * the owner and mode of the directory in the way, and the fix, into buf. */
+ * the owner and mode of the directory in the way, and the fix, into buf;
+ * key may be "key" or "key: path" (the setting is named up to ": "). */
 void srv_perm_hint(const char *key, const char *path, char *buf, size_t cap);
 int srv_perm_errno(int e); /* EACCES or EPERM */
 /* 1 when db_url is served by the SQL backend (no journal there). */

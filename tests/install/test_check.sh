@@ -139,9 +139,9 @@ run_as="setpriv --reuid=nobody --regid=nogroup --clear-groups"
 case_bad "directory $tmp/rootonly/run does not exist and user nobody, whom pcached runs as, cannot create it ($tmp/rootonly: Permission denied): create it as root: install -d -o nobody -m 0750 $tmp/rootonly/run" \
     --unix_socket="$tmp/rootonly/run/p.sock" --db_url="$tmp/nob/store"
 [ ! -e "$tmp/nob/store" ] || fail "a start refused for its runtime directory created the store first"
-case_bad "pidfile: $tmp/rootonly/p.pid: directory $tmp/rootonly (owner root, mode 0755) is not writable by user nobody, whom pcached runs as: chown nobody $tmp/rootonly" \
+case_bad "pidfile: $tmp/rootonly/p.pid: directory $tmp/rootonly is not writable: pcached runs as user nobody (uid 65534), and $tmp/rootonly is owned by root:root with mode 0755; give it to that user (chown nobody $tmp/rootonly), run pcached as root, or set pidfile to a path nobody can write" \
     --pidfile="$tmp/rootonly/p.pid"
-case_bad "db_url: $tmp/rootonly/store: directory $tmp/rootonly (owner root, mode 0755) is not writable by user nobody|$tmp/rootonly/store" \
+case_bad "db_url: $tmp/rootonly/store: directory $tmp/rootonly is not writable: pcached runs as user nobody (uid 65534), and $tmp/rootonly is owned by root:root with mode 0755|$tmp/rootonly/store" \
     --db_url="$tmp/rootonly/store" --db_mode=1
 run_as=""
 # log_file: the start logs to stderr instead, --check says it

@@ -33,6 +33,10 @@ PKGS="$PKGS redis-tools redis-server python3-redis"
 # prometheus package, ~95 MB with the server, which the tests never start)
 # and prometheus_client's strict OpenMetrics parser.
 PKGS="$PKGS prometheus python3-prometheus-client"
+# The OpenSIPS consumer tests (tests/opensips/opensips_consumers.py): sipp
+# drives the calls; libhiredis-dev lets the user's OpenSIPS tree build
+# cachedb_redis, the comparison backend (OpenSIPS itself is never built here).
+PKGS="$PKGS sip-tester libhiredis-dev"
 # bench/plot's charts (tests/tools/test_bench_plot.py).
 PKGS="$PKGS python3-matplotlib"
 # A CI run with fuzzing (.ci/run, PCACHE_CI_FUZZ_SECONDS): clang and its

@@ -37,4 +37,15 @@ if(PCACHE_PYTHON3)
                                                      LABELS "opensips")
   endforeach()
   set_tests_properties(opensips_cluster_sync PROPERTIES RUN_SERIAL TRUE)
+  # The modules that take a cachedb_url (topology_hiding's th_state_url,
+  # dialog's shared profiles, ratelimit, sql_cacher, dns_cache) on perf://,
+  # under sipp: opensips_consumers.py. A module the tree did not build, or
+  # sipp missing, is SKIPPED with the reason. It drives calls at a fixed
+  # rate: RUN_SERIAL.
+  add_test(NAME opensips_consumers
+           COMMAND ${PCACHE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/opensips/opensips_consumers.py
+                   --prefix "${PCACHE_OPENSIPS_PREFIX}" --src "${OPENSIPS_SRC}"
+                   --module "${_osips_module}" --skip-reason "${_osips_why}")
+  set_tests_properties(opensips_consumers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                                                     LABELS "opensips" RUN_SERIAL TRUE)
 endif()

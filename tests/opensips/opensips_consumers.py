@@ -52,7 +52,8 @@ SIPP_DIR = os.path.join(HERE, "sipp")
 ALL_PARTS = "th,dialog,ratelimit,sqlcacher,dnscache"
 SKIPPED = []
 # the cachedb module each backend loads
-BACKEND_MOD = {"perf": None, "orig": None, "local": "cachedb_local", "redis": "cachedb_redis"}
+BACKEND_MOD = {"perf": None, "orig": None, "local": "cachedb_local",
+               "localdef": "cachedb_local", "redis": "cachedb_redis"}
 
 HEAD = r'''
 log_level = 2
@@ -77,6 +78,9 @@ class Node:
     """One OpenSIPS: a config written from HEAD + body, started in the
     foreground, stopped by SIGTERM; any ERROR line not expected fails."""
 
+    # the shm/pkg allocator (-a); None: the build's default
+    allocator = None
+
     def __init__(self, binary, mpath, work, name, body, workers=4, shm_mb=256):
         self.binary, self.work, self.name = binary, work, name
         self.sip_port = free_port(socket.SOCK_DGRAM)
@@ -99,7 +103,8 @@ class Node:
         logf = open(self.log, "w")
         self.proc = subprocess.Popen(
             [self.binary, "-F", "-f", self.cfg, "-w", self.work,
-             "-m", str(self.shm_mb), "-M", "16"],
+             "-m", str(self.shm_mb), "-M", "16"]
+            + (["-a", self.allocator] if self.allocator else []),
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -122,6 +127,9 @@ class Node:
     def stop(self):
         if self.proc is None or self.proc.poll() is not None:
             return
+        # in a finally: while a failure propagates, its own message is the
+        # one to report, not the log lines it caused
+        failing = sys.exc_info()[0] is not None
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=60)
@@ -129,6 +137,8 @@ class Node:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             raise AssertionError("%s did not stop within 60 s of SIGTERM" % self.name)
+        if failing:
+            return
         with open(self.log, errors="replace") as f:
             bad = [ln.rstrip() for ln in f if ("ERROR:" in ln or "CRITICAL:" in ln)
                    and not any(e in ln for e in self.expected_errors)]
@@ -170,7 +180,7 @@ class Backend:
     def url(self, coll):
         if self.kind in ("perf", "orig"):
             return "perf:///" + coll
-        if self.kind == "local":
+        if self.kind in ("local", "localdef"):
             return "local:///" + coll
         return "redis://127.0.0.1:%d/" % self.redis_port
 
@@ -188,10 +198,12 @@ class Backend:
                       'modparam("cachedb_perf", "persist_collections", "%s")\n'
                       % (self.persist[0], self.persist[1]))
             return s
-        if self.kind == "local":
+        if self.kind in ("local", "localdef"):
+            # localdef: the collections at cachedb_local's default size (2^9)
+            colls = self.colls if self.kind == "local" else [c.split("=")[0] for c in self.colls]
             return ('loadmodule "cachedb_local.so"\n'
                     'modparam("cachedb_local", "cache_collections", "%s")\n'
-                    % "; ".join(self.colls))
+                    % "; ".join(colls))
         return 'loadmodule "cachedb_redis.so"\n'
 
     def start(self):
@@ -319,6 +331,15 @@ def th_run(args, work, node, uas_port, rate, seconds, tag):
                     "-timeout", "%ds" % (seconds * 3 + 60), "-timeout_error",
                     "-max_recv_loops", "10000", "-max_sched_loops", "10000"])
     t0 = time.time()
+    if args.drop_states:
+        # shows the test failing when the consumer loses its state: the
+        # states are deleted while the calls are up (their BYE then finds none)
+        import threading
+
+        def drop():
+            time.sleep(seconds / 2)
+            node.result("cachedb_perf:perf_del", {"glob": "*", "collection": "th"})
+        threading.Thread(target=drop, daemon=True).start()
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.time() - t0
     st = sipp_stats(work, "uac_th.xml", uac_port)
@@ -373,6 +394,8 @@ def run_th(args, work):
     try:
         node.start()
         ok, st = th_run(args, work, node, uas_port, args.rate, args.seconds, "th")
+        if not ok and backend.kind == "perf":
+            st["perf_stats"] = perf_coll(node, "th")
         check(ok, "topology_hiding over %s: %d CPS for %d s: %s"
               % (backend.url("th"), args.rate, args.seconds, st))
         n = th_states(node, backend)
@@ -987,11 +1010,15 @@ def main():
     ap.add_argument("--backends", default="perf,local,redis",
                     help="--cps-search: the backends, interleaved")
     ap.add_argument("--out", default="", help="--cps-search: the JSON summary's file")
+    ap.add_argument("--allocator", default="", help="OpenSIPS -a (e.g. F_MALLOC)")
+    ap.add_argument("--drop-states", action="store_true",
+                    help="th on perf: delete the states mid-run (the test must fail)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     resolve_opensips(args)
+    Node.allocator = args.allocator or None
     if args.orig_src:
         args.orig_opensips = os.path.join(args.orig_src, "opensips")
         args.orig_mpath = os.path.join(args.orig_src, "modules") + "/"

@@ -561,12 +561,16 @@ def run_dialog(args, work):
         SKIPPED.append("dialog: %s" % ("OpenSIPS module(s) %s not built" % ", ".join(missing)
                                        if missing else "no dialog schema at " + schema))
         return
-    # the profiles' collection out of the persisted ones: exact
-    dialog_phase(args, work, schema, "exact", persist_profiles=False, n1=60, n2=18)
-    if args.backend in ("perf", "orig"):
-        # the profiles' collection persisted too: the dialog module re-counts
-        # the dialogs it restores on top of the restored counters
-        dialog_phase(args, work, schema, "persisted", persist_profiles=True, n1=12, n2=0)
+    # The dialog module re-counts the dialogs it restores from its database
+    # into the shared profiles at startup. Counts stay exact across a restart
+    # when the counters do not survive it: perf:// with the profiles'
+    # collection left out of persist_collections, cachedb_local. Counters
+    # that survive (perf:// persisting that collection; redis, which
+    # outlives OpenSIPS) are counted twice: checked too, as the guide says.
+    if args.backend != "redis":
+        dialog_phase(args, work, schema, "exact", persist_profiles=False, n1=60, n2=18)
+    if args.backend in ("perf", "orig", "redis"):
+        dialog_phase(args, work, schema, "persisted", persist_profiles=True, n1=12, n2=6)
 
 
 def dialog_phase(args, work, schema, tag, persist_profiles, n1, n2):
@@ -616,8 +620,8 @@ def dialog_phase(args, work, schema, tag, persist_profiles, n1, n2):
         check(got == want, "dialog over %s after a restart (profiles %spersisted): profile "
               "counts %s, expected %s" % (url, "" if persist_profiles else "not ", got, want))
         if persist_profiles:
-            print("dialog over %s, the profiles' collection persisted: %d calls count %d "
-                  "after a restart (restored counters + the dialog module's re-count)"
+            print("dialog over %s, the counters surviving the restart: %d calls count %d "
+                  "after it (the survivors + the dialog module's re-count)"
                   % (url, n1, got["calls"]))
         if n2:
             # new calls after the restart count on top, and uncount exactly

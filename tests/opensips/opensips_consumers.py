@@ -192,7 +192,14 @@ class Backend:
                  % (mod, decl))
             if self.kind == "perf":
                 s += 'modparam("cachedb_perf", "cache_mem_mb", %d)\n' % self.args.cache_mb
-            if self.persist:
+            if self.persist and self.kind == "orig":
+                # the original persists through a db_* module (db_sqlite, which
+                # the dialog part loads), into its documented table
+                s += ('modparam("cachedb_perf", "db_url", "sqlite://%s/perf.sqlite")\n'
+                      'modparam("cachedb_perf", "db_mode", 2)\n'
+                      'modparam("cachedb_perf", "persist_collections", "%s")\n'
+                      % (self.persist[0], self.persist[1]))
+            elif self.persist:
                 s += ('modparam("cachedb_perf", "db_url", "lmdb://%s")\n'
                       'modparam("cachedb_perf", "db_mode", 2)\n'
                       'modparam("cachedb_perf", "persist_collections", "%s")\n'
@@ -207,6 +214,12 @@ class Backend:
         return 'loadmodule "cachedb_redis.so"\n'
 
     def start(self):
+        if self.kind == "orig" and self.persist:
+            con = sqlite3.connect(os.path.join(self.persist[0], "perf.sqlite"))
+            con.execute("CREATE TABLE IF NOT EXISTS cachedb_perf (collection TEXT, pkey TEXT, "
+                        "pvalue BLOB, expires INTEGER)")
+            con.commit()
+            con.close()
         if self.kind != "redis":
             return
         self.redis_port = free_port(socket.SOCK_STREAM)
@@ -317,7 +330,17 @@ def th_node(args, work, kind, backend, uas_port, name):
 def perf_coll(node, coll):
     """This module's perf_stats of one collection."""
     res = node.result("cachedb_perf:perf_stats", {"collection": coll})
-    return next(c for c in res["collections"] if c["collection"] == coll)
+    # this module names a collection's member "collection", the original "name"
+    c = next(c for c in res["collections"] if coll in (c.get("collection"), c.get("name")))
+    if "entries" not in c:
+        c["entries"] = c.get("items", c.get("keys", c.get("count")))
+    return c
+
+
+def perf_keys_count(keys):
+    """How many keys a perf_keys reply lists (this module: count; the
+    original: returned)."""
+    return keys.get("count", keys.get("returned"))
 
 
 def th_run(args, work, node, uas_port, rate, seconds, tag):
@@ -721,7 +744,7 @@ def run_ratelimit(args, work):
         # the pipe's counter is the backend's: every request counted there
         if backend.kind in ("perf", "orig"):
             keys = node.result("cachedb_perf:perf_keys", {"glob": "*pcache*", "collection": "rl"})
-            check(keys.get("count") == 1, "ratelimit: the pipe's counter is not in %s: %s"
+            check(perf_keys_count(keys) == 1, "ratelimit: the pipe's counter is not in %s: %s"
                   % (backend.url("rl"), keys))
             key = keys["keys"][0]
             key = key if isinstance(key, str) else key.get("key")

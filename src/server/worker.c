@@ -477,8 +477,10 @@ void conn_process(srv_worker *w, conn *c)
             atomic_fetch_add_explicit(&w->st->proto_errors, 1, memory_order_relaxed);
             break;
         }
-        if (r == RESP_REFUSED)
+        if (r == RESP_REFUSED) {
+            cmd_txn_flag(c); /* inside MULTI: a refused command aborts the EXEC */
             continue;
+        }
         if (c->nargs > w->argcap) {
             unsigned cap = c->nargs < 64 ? 64 : c->nargs;
             const char **av = realloc(w->argv, cap * sizeof *av);

@@ -258,7 +258,6 @@ int srv_maint_listen(srv *s)
 void srv_maint_main(srv *s)
 {
     srv_log_role("maint");
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     /* A save's walk and compression are background work: below the
      * workers' priority they take the CPU the workers leave, so on a core
      * shared with a worker the save slows down instead of the traffic. The

@@ -765,7 +765,6 @@ void srv_worker_main(srv *s, unsigned slot)
     char role[16];
     snprintf(role, sizeof role, "worker%u", slot);
     srv_log_role(role);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     srv_resp_close(s, (int)slot);
     nlsn = 0;
     for (unsigned j = 0; j < s->nbinds; j++)

@@ -50,6 +50,9 @@ import time
 import urllib.request
 
 SKIP = 77
+# How long an OpenSIPS may take to report itself running (sr_get_status):
+# about 1 s when idle, several when two busy cores fork its processes.
+START_DEADLINE = 60
 ALL_PARTS = "lmdb,odbc,sync"
 CHECKS = 0
 # What this run could not do (a reason each): a run that skipped anything
@@ -334,7 +337,7 @@ class OpenSIPS:
              "-P", os.path.join(self.work, self.name + ".pid"), "-m", "64", "-M", "8"],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             env=dict(os.environ, ODBCINI=os.path.join(self.work, "odbc.ini")))
-        deadline = time.time() + 20
+        deadline = time.time() + START_DEADLINE
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 if expect_fail:
@@ -357,7 +360,8 @@ class OpenSIPS:
         if expect_fail:
             self.stop()
             raise AssertionError("%s started although it should have failed" % self.name)
-        raise AssertionError("%s: MI did not answer in 20 s:\n%s" % (self.name, self.tail()))
+        raise AssertionError("%s: MI did not answer in %d s:\n%s"
+                             % (self.name, START_DEADLINE, self.tail()))
 
     def tail(self, n=40):
         with open(self.log, errors="replace") as f:
@@ -1122,6 +1126,35 @@ def wait_for(cond, timeout, step=0.005):
     return None
 
 
+# How long a clusterer link may take to come up: the nodes ping every
+# second (ping_interval 1) and a link is Up after a ping and its reply; on
+# a loaded 2-core machine a first attempt can be lost to a peer still
+# starting. A state is waited for, never a time: a healthy run waits 1-3 s.
+LINK_DEADLINE = 120
+
+
+def links_up(node):
+    """node_id -> True for every peer whose link clusterer_list reports as
+    Up and enabled (MI, parsed: not a substring match)."""
+    rep = node.mi("clusterer_list")
+    up = {}
+    for cl in rep.get("result", {}).get("Clusters", []):
+        for n in cl.get("Nodes", []):
+            up[n.get("node_id")] = n.get("link_state") == "Up" and n.get("state") == "enabled"
+    return up
+
+
+def wait_links(nodes, peers, what):
+    """Waits (LINK_DEADLINE) until each node sees `peers` peers with their
+    link Up; fails with every node's clusterer_list otherwise."""
+    t = wait_for(lambda: all(sum(links_up(n).values()) >= peers for n in nodes),
+                 LINK_DEADLINE, 0.2)
+    check(t is not None, "%s: the clusterer links did not come up in %d s:\n%s"
+          % (what, LINK_DEADLINE,
+             "\n".join("%s: %s" % (n.name, json.dumps(n.mi("clusterer_list"))) for n in nodes)))
+    return t
+
+
 def start_pg(work):
     """A private PostgreSQL on 127.0.0.1 (tests/support/odbc_servers.sh, the ODBC
     tests' helper; a watcher stops it and removes its directory once this
@@ -1215,10 +1248,7 @@ def run_pull(args, work, cap, nodes):
         check("cross-node pull: capability cachedb-perf-pull" in n.logtext(),
               "%s: the pull is announced at startup:\n%s" % (n.name, n.tail()))
 
-    def all_up(n):
-        return json.dumps(n.mi("clusterer_list")).count('"Up"') >= 2
-    t = wait_for(lambda: all(all_up(n) for n in (a, b, c)), 30, 0.2)
-    check(t is not None, "the three-node mesh did not come up: %s" % json.dumps(a.mi("clusterer_list")))
+    wait_links((a, b, c), 2, "the three-node mesh")
 
     # a key stored on A is served on B through a pull, then is B's own
     check(a.sip("store", "pk-1", "value-1", ttl=600) == "stored", "A: store pk-1")
@@ -1359,11 +1389,7 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     check("clusterer module is not loaded" in c.logtext(),
           "node C warns that clusterer is absent:\n" + c.tail())
 
-    def link_up(n):
-        return '"Up"' in json.dumps(n.mi("clusterer_list"))
-    t = wait_for(lambda: link_up(a) and link_up(b), 20, 0.2)
-    check(t is not None, "clusterer link A<->B did not come up:\n%s\n%s"
-          % (json.dumps(a.mi("clusterer_list")), b.tail()))
+    wait_links((a, b), 1, "clusterer link A<->B")
     caps = result(cap.mi(a, "clusterer_list_cap"), "clusterer_list_cap")
     check("cachedb-perf-sync" in json.dumps(caps), "capability listed: %s" % caps)
 

@@ -1371,7 +1371,11 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     def cluster_node(name, nid, peer, node_poll, suffix=""):
         mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
                 .replace("@NODE_ID@", str(nid)).replace("@NEIGHBORS@", neighbor(3 - nid, bins[peer])))
+        # one sharing tag, active on node 1: moving it moves the cache (sync_shtag)
+        mods += ('modparam("clusterer", "sharing_tag", "vip/1=%s")\n'
+                 % ("active" if nid == 1 else "backup"))
         params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                  'modparam("cachedb_perf", "sync_shtag", "vip/1")\n'
                   'modparam("cachedb_perf", "sync_poll_period", %d)' % node_poll)
         return OpenSIPS(args, work, label + name + suffix, db_url=db_url, journal=None,
                         extra_mods=mods, extra_params=params, ports=ports[name], db_mode=1)
@@ -1499,6 +1503,26 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     check("nosuch" in b.logtext(), "the unknown collection's notice was logged")
     print("ok  a replayed and a forged notice (generation 10^15) changed nothing on node 2: "
           "generation %d, notices +1, rejected +1" % gen2)
+
+    # ---- sync_shtag: the tag moved to node 2 (a graceful failover) moves the
+    # cache: node 1, turned backup, saves and pushes; node 2 reloads
+    check(a.sip("store", "shtag-moved", "with-the-tag", ttl=0) == "stored", "A: store")
+    g0 = coll_stats(b, "sessions")["generation"]
+    t0 = time.time()
+    result(b.mi("clusterer_shtag_set_active", ["vip/1"]), "B clusterer_shtag_set_active vip/1")
+    ts = wait_for(lambda: coll_stats(b, "sessions")["generation"] > g0, 30, 0.05)
+    check(ts is not None, "node 2 reloaded after the sharing tag moved to it:\n%s\n%s"
+          % (a.tail(8), b.tail(8)))
+    check("sync_shtag vip/1 is now backup: perf_sync" in a.logtext() and
+          "sync_shtag vip/1 is now active" in b.logtext(),
+          "the tag's callbacks ran on both nodes:\n%s\n%s" % (a.tail(5), b.tail(5)))
+    eb = entries(b)
+    check(eb.get("shtag-moved", ("",))[0] == "with-the-tag" and "local-only" not in eb,
+          "node 2 holds node 1's key stored before the failover: %r" % (eb.get("shtag-moved"),))
+    same_entries(entries(a), eb, "node 2 after the sharing tag moved")
+    gen2 = coll_stats(b, "sessions")["generation"]
+    print("ok  sync_shtag: the tag moved to node 2; node 1 (now backup) saved and pushed, node 2 "
+          "reloaded generation %d in %.0f ms" % (gen2, ts * 1000))
 
     # ---- node 2, restarted with a 1 s poll, drops the cluster's packets
     # (clusterer_set_status disabled): the push is lost, the poll converges it

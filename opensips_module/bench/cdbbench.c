@@ -16,6 +16,11 @@
  *                                  $var(res) = "<ns per op> hits=<n>"
  *                                  url "none" times the loop alone (key
  *                                  choice and formatting), to subtract
+ *   cdbbench_run_buf(...)          the same loop, its gets through get_buf
+ *                                  into a buffer on the stack (no pkg copy)
+ *                                  where the tree and the backend offer it
+ *                                  (CACHEDB_HAVE_GET_BUF, CACHEDB_CAP_GET_BUF);
+ *                                  $var(res) = "nobuf" where they do not
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
  *
@@ -78,6 +83,50 @@ static void cb_key(char *k, unsigned i)
 
 #define CB_KLEN 15
 
+/* One get of the timed loop: through get (the backend's pkg copy and its
+ * pkg_free, what every cachedb caller pays) or through get_buf (the value
+ * copied into the caller's buffer, hit 0). 1 on a hit. */
+static inline int cb_get_one(struct cb_con *c, str *k, bool buf)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    if (buf) {
+        char out[4 * CB_VLEN];
+        unsigned vlen = 0, needed = 0;
+        return c->f.get_buf(c->con, k, out, sizeof out, &vlen, &needed) == 0;
+    }
+#else
+    (void)buf;
+#endif
+    str r = {NULL, 0};
+    /* a hit is 1 from most backends, 0 from the original cachedb_perf */
+    if (c->f.get(c->con, k, &r) >= 0 && r.s != NULL) {
+        pkg_free(r.s);
+        return 1;
+    }
+    return 0;
+}
+
+/* The tree and the backend both offer get_buf. */
+static bool cb_has_buf(struct cb_con *c)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    return c->f.get_buf != NULL && CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF);
+#else
+    (void)c;
+    return false;
+#endif
+}
+
+static int cb_set_res(struct sip_msg *msg, pv_spec_t *out, const char *s)
+{
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    pv.rs.s = (char *)s;
+    pv.rs.len = (int)strlen(s);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static int w_fill(struct sip_msg *msg, str *url, int *n)
 {
     (void)msg;
@@ -101,8 +150,8 @@ static int w_fill(struct sip_msg *msg, str *url, int *n)
 /* The key count comes with every run, not from the fill: the fill and the
  * runs may land in different SIP workers, and a count kept per process
  * made a worker that had not filled walk another size's keys. */
-static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
-                 int *nkeys, pv_spec_t *out)
+static int cb_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                  int *nkeys, pv_spec_t *out, bool buf)
 {
     struct cb_con *c = NULL;
     if (*nkeys <= 0) {
@@ -112,6 +161,8 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
     const unsigned cb_nkeys = (unsigned)*nkeys;
     if (!(url->len == 4 && memcmp(url->s, "none", 4) == 0) && (c = cb_get(url)) == NULL)
         return -1;
+    if (buf && c != NULL && !cb_has_buf(c))
+        return cb_set_res(msg, out, "nobuf");
     char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'w', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
@@ -137,24 +188,28 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
         } else if (!is_get) {
             c->f.set(c->con, &k, &v, 0);
         } else {
-            str r = {NULL, 0};
-            if (c->f.get(c->con, &k, &r) > 0 && r.s != NULL) {
-                hits++;
-                pkg_free(r.s);
-            }
+            hits += (unsigned)cb_get_one(c, &k, buf);
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     (void)sink;
     double ns =
         ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)*ops;
-    pv_value_t pv;
-    memset(&pv, 0, sizeof pv);
     char nbuf[64];
-    pv.rs.s = nbuf;
-    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%.1f hits=%u", ns, hits);
-    pv.flags = PV_VAL_STR;
-    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+    snprintf(nbuf, sizeof nbuf, "%.1f hits=%u", ns, hits);
+    return cb_set_res(msg, out, nbuf);
+}
+
+static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                 int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, false);
+}
+
+static int w_run_buf(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct,
+                     int *spread, int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, true);
 }
 
 /* The fetch path through the core's vtable, as a cachedb caller sees it:
@@ -236,6 +291,17 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      ALL_ROUTES},
                                     {"cdbbench_run",
                                      (cmd_function)w_run,
+                                     {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_VAR, 0, 0},
+                                      {0, 0, 0}},
+                                     ALL_ROUTES},
+                                    {"cdbbench_run_buf",
+                                     (cmd_function)w_run_buf,
                                      {{CMD_PARAM_STR, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},
                                       {CMD_PARAM_INT, 0, 0},

@@ -23,6 +23,10 @@
  *                                  $var(res) = "nobuf" where they do not
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
+ *   cdbbench_check_buf(url, $var(res))
+ *                                  every return case of get_buf (w_check_buf);
+ *                                  "absent: ..." when the core or backend
+ *                                  has no get_buf
  *
  * A get pays what every cachedb caller pays: the backend's pkg copy of the
  * value and its pkg_free. Timing is CLOCK_MONOTONIC around the loop only.
@@ -285,6 +289,121 @@ static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
     return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
 }
 
+#ifdef CACHEDB_HAVE_GET_BUF
+/* One get_buf call with *vlen / *needed set to garbage first (the contract
+ * zeroes them), checked against the expected return, length and need.
+ * want_vlen is also compared byte for byte with want. NULL or what failed. */
+static const char *cb_buf_case(struct cb_con *c, const char *key, int klen, char *buf,
+                               unsigned buflen, int use_needed, int want_rc, const char *want,
+                               unsigned want_vlen, unsigned want_needed)
+{
+    str k = {(char *)key, klen};
+    unsigned vlen = 0xdeadbeefu, needed = 0xdeadbeefu;
+    int rc = c->f.get_buf(c->con, &k, buf, buflen, &vlen, use_needed ? &needed : NULL);
+    if (rc != want_rc)
+        return "an unexpected return code";
+    if (rc != 0 && vlen != 0)
+        return "*vlen not zeroed";
+    if (use_needed && needed != want_needed)
+        return rc == -3 ? "*needed is not the size required" : "*needed not zeroed";
+    if (rc == 0 && (vlen != want_vlen || (vlen > 0 && memcmp(buf, want, vlen) != 0)))
+        return "the value read differs from the stored one";
+    return NULL;
+}
+
+/* Every case of get_buf's contract (cachedb.h) through the core's vtable:
+ * a hit into an exact-size buffer (binary, NUL bytes), too small by one
+ * byte (-3, *needed, with and without needed), the empty value in a
+ * zero-length buffer, the largest value (1 MiB) and one byte short, the
+ * longest key and one byte more (-1), a counter as text, a miss, an
+ * expired key (-2), a NULL buffer (-1); *vlen / *needed zeroed each time. */
+static const char *cb_check_buf(struct cb_con *c)
+{
+    static char big[1 << 20], key[65536];
+    char bin[300], small[8];
+    const char *f = NULL;
+    for (unsigned i = 0; i < sizeof bin; i++)
+        bin[i] = (char)(i % 7 == 0 ? 0 : i * 31);
+    for (unsigned i = 0; i < sizeof big; i++)
+        big[i] = (char)(i * 17 + (i >> 11));
+    memset(key, 'k', sizeof key);
+    struct {
+        const char *key;
+        int klen;
+        char *val;
+        int len;
+    } fills[] = {{"buf-bin", 7, bin, (int)sizeof bin}, {"buf-empty", 9, bin, 0},
+                {"buf-max", 7, big, (int)sizeof big}, {key, 65535, bin, 5}};
+    for (unsigned i = 0; i < sizeof fills / sizeof fills[0]; i++) {
+        str k = {(char *)fills[i].key, fills[i].klen}, v = {fills[i].val, fills[i].len};
+        if (c->f.set(c->con, &k, &v, 0) < 0)
+            return "set failed";
+    }
+    static char out[1 << 20];
+    if ((f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin, 1, 0, bin, sizeof bin, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof out, 0, 0, bin, sizeof bin, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin - 1, 1, -3, NULL, 0, sizeof bin)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin - 1, 0, -3, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, small, 0, 1, -3, NULL, 0, sizeof bin)) ||
+        (f = cb_buf_case(c, "buf-empty", 9, small, 0, 1, 0, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-max", 7, out, sizeof big, 1, 0, big, sizeof big, 0)) ||
+        (f = cb_buf_case(c, "buf-max", 7, out, sizeof big - 1, 1, -3, NULL, 0, sizeof big)) ||
+        (f = cb_buf_case(c, key, 65535, small, sizeof small, 1, 0, bin, 5, 0)) ||
+        (f = cb_buf_case(c, key, 65536, small, sizeof small, 1, -1, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-absent", 10, small, sizeof small, 1, -2, NULL, 0, 0)))
+        return f;
+    str k = {"buf-ctr", 7}, v = {"x", 1};
+    int n = 0;
+    c->f.remove(c->con, &k);
+    if (c->f.add(c->con, &k, 42, 0, &n) < 0 ||
+        (f = cb_buf_case(c, "buf-ctr", 7, small, sizeof small, 1, 0, "42", 2, 0)) ||
+        (f = cb_buf_case(c, "buf-ctr", 7, small, 1, 1, -3, NULL, 0, 2)))
+        return f ? f : "add";
+    /* a NULL buffer is a malformed request even for an empty value */
+    if ((f = cb_buf_case(c, "buf-empty", 9, NULL, 0, 1, -1, NULL, 0, 0)))
+        return f;
+    /* expiry: a one-second TTL, polled (at most 5 s) until it lapses */
+    k = (str){"buf-ttl", 7};
+    if (c->f.set(c->con, &k, &v, 1) < 0 ||
+        (f = cb_buf_case(c, "buf-ttl", 7, small, sizeof small, 1, 0, "x", 1, 0)))
+        return f ? f : "set with a TTL";
+    struct timespec t0, now, pause = {0, 20 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned vlen = 0;
+    while (c->f.get_buf(c->con, &k, small, sizeof small, &vlen, NULL) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 5)
+            return "a key with a one-second TTL still hits after 5 s";
+        nanosleep(&pause, NULL);
+    }
+    return cb_buf_case(c, "buf-ttl", 7, small, sizeof small, 1, -2, NULL, 0, 0);
+}
+#endif
+
+static int w_check_buf(struct sip_msg *msg, str *url, pv_spec_t *out)
+{
+    struct cb_con *c = cb_get(url);
+    const char *res = "no connection";
+    if (c != NULL) {
+#ifdef CACHEDB_HAVE_GET_BUF
+        if (c->f.get_buf == NULL || !CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF))
+            res = "absent: the backend offers no get_buf";
+        else if ((res = cb_check_buf(c)) == NULL)
+            res = "ok";
+#else
+        res = "absent: the core has no get_buf (no CACHEDB_HAVE_GET_BUF)";
+#endif
+    }
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    char nbuf[128];
+    pv.rs.s = nbuf;
+    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%s%s",
+                         strncmp(res, "ok", 2) && strncmp(res, "absent", 6) ? "fail: " : "", res);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      (cmd_function)w_fill,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_INT, 0, 0}, {0, 0, 0}},
@@ -313,6 +432,10 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      ALL_ROUTES},
                                     {"cdbbench_check",
                                      (cmd_function)w_check,
+                                     {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
+                                     ALL_ROUTES},
+                                    {"cdbbench_check_buf",
+                                     (cmd_function)w_check_buf,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
                                      ALL_ROUTES},
                                     {0, 0, {{0, 0, 0}}, 0}};

@@ -38,6 +38,7 @@ import json
 import os
 import sqlite3
 import random
+import re
 import shutil
 import signal
 import socket
@@ -70,6 +71,40 @@ def check(cond, what):
     CHECKS += 1
     if not cond:
         raise AssertionError(what)
+
+
+def core_has_get_buf(src):
+    """1 when the OpenSIPS tree declares get_buf (CACHEDB_HAVE_GET_BUF in
+    cachedb/cachedb_cap.h: pull request 4118), 0 when it does not (4.0.1),
+    None when there is no tree to look in."""
+    try:
+        with open(os.path.join(src, "cachedb", "cachedb_cap.h")) as f:
+            return 1 if re.search(r"^#define\s+CACHEDB_HAVE_GET_BUF\b", f.read(), re.M) else 0
+    except OSError:
+        return None
+
+
+def check_get_buf(args, a):
+    """get_buf through the core's vtable (cdbbench_check_buf): on a core
+    that declares it, every return case must hold; on one that does not,
+    the module must build and run without it."""
+    have = core_has_get_buf(args.src) if args.src else None
+    # the two calls refused by contract log why: a NULL buffer, a key over 64 KiB
+    a.allow_error("get_buf: NULL buffer", "get_buf of kkkk")
+    r = a.sip("check_buf")
+    if have == 1:
+        check(r == "ok", "get_buf (the core declares CACHEDB_HAVE_GET_BUF): %s" % r)
+        print("ok  get_buf: hit 0 into an exact-size buffer (NUL bytes), -3 with *needed "
+              "(one byte short, zero-length buffer, needed NULL), empty value, 1 MiB and "
+              "1 MiB - 1, 65535-byte key and 65536 (-1), counter as text, miss and "
+              "expired -2, NULL buffer -1, *vlen/*needed zeroed")
+    elif have == 0:
+        check(r.startswith("absent: the core has no get_buf"),
+              "get_buf on a core without CACHEDB_HAVE_GET_BUF: %s" % r)
+        print("ok  get_buf: the core declares none (no CACHEDB_HAVE_GET_BUF); built without it")
+    else:
+        check(r == "ok" or r.startswith("absent:"), "get_buf: %s" % r)
+        print("ok  get_buf: %s (no source tree to say whether the core declares it)" % r)
 
 
 def free_port(kind):
@@ -139,6 +174,8 @@ route {
             $var(r) = "n:" + $var(n);
     } else if ($var(op) == "check") {
         cdbbench_check("perf:///sessions", $var(r));
+    } else if ($var(op) == "check_buf") {
+        cdbbench_check_buf("perf://", $var(r));
     } else if ($var(op) == "counter") {
         if (cache_counter_fetch("perf", "$var(k)", $var(n)))
             $var(r) = "n:" + $var(n);
@@ -526,6 +563,7 @@ def run_lmdb(args, work, cap, nodes):
         check(r == "ok", "the cachedb vtable's fetch path: %s" % r)
         print("ok  cachedb vtable fetch: binary with NUL, empty, 1 MiB, 1 MiB + 1 refused, "
               "counters, miss")
+        check_get_buf(args, a)
         check(a.sip("add", "hits", "5") == "n:5", "cache_add new counter")
         check(a.sip("add", "hits", "3") == "n:8", "cache_add")
         check(a.sip("sub", "hits", "2") == "n:6", "cache_sub")

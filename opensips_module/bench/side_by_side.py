@@ -145,8 +145,9 @@ def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, keys=0, timeout=1800
 
 
 def timed(port, op, url, ops, workers, get_pct, spread, keys):
-    """Mean ns/op of `workers` concurrent loops (one per SIP worker: a worker
-    is busy for its whole loop, so the second request lands on another)."""
+    """Mean wall and CPU ns/op of `workers` concurrent loops (one per SIP
+    worker: a worker is busy for its whole loop, so the second request lands
+    on another)."""
     out = [None] * workers
     errs = []
 
@@ -164,10 +165,12 @@ def timed(port, op, url, ops, workers, get_pct, spread, keys):
     if errs:
         raise errs[0]
     if url != "none":
-        hits = [int(o.split("hits=")[1]) for o in out]
+        hits = [int(o.split("hits=")[1].split()[0]) for o in out]
         if min(hits) < ops * get_pct / 100 * 0.9:
             raise RuntimeError("%s %s: too few hits %s: the keys are not resident" % (op, url, hits))
-    return sum(float(o.split()[0]) for o in out) / workers
+    wall = sum(float(o.split()[0]) for o in out) / workers
+    cpu = sum(float(o.split("cpu=")[1]) for o in out) / workers
+    return wall, cpu
 
 
 class Instance:
@@ -273,17 +276,21 @@ def offered(insts, backends):
 def run_cell(insts, backends, a, cell, rnd):
     """One round of one cell: the loop alone on each instance, then every
     backend, in an order rotated by the round. ns/op with the loop's own
-    time subtracted."""
+    time subtracted: the worker's CPU time (on this loaded machine a loop's
+    wall time is mostly time spent descheduled), except for redis, whose
+    cost is mostly the round trip the worker waits on (wall time). The
+    wall times of all go to the record too."""
     n, order, mix, w = cell["keys"], cell["order"], cell["get_pct"], cell["workers"]
     sp = 1 if order == "spread" else 0
     base = {i: timed(inst.port, "run", "none", a.ops, w, mix, sp, n) for i, inst in insts.items()}
-    res = {}
+    res, wall = {}, {}
     k = rnd % len(backends)
     for name, inst, url, api in backends[k:] + backends[:k]:
         op = "runbuf" if api == "buf" else "run"
         ns = timed(insts[inst].port, op, url, ops_for(name, url, n, a.ops), w, mix, sp, n)
-        res[name] = max(ns - base[inst], 0.1)
-    return res, base
+        wall[name] = max(ns[0] - base[inst][0], 0.1)
+        res[name] = wall[name] if name == "redis" else max(ns[1] - base[inst][1], 0.1)
+    return res, base, wall
 
 
 RATIOS = [("orig", "ours"), ("orig_buf", "ours_buf"), ("orig_buf", "ours"),
@@ -376,12 +383,13 @@ def run_heap(a, work, heap, cells_out):
                     for w in a.workers:
                         c = {"heap": heap, "keys": n, "order": order, "get_pct": mix, "workers": w,
                              "load": loadavg()}
-                        rounds, bases = [], []
+                        rounds, bases, walls = [], [], []
                         for r in range(a.rounds):
-                            res, base = run_cell(insts, backends, a, c, r)
+                            res, base, wall = run_cell(insts, backends, a, c, r)
                             rounds.append(res)
                             bases.append(base)
-                        c["rounds"], c["loop_ns"] = rounds, bases
+                            walls.append(wall)
+                        c["rounds"], c["loop_ns"], c["wall_rounds"] = rounds, bases, walls
                         c["ns_per_op"] = {k: statistics.median(r[k] for r in rounds)
                                           for k in rounds[0]}
                         c["ratios"] = summarize(rounds)
@@ -448,7 +456,7 @@ def main():
     cells, load0 = [], loadavg()
     print("side by side in OpenSIPS %s: 15 B keys, 200 B values, %d ops per loop (redis fewer), "
           "allocator %s, median of %d interleaved rounds of other/ours (low-high), the loop alone "
-          "subtracted; load average %s" % (a.opensips_src, a.ops, a.alloc, a.rounds, load0))
+          "subtracted; CPU ns/op (redis: wall); load average %s" % (a.opensips_src, a.ops, a.alloc, a.rounds, load0))
     print("%5s %7s %6s %3s %s | %s | %s | load" % ("heap", "keys", "order", "get", "w", " ".join(
         "%8s" % k[:8] for k in COLS), " ".join("%17s" % k[:17] for k in RCOLS)))
     try:

@@ -14,7 +14,8 @@
  *                                  picks each key at random, 0 walks them
  *                                  in order from a seed-chosen start;
  *                                  $var(res) = "<ns per op> hits=<n>
- *                                  cpu=<CPU ns per op>"
+ *                                  cpu=<CPU ns per op> frags=<pkg heap
+ *                                  fragments after the loop>"
  *                                  url "none" times the loop alone (key
  *                                  choice and formatting), to subtract
  *   cdbbench_run_buf(...)          the same loop, its gets through get_buf
@@ -206,8 +207,17 @@ static int cb_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_p
         ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)*ops;
     double cpu =
         ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / (double)*ops;
-    char nbuf[64];
-    snprintf(nbuf, sizeof nbuf, "%.1f hits=%u cpu=%.1f", ns, hits, cpu);
+    /* the pkg heap's fragment count: what tells a fresh heap (one large
+     * free fragment) from one that carried SIP traffic */
+    unsigned long frags = 0;
+#ifdef PKG_MALLOC
+    struct mem_info mi;
+    memset(&mi, 0, sizeof mi);
+    pkg_info(&mi);
+    frags = mi.total_frags;
+#endif
+    char nbuf[96];
+    snprintf(nbuf, sizeof nbuf, "%.1f hits=%u cpu=%.1f frags=%lu", ns, hits, cpu, frags);
     return cb_set_res(msg, out, nbuf);
 }
 

@@ -457,6 +457,34 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      ALL_ROUTES},
                                     {0, 0, {{0, 0, 0}}, 0}};
 
+/* modparam shape_heap = N: each process, at child init, allocates N pkg
+ * blocks of pseudo-random sizes 16 .. 2015 bytes and frees every second
+ * one. The live half pins the freed half, so the heap holds free fragments
+ * of every small size class for the process's life: the state of a heap
+ * that keeps long-lived allocations between transient ones (a documented
+ * model of SIP traffic's heap; sipp traffic itself leaves F_MALLOC's heap
+ * with 2-3 fragments, since it frees all it allocates). 0: off. */
+static int cb_shape_heap;
+
+static int cb_child_init(int rank)
+{
+    (void)rank;
+    if (cb_shape_heap <= 0)
+        return 0;
+    void **blk = pkg_malloc(sizeof(void *) * (size_t)cb_shape_heap);
+    if (blk == NULL)
+        return -1;
+    for (int i = 0; i < cb_shape_heap; i++)
+        blk[i] = pkg_malloc(16 + (((unsigned)i * 2654435761u) >> 20) % 2000);
+    for (int i = 0; i < cb_shape_heap; i += 2)
+        if (blk[i] != NULL)
+            pkg_free(blk[i]);
+    /* blk itself and the odd blocks stay allocated on purpose */
+    return 0;
+}
+
+static const param_export_t params[] = {{"shape_heap", INT_PARAM, &cb_shape_heap}, {0, 0, 0}};
+
 struct module_exports exports = {"cdbbench",
                                  MOD_TYPE_DEFAULT,
                                  MODULE_VERSION,
@@ -465,6 +493,7 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  cmds,
                                  0,
+                                 params,
                                  0,
                                  0,
                                  0,
@@ -474,6 +503,5 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  0,
                                  0,
-                                 0,
-                                 0,
+                                 cb_child_init,
                                  0};

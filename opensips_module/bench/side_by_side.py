@@ -14,9 +14,14 @@ tree and the backend offer it, get_buf into the caller's buffer (api "buf").
 
 The matrix: --sizes resident keys; keys walked in order and picked at random
 (spread); 95% get / 5% set and 100% get; 1 and 2 SIP workers running the loop
-at once; the pkg heap "fresh" (instances just started) and "warm" (instances
-that first carried --warm-calls sipp calls through tm and dialog, which
-leaves the small free fragments real SIP traffic leaves). Every round runs
+at once; the pkg heap "fresh" (instances just started), "warm" (instances
+that first carried --warm-calls sipp calls through tm and dialog; F_MALLOC
+frees and joins all a call allocated, so this heap is back to 2-3
+fragments) and "holes" (each process allocated --shape-blocks blocks of
+16-2015 bytes at start and freed every second one: free fragments of every
+small size class pinned between live blocks, the heap of a process that
+keeps long-lived allocations; cdbbench's shape_heap). A cell records the
+pkg fragment count of each instance's workers. Every round runs
 every backend once, in a rotating order, and the loop alone (url "none", per
 instance), whose time is subtracted; a cell's figure is the median over
 --rounds rounds of the per-round ratio other / ours, with the lowest and
@@ -60,6 +65,7 @@ loadmodule "dialog.so"
 loadmodule "sipmsgops.so"
 @MODULES@
 loadmodule "@BENCH@"
+modparam("cdbbench", "shape_heap", @SHAPE@)
 
 route {
     if ($hdr(X-Op) == null) {
@@ -177,14 +183,14 @@ def timed(port, op, url, ops, workers, get_pct, spread, keys):
 class Instance:
     """One OpenSIPS process tree on a private port, killed by its group."""
 
-    def __init__(self, name, a, work, modules, uas_port, workers):
+    def __init__(self, name, a, work, modules, uas_port, workers, shape=0):
         self.name, self.port = name, free_port()
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir)
         cfg = (CFG.replace("@MODULES@", modules).replace("@PORT@", str(self.port))
                .replace("@MPATH@", os.path.join(a.opensips_src, "modules"))
                .replace("@BENCH@", a.bench_module).replace("@UAS@", str(uas_port))
-               .replace("@WORKERS@", str(workers)))
+               .replace("@WORKERS@", str(workers)).replace("@SHAPE@", str(shape)))
         with open(os.path.join(self.dir, "o.cfg"), "w") as f:
             f.write(cfg)
         self.log = os.path.join(self.dir, "o.log")
@@ -376,9 +382,10 @@ def run_heap(a, work, heap, cells_out):
     insts = {}
     try:
         ours = MODS_A.replace("@OURS@", a.module)
-        insts["A"] = Instance("A-" + heap, a, work, ours, uas, max(a.workers))
+        shape = a.shape_blocks if heap == "holes" else 0
+        insts["A"] = Instance("A-" + heap, a, work, ours, uas, max(a.workers), shape)
         insts["B"] = Instance("B-" + heap, a, work, MODS_B.replace("@ORIG@", a.original), uas,
-                              max(a.workers))
+                              max(a.workers), shape)
         if heap == "warm":
             for inst in insts.values():
                 sipp_warm(a, inst, uas, a.warm_calls)
@@ -438,7 +445,9 @@ def parse():
     ap.add_argument("--orders", default="order,spread")
     ap.add_argument("--mixes", default="95,100", help="percentages of get")
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--heaps", default="fresh,warm")
+    ap.add_argument("--heaps", default="fresh,warm,holes")
+    ap.add_argument("--shape-blocks", type=int, default=4000,
+                    help='heap "holes": pkg blocks each process allocates, half freed')
     ap.add_argument("--backends", default=",".join(b[0] for b in BACKENDS))
     ap.add_argument("--warm-calls", type=int, default=3000)
     ap.add_argument("--warm-rate", type=int, default=300, help="sipp calls per second")

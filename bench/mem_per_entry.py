@@ -232,12 +232,15 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--pcached", default=os.environ.get("PCACHED", "build/src/server/pcached"))
+    ap.add_argument("pcached_path", nargs="?", help="the same as --pcached (the old form)")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--memcached", default=shutil.which("memcached"))
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--shapes", default="16+8,19+200,40+1500", help="KEY+VALUE bytes, ...")
     ap.add_argument("--quick", action="store_true", help="100k keys (not the 1M of the figures)")
     a = ap.parse_args()
+    if a.pcached_path:
+        a.pcached = a.pcached_path
     if a.quick:
         a.keys = 100000
     a.pcached = os.path.abspath(a.pcached)

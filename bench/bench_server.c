@@ -334,7 +334,7 @@ struct save_figs {
     double p999_ratio, p999_min, p999_max;
     double rate_ratio, rate_min, rate_max;
     double gen_cpu_max;
-    unsigned saves;
+    uint64_t samples_min; /* the fewest GETs (latency samples) in a window */
 };
 
 struct figs {
@@ -405,6 +405,7 @@ static int during_save(const struct sopts *o, const struct server *s, int bg, st
     double p999b[SRV_ROUNDS_MAX], p999d[SRV_ROUNDS_MAX], rateb[SRV_ROUNDS_MAX],
         rated[SRV_ROUNDS_MAX], rp[SRV_ROUNDS_MAX], rr[SRV_ROUNDS_MAX];
     out->gen_cpu_max = 0;
+    out->samples_min = UINT64_MAX;
     for (int r = 0; r < o->rounds; r++) {
         rload_result b, d;
         if (measure(o, s, RLOAD_GET, 1, o->keys, &b) != 0 || during_one(o, s, bg, &d) != 0)
@@ -416,6 +417,8 @@ static int during_save(const struct sopts *o, const struct server *s, int bg, st
         rp[r] = ratio(d.p999_us, b.p999_us);
         rr[r] = ratio(d.rate, b.rate);
         out->gen_cpu_max = fmax(out->gen_cpu_max, fmax(b.gen_cpu, d.gen_cpu));
+        out->samples_min = b.ops < out->samples_min ? b.ops : out->samples_min;
+        out->samples_min = d.ops < out->samples_min ? d.ops : out->samples_min;
         if (r == 0) {
             out->base = b;
             out->during = d;
@@ -578,7 +581,8 @@ static void json_save(const char *pfx, const struct save_figs *sf)
            sf->p999_ratio, pfx, sf->p999_min, pfx, sf->p999_max);
     printf(",\"%s_rate_ratio\":%.3f,\"%s_rate_ratio_min\":%.3f,\"%s_rate_ratio_max\":%.3f", pfx,
            sf->rate_ratio, pfx, sf->rate_min, pfx, sf->rate_max);
-    printf(",\"%s_gen_cpu_max\":%.3f", pfx, sf->gen_cpu_max);
+    printf(",\"%s_gen_cpu_max\":%.3f,\"%s_samples_min\":%llu", pfx, sf->gen_cpu_max, pfx,
+           (unsigned long long)sf->samples_min);
 }
 
 static void report_json(const struct sopts *o, const struct figs *f, const char *sfx)

@@ -60,8 +60,12 @@ TARGETS = {
 # Targets that are white-box test interfaces: only tests/ and bench/ link them.
 TESTING_TARGETS = {"pcache_testhooks", "pcache_store_testing", "pcache_journal_testing",
                    "pcache_odbc_testing", "pcached_testing"}
-# Headers of the server that its parser tests include (pcached_testing).
-TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h"}
+# Private headers that are declared white-box test interfaces outside a
+# testing/ folder: the server's parsers (pcached_testing), the snapshot
+# format codec (pcache_store_testing) and the ODBC batch writer
+# (pcache_odbc_testing).
+TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h", "storage/store/store_format.h",
+                   "odbc/odbc_writer.h"}
 TOP = {"tests", "bench"}
 # Components whose every header is public (no include/ folder): the test
 # support headers, for the tests and the benchmarks.

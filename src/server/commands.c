@@ -216,13 +216,6 @@ static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_
     reply_error(c, "ERR unknown command '%s', with args beginning with: %s", name, args);
 }
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 const cmd_def *cmd_at(unsigned i)
 {
     if (cmd_n == 0)
@@ -271,12 +264,12 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
         goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
     c->lastcmd = d->name;
-    int64_t t0 = now_us();
+    int64_t t0 = pc_mono_us();
     if (d->flags & CMD_ATOMIC)
         cmd_txn_atomic(w, c, d->fn, argc, argv, argl);
     else
         d->fn(w, c, argc, argv, argl);
-    int64_t t1 = now_us();
+    int64_t t1 = pc_mono_us();
     /* one comparison per command; logging is the rare case (slowlog.c) */
     if ((uint64_t)(t1 - t0) >= w->s->cfg.slowlog_log_slower_than &&
         w->s->cfg.slowlog_log_slower_than != SRV_SLOW_OFF)

@@ -3,9 +3,9 @@
  * checks, Redis's error shapes, and the hand-off of save/load requests to
  * the maintenance process through the worker's slot (pcached.h).
  *
- * The handlers live by family in cmd_string.c (values), cmd_string2.c
+ * The handlers live by family in cmd_string.c (values), cmd_rewrite.c
  * (values rewritten: APPEND, SETRANGE, INCRBYFLOAT, LCS...), cmd_keys.c
- * (keys, expiry, iteration), cmd_keys2.c (RENAME, COPY, MOVE, TIME,
+ * (keys, expiry, iteration), cmd_keymove.c (RENAME, COPY, MOVE, TIME,
  * LATENCY...) and cmd_server.c (connection, server, persistence and
  * PERF.<NAME>). A handler gets arguments that are already framed and
  * counted against its arity; it queues exactly one reply, unless it blocks
@@ -134,11 +134,11 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table,   cmd_server_table,
-                             cmd_txn_table,    cmd_script_table, cmd_string2_table,
-                             cmd_keys2_table,  cmd_slowlog_table};
-    unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count, cmd_txn_count,
-                         cmd_script_count, cmd_string2_count, cmd_keys2_count,  cmd_slowlog_count};
+    const cmd_def *tabs[] = {cmd_string_table,  cmd_keys_table,   cmd_server_table,
+                             cmd_txn_table,     cmd_script_table, cmd_rewrite_table,
+                             cmd_keymove_table, cmd_slowlog_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count,  cmd_txn_count,
+                         cmd_script_count, cmd_rewrite_count, cmd_keymove_count, cmd_slowlog_count};
     for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];

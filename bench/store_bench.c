@@ -38,7 +38,7 @@ static int64_t wall_ms(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
-#include "pc_store_format.h"
+#include "store_format.h"
 
 static double now_s(void)
 {

@@ -209,13 +209,6 @@ static void *gc_thread(void *arg)
     return NULL;
 }
 
-static int64_t gc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The longest wait for the writers of the last batch to come back: half
  * of what the last batch took (they cannot be worth more than the batch
  * they wait for), between 50 us and 1 ms. */
@@ -243,7 +236,7 @@ static void gc_start(srv_worker *w)
     w->gc_due = 0;
     w->gc_expect = w->gc_writers;
     w->gc_writers = 0;
-    w->gc_start_us = gc_now_us();
+    w->gc_start_us = pc_mono_us();
     for (conn *c = w->held; c != NULL; c = c->hnext) {
         c->held = 0;
         c->mark = c->out.len;
@@ -304,7 +297,7 @@ static void gc_finish(srv_worker *w)
     uint64_t records = pc_journal_batch_records(w->batch);
     int rc = pc_persist_commit_finish(w->gc, w->batch);
     w->inflight = 0;
-    w->gc_sync_us = gc_now_us() - w->gc_start_us;
+    w->gc_sync_us = pc_mono_us() - w->gc_start_us;
     conn *list = w->infl;
     w->infl = NULL;
     unsigned dropped = 0;

@@ -308,7 +308,9 @@ route {
                 t_relay();
             exit;
         }
-        xlog("L_ERR", "th consumer test: no state for $rm $ci\n");
+        # declined: no state (th_store_get logs "failed to fetch"), or a
+        # request th does not route (a BYE resent after its 408)
+        xlog("L_ERR", "th consumer test: topology_hiding_match() declined $rm $ci\n");
         sl_send_reply(481, "No Topology Hiding State");
         exit;
     }
@@ -481,8 +483,14 @@ def th_step(args, work, kind, uas_port, rate):
     finally:
         n.stop()
         backend.stop()
+    # what the failures were: a sequential request the state could not route
+    # (the consumer's failure), or sipp's timeouts (the rig's)
+    with open(n.log, errors="replace") as f:
+        text = f.read()
     return {"backend": kind, "url": backend.url("th"), "rate": rate, "ok": ok,
             "calls": st["total"], "done": st["ok"], "failed": st["failed"],
+            "declined": text.count("topology_hiding_match() declined"),
+            "fetch_failed": text.count("failed to fetch the topology hiding state"),
             "sipp_rc": st["rc"], "elapsed": round(st["elapsed"], 1), "states": states,
             "load1_before": load0, "load1_after": os.getloadavg()[0]}
 

@@ -22,4 +22,4 @@ exec /usr/bin/python3 "$here/../tests/opensips/opensips_consumers.py" --src "$tr
     --module "$module" ${orig:+--orig-src "$orig"} --only th --cps-search \
     --backends "$backends" --allocator F_MALLOC --hold-seconds "${HOLD_SECONDS:-60}" \
     --cps-start "${CPS_START:-600}" --cps-max "${CPS_MAX:-1600}" --cps-step "${CPS_STEP:-100}" \
-    --verbose --out "$out"
+    --recv-timeout-ms 8000 --fr-timeout 5 --verbose --out "$out"

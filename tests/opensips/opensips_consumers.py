@@ -228,7 +228,8 @@ class Backend:
         self.redis = subprocess.Popen(
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", d],
-            stdout=open(os.path.join(d, "log"), "w"), stderr=subprocess.STDOUT)
+            stdout=open(os.path.join(d, "log"), "w"), stderr=subprocess.STDOUT,
+            start_new_session=True)
         ok = wait_for(lambda: self.redis_cmd("PING") == "PONG", 30, 0.1)
         check(ok is not None, "redis-server did not answer PING in 30 s")
 
@@ -390,11 +391,11 @@ def th_states(node, backend):
 
 
 def run_th(args, work):
-    if args.cps_search:
+    if args.cps_search or args.cpu_rounds:
         uas_port = free_port(socket.SOCK_DGRAM)
         uas = start_uas(args, work, uas_port)
         try:
-            th_search(args, work, uas_port)
+            (th_cpu if args.cpu_rounds else th_search)(args, work, uas_port)
         finally:
             stop_proc(uas)
         return
@@ -466,6 +467,78 @@ def th_search(args, work, uas_port):
            "hold_ms": args.hold_ms, "workers": args.workers, "th_log2": args.th_log2,
            "steps": steps}
     print(json.dumps(out), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+def session_cpu(sid):
+    """CPU seconds (user + system) of the live processes of session sid."""
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(st[3]) == sid:  # field 6, the session id
+            total += int(st[11]) + int(st[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def stack_cpu(node, backend):
+    """CPU seconds of the OpenSIPS processes, plus redis-server's."""
+    cpu = session_cpu(node.proc.pid)
+    if backend.redis:
+        cpu += session_cpu(backend.redis.pid)
+    return cpu
+
+
+def th_cpu(args, work, uas_port):
+    """CPU per call of the OpenSIPS processes (and of redis-server for
+    redis) at a fixed rate, per backend, the backends interleaved in each
+    of --cpu-rounds rounds: a figure the machine's load does not set, as
+    it sets the CPS ceiling. Prints each run and the medians, per-round
+    ratios to perf:// with their spread."""
+    kinds = args.backends.split(",")
+    runs = []
+    for rnd in range(args.cpu_rounds):
+        # the order rotates each round: no backend always runs first (a
+        # fixed order put perf:// right after the previous round's redis)
+        for k in kinds[rnd % len(kinds):] + kinds[:rnd % len(kinds)]:
+            backend = Backend(args, work, k, ["th=%d" % args.th_log2])
+            backend.start()
+            n = th_node(args, work, k, backend, uas_port, "cpu-%s-%d" % (k, rnd))
+            try:
+                n.start()
+                c0 = stack_cpu(n, backend)
+                ok, st = th_run(args, work, n, uas_port, args.rate, args.seconds, k)
+                c1 = stack_cpu(n, backend)
+            finally:
+                n.expected_errors.append("")
+                n.stop()
+                backend.stop()
+            r = {"round": rnd, "backend": k, "ok": ok, "calls": st["ok"], "failed": st["failed"],
+                 "cpu_s": round(c1 - c0, 3),
+                 "cpu_us_per_call": round((c1 - c0) * 1e6 / max(1, st["ok"]), 1),
+                 "load1": os.getloadavg()[0]}
+            runs.append(r)
+            print(json.dumps(r), flush=True)
+    summary = {}
+    for k in kinds:
+        mine = sorted(r["cpu_us_per_call"] for r in runs if r["backend"] == k)
+        ratios = sorted(r["cpu_us_per_call"] / p["cpu_us_per_call"]
+                        for r in runs if r["backend"] == k
+                        for p in runs if p["backend"] == "perf" and p["round"] == r["round"])
+        summary[k] = {"median_us_per_call": mine[len(mine) // 2],
+                      "ratio_to_perf_median": round(ratios[len(ratios) // 2], 2) if ratios else None,
+                      "ratio_to_perf_range": [round(ratios[0], 2), round(ratios[-1], 2)]
+                      if ratios else None}
+    out = {"rate": args.rate, "seconds": args.seconds, "hold_ms": args.hold_ms,
+           "workers": args.workers, "rounds": args.cpu_rounds, "summary": summary, "runs": runs}
+    print(json.dumps(summary), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
@@ -1048,6 +1121,9 @@ def main():
     ap.add_argument("--cps-max", type=int, default=8000)
     ap.add_argument("--cps-step", type=int, default=100)
     ap.add_argument("--hold-seconds", type=int, default=60)
+    ap.add_argument("--cpu-rounds", type=int, default=0,
+                    help="th: CPU per call at --rate for --seconds, this many interleaved "
+                         "rounds of --backends")
     ap.add_argument("--backends", default="perf,local,redis",
                     help="--cps-search: the backends, interleaved")
     ap.add_argument("--out", default="", help="--cps-search: the JSON summary's file")

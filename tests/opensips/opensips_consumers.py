@@ -37,6 +37,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -532,8 +533,8 @@ def th_cpu(args, work, uas_port):
         ratios = sorted(r["cpu_us_per_call"] / p["cpu_us_per_call"]
                         for r in runs if r["backend"] == k
                         for p in runs if p["backend"] == "perf" and p["round"] == r["round"])
-        summary[k] = {"median_us_per_call": mine[len(mine) // 2],
-                      "ratio_to_perf_median": round(ratios[len(ratios) // 2], 2) if ratios else None,
+        summary[k] = {"median_us_per_call": round(statistics.median(mine), 1),
+                      "ratio_to_perf_median": round(statistics.median(ratios), 2) if ratios else None,
                       "ratio_to_perf_range": [round(ratios[0], 2), round(ratios[-1], 2)]
                       if ratios else None}
     out = {"rate": args.rate, "seconds": args.seconds, "hold_ms": args.hold_ms,

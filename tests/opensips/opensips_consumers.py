@@ -44,6 +44,7 @@ import tempfile
 import time
 import urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from opensips_e2e import check, free_port, has_module, resolve_opensips, wait_for  # noqa: E402
 

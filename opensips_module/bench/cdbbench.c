@@ -161,9 +161,52 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
     return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
 }
 
+/* iter_keys's callback for w_check: marks "chk-it-<d>" seen with value
+ * 'a' + d, counts every call. */
+static unsigned cb_iter_calls, cb_iter_mask, cb_iter_bad;
+
+static int cb_iter_kv(const str *key, const str *value)
+{
+    cb_iter_calls++;
+    if (key->len == 8 && memcmp(key->s, "chk-it-", 7) == 0) {
+        unsigned d = (unsigned)(key->s[7] - '0');
+        if (d < 8 && value->len == 1 && value->s[0] == (char)('a' + d))
+            cb_iter_mask |= 1u << d;
+        else
+            cb_iter_bad++;
+    }
+    return 0;
+}
+
+/* iter_keys as sql_cacher's sql_cache_dump() calls it: eight keys stored,
+ * each seen with its value, the return the number of callbacks that
+ * returned 0. NULL or what failed. */
+static const char *cb_check_iter(struct cb_con *c)
+{
+    if (c->f.iter_keys == NULL)
+        return "no iter_keys";
+    char kb[8], vb[1];
+    for (unsigned d = 0; d < 8; d++) {
+        memcpy(kb, "chk-it-", 7);
+        kb[7] = (char)('0' + d);
+        vb[0] = (char)('a' + d);
+        str k = {kb, 8}, v = {vb, 1};
+        if (c->f.set(c->con, &k, &v, 0) < 0)
+            return "set for iter_keys";
+    }
+    cb_iter_calls = cb_iter_mask = cb_iter_bad = 0;
+    int n = c->f.iter_keys(c->con, cb_iter_kv);
+    if (n < 8 || (unsigned)n != cb_iter_calls)
+        return "iter_keys: its return is not the number of keys visited";
+    if (cb_iter_mask != 0xffu || cb_iter_bad != 0)
+        return "iter_keys: a stored key missed or seen with another value";
+    return NULL;
+}
+
 /* The fetch path through the core's vtable, as a cachedb caller sees it:
  * binary values with NUL bytes, the empty value, the largest value and one
- * byte more (refused), counters read as numbers and as text, a miss.
+ * byte more (refused), counters read as numbers and as text, a miss, and
+ * iter_keys visiting every key with its value.
  * $var(res) = "ok" or "fail: <what>". For the end-to-end test. */
 static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
 {
@@ -225,6 +268,8 @@ static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
         if (c->f.get(c->con, &k, &r) != -2 || r.s != NULL)
             fail = "a miss";
     }
+    if (fail == NULL)
+        fail = cb_check_iter(c);
     pv_value_t pv;
     memset(&pv, 0, sizeof pv);
     char nbuf[96];

@@ -561,12 +561,13 @@ def run_lmdb(args, work, cap, nodes):
         check(a.sip("fetch", "user-alice") == "hit:a1", "cache_fetch hit")
         check(a.sip("fetch", "nobody") == "miss", "cache_fetch miss")
         # the fetch path through the core's cachedb vtable (cdbbench_check):
-        # NUL bytes, the empty value, 1 MiB and one byte more, counters, a miss
+        # NUL bytes, the empty value, 1 MiB and one byte more, counters, a
+        # miss, iter_keys (sql_cacher's sql_cache_dump uses it)
         a.allow_error("set of chk-over")  # the refused 1 MiB + 1 value, logged
         r = a.sip("check")
         check(r == "ok", "the cachedb vtable's fetch path: %s" % r)
         print("ok  cachedb vtable fetch: binary with NUL, empty, 1 MiB, 1 MiB + 1 refused, "
-              "counters, miss")
+              "counters, miss; iter_keys visits every key with its value")
         check_get_buf(args, a)
         check(a.sip("add", "hits", "5") == "n:5", "cache_add new counter")
         check(a.sip("add", "hits", "3") == "n:8", "cache_add")

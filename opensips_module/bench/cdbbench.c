@@ -18,6 +18,10 @@
  *                                  choice and formatting), to subtract
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
+ *   cdbbench_get_buf(url, key, buflen, $var(res))
+ *                                  one get_buf into a buflen-byte buffer:
+ *                                  "rc=<r> vlen=<n> needed=<m> val=<value>"
+ *                                  ("absent: ..." without get_buf)
  *   cdbbench_check_buf(url, $var(res))
  *                                  every return case of get_buf (w_check_buf);
  *                                  "absent: ..." when the core or backend
@@ -370,6 +374,36 @@ static const char *cb_check_buf(struct cb_con *c)
 }
 #endif
 
+static int w_get_buf(struct sip_msg *msg, str *url, str *key, int *buflen, pv_spec_t *out)
+{
+    struct cb_con *c = cb_get(url);
+    static char buf[1 << 20];
+    char res[256];
+    int len;
+    if (c == NULL || *buflen < 0 || *buflen > (int)sizeof buf)
+        return -1;
+#ifdef CACHEDB_HAVE_GET_BUF
+    if (c->f.get_buf == NULL || !CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF)) {
+        len = snprintf(res, sizeof res, "absent: the backend offers no get_buf");
+    } else {
+        unsigned vlen = 0xdeadbeefu, needed = 0xdeadbeefu;
+        int rc = c->f.get_buf(c->con, key, buf, (unsigned)*buflen, &vlen, &needed);
+        int shown = rc == 0 ? (int)(vlen > 128 ? 128 : vlen) : 0;
+        len = snprintf(res, sizeof res, "rc=%d vlen=%u needed=%u val=%.*s", rc, vlen, needed,
+                       shown, buf);
+    }
+#else
+    (void)key;
+    len = snprintf(res, sizeof res, "absent: the core has no get_buf (no CACHEDB_HAVE_GET_BUF)");
+#endif
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    pv.rs.s = res;
+    pv.rs.len = len;
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static int w_check_buf(struct sip_msg *msg, str *url, pv_spec_t *out)
 {
     struct cb_con *c = cb_get(url);
@@ -412,6 +446,14 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                     {"cdbbench_check",
                                      (cmd_function)w_check,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
+                                     ALL_ROUTES},
+                                    {"cdbbench_get_buf",
+                                     (cmd_function)w_get_buf,
+                                     {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_VAR, 0, 0},
+                                      {0, 0, 0}},
                                      ALL_ROUTES},
                                     {"cdbbench_check_buf",
                                      (cmd_function)w_check_buf,

@@ -359,16 +359,15 @@ static int cdbp_open_persistence(void)
 #else
     snprintf(shown, sizeof shown, "%s", cdbp_db_url);
 #endif
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = pc_mono_sec();
     rc = pc_persist_startup(cdbp_persist);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double t1 = pc_mono_sec();
     if (rc != 0)
         LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown,
                pc_store_strerror(rc));
     else if (cdbp_db_mode >= 1)
         LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, shown,
-                (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+                t1 - t0);
     return 0;
 }
 
@@ -436,11 +435,9 @@ static int child_init(int rank)
 static void mod_destroy(void)
 {
     if (cdbp_persist != NULL) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = pc_mono_sec();
         int rc = pc_persist_shutdown(cdbp_persist);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        double secs = pc_mono_sec() - t0;
         if (rc != 0)
             LM_ERR("shutdown flush/save failed after %.3f s: %s\n", secs, pc_store_strerror(rc));
         else

@@ -13,9 +13,16 @@
  *                                  get_pct % get, the rest set; spread 1
  *                                  picks each key at random, 0 walks them
  *                                  in order from a seed-chosen start;
- *                                  $var(res) = "<ns per op> hits=<n>"
+ *                                  $var(res) = "<ns per op> hits=<n>
+ *                                  cpu=<CPU ns per op> frags=<pkg heap
+ *                                  fragments after the loop>"
  *                                  url "none" times the loop alone (key
  *                                  choice and formatting), to subtract
+ *   cdbbench_run_buf(...)          the same loop, its gets through get_buf
+ *                                  into a buffer on the stack (no pkg copy)
+ *                                  where the tree and the backend offer it
+ *                                  (CACHEDB_HAVE_GET_BUF, CACHEDB_CAP_GET_BUF);
+ *                                  $var(res) = "nobuf" where they do not
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
  *   cdbbench_get_buf(url, key, buflen, $var(res))
@@ -86,6 +93,50 @@ static void cb_key(char *k, unsigned i)
 
 #define CB_KLEN 15
 
+/* One get of the timed loop: through get (the backend's pkg copy and its
+ * pkg_free, what every cachedb caller pays) or through get_buf (the value
+ * copied into the caller's buffer, hit 0). 1 on a hit. */
+static inline int cb_get_one(struct cb_con *c, str *k, bool buf)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    if (buf) {
+        char out[4 * CB_VLEN];
+        unsigned vlen = 0, needed = 0;
+        return c->f.get_buf(c->con, k, out, sizeof out, &vlen, &needed) == 0;
+    }
+#else
+    (void)buf;
+#endif
+    str r = {NULL, 0};
+    /* a hit is 1 from most backends, 0 from the original cachedb_perf */
+    if (c->f.get(c->con, k, &r) >= 0 && r.s != NULL) {
+        pkg_free(r.s);
+        return 1;
+    }
+    return 0;
+}
+
+/* The tree and the backend both offer get_buf. */
+static bool cb_has_buf(struct cb_con *c)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    return c->f.get_buf != NULL && CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF);
+#else
+    (void)c;
+    return false;
+#endif
+}
+
+static int cb_set_res(struct sip_msg *msg, pv_spec_t *out, const char *s)
+{
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    pv.rs.s = (char *)s;
+    pv.rs.len = (int)strlen(s);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static int w_fill(struct sip_msg *msg, str *url, int *n)
 {
     (void)msg;
@@ -109,8 +160,8 @@ static int w_fill(struct sip_msg *msg, str *url, int *n)
 /* The key count comes with every run, not from the fill: the fill and the
  * runs may land in different SIP workers, and a count kept per process
  * made a worker that had not filled walk another size's keys. */
-static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
-                 int *nkeys, pv_spec_t *out)
+static int cb_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                  int *nkeys, pv_spec_t *out, bool buf)
 {
     struct cb_con *c = NULL;
     if (*nkeys <= 0) {
@@ -120,14 +171,19 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
     const unsigned cb_nkeys = (unsigned)*nkeys;
     if (!(url->len == 4 && memcmp(url->s, "none", 4) == 0) && (c = cb_get(url)) == NULL)
         return -1;
+    if (buf && c != NULL && !cb_has_buf(c))
+        return cb_set_res(msg, out, "nobuf");
     char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'w', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
     uint64_t x = (uint64_t)*seed * 2654435761u + 1;
     unsigned hits = 0, next = (unsigned)(x % cb_nkeys), pct = (unsigned)*get_pct;
     volatile unsigned sink = 0;
-    struct timespec t0, t1;
+    /* wall time, and the process's CPU time: on a loaded machine a loop is
+     * descheduled for most of its wall time, the CPU time is its own cost */
+    struct timespec t0, t1, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (int i = 0; i < *ops; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         unsigned ki;
@@ -145,24 +201,40 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
         } else if (!is_get) {
             c->f.set(c->con, &k, &v, 0);
         } else {
-            str r = {NULL, 0};
-            if (c->f.get(c->con, &k, &r) > 0 && r.s != NULL) {
-                hits++;
-                pkg_free(r.s);
-            }
+            hits += (unsigned)cb_get_one(c, &k, buf);
         }
     }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     (void)sink;
     double ns =
         ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)*ops;
-    pv_value_t pv;
-    memset(&pv, 0, sizeof pv);
-    char nbuf[64];
-    pv.rs.s = nbuf;
-    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%.1f hits=%u", ns, hits);
-    pv.flags = PV_VAL_STR;
-    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+    double cpu =
+        ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / (double)*ops;
+    /* the pkg heap's fragment count: what tells a fresh heap (one large
+     * free fragment) from one that carried SIP traffic */
+    unsigned long frags = 0;
+#ifdef PKG_MALLOC
+    struct mem_info mi;
+    memset(&mi, 0, sizeof mi);
+    pkg_info(&mi);
+    frags = mi.total_frags;
+#endif
+    char nbuf[96];
+    snprintf(nbuf, sizeof nbuf, "%.1f hits=%u cpu=%.1f frags=%lu", ns, hits, cpu, frags);
+    return cb_set_res(msg, out, nbuf);
+}
+
+static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                 int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, false);
+}
+
+static int w_run_buf(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct,
+                     int *spread, int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, true);
 }
 
 /* iter_keys's callback for w_check: marks "chk-it-<d>" seen with value
@@ -443,6 +515,17 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                       {CMD_PARAM_VAR, 0, 0},
                                       {0, 0, 0}},
                                      ALL_ROUTES},
+                                    {"cdbbench_run_buf",
+                                     (cmd_function)w_run_buf,
+                                     {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_VAR, 0, 0},
+                                      {0, 0, 0}},
+                                     ALL_ROUTES},
                                     {"cdbbench_check",
                                      (cmd_function)w_check,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
@@ -461,6 +544,34 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      ALL_ROUTES},
                                     {0, 0, {{0, 0, 0}}, 0}};
 
+/* modparam shape_heap = N: each process, at child init, allocates N pkg
+ * blocks of pseudo-random sizes 16 .. 2015 bytes and frees every second
+ * one. The live half pins the freed half, so the heap holds free fragments
+ * of every small size class for the process's life: the state of a heap
+ * that keeps long-lived allocations between transient ones (a documented
+ * model of SIP traffic's heap; sipp traffic itself leaves F_MALLOC's heap
+ * with 2-3 fragments, since it frees all it allocates). 0: off. */
+static int cb_shape_heap;
+
+static int cb_child_init(int rank)
+{
+    (void)rank;
+    if (cb_shape_heap <= 0)
+        return 0;
+    void **blk = pkg_malloc(sizeof(void *) * (size_t)cb_shape_heap);
+    if (blk == NULL)
+        return -1;
+    for (int i = 0; i < cb_shape_heap; i++)
+        blk[i] = pkg_malloc(16 + (((unsigned)i * 2654435761u) >> 20) % 2000);
+    for (int i = 0; i < cb_shape_heap; i += 2)
+        if (blk[i] != NULL)
+            pkg_free(blk[i]);
+    /* blk itself and the odd blocks stay allocated on purpose */
+    return 0;
+}
+
+static const param_export_t params[] = {{"shape_heap", INT_PARAM, &cb_shape_heap}, {0, 0, 0}};
+
 struct module_exports exports = {"cdbbench",
                                  MOD_TYPE_DEFAULT,
                                  MODULE_VERSION,
@@ -469,6 +580,7 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  cmds,
                                  0,
+                                 params,
                                  0,
                                  0,
                                  0,
@@ -478,6 +590,5 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  0,
                                  0,
-                                 0,
-                                 0,
+                                 cb_child_init,
                                  0};

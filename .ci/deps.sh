@@ -37,8 +37,9 @@ PKGS="$PKGS memcached"
 PKGS="$PKGS prometheus python3-prometheus-client"
 # The OpenSIPS consumer tests (tests/opensips/opensips_consumers.py): sipp
 # drives the calls; libhiredis-dev lets the user's OpenSIPS tree build
-# cachedb_redis, the comparison backend (OpenSIPS itself is never built here).
-PKGS="$PKGS sip-tester libhiredis-dev"
+# cachedb_redis, the comparison backend (OpenSIPS itself is never built here);
+# the dns_cache part runs in a private namespace (unshare, ip).
+PKGS="$PKGS sip-tester libhiredis-dev util-linux iproute2"
 # bench/plot's charts (tests/tools/test_bench_plot.py).
 PKGS="$PKGS python3-matplotlib"
 # A CI run with fuzzing (.ci/run, PCACHE_CI_FUZZ_SECONDS): clang and its

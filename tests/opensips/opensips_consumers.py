@@ -1038,8 +1038,13 @@ def run_dnscache(args, work):
     if not args.in_netns:
         # a private network and mount namespace: its own loopback, where the
         # test's DNS responder takes port 53, and its own resolv.conf
-        if not shutil.which("unshare"):
-            SKIPPED.append("dnscache: no unshare(1) for a private network namespace")
+        if not shutil.which("unshare") or not shutil.which("ip"):
+            SKIPPED.append("dnscache: no unshare(1) or ip(8) for a private network namespace")
+            return
+        probe = subprocess.run(["unshare", "-rnm", "true"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            SKIPPED.append("dnscache: no private namespaces here (unshare -rnm: %s)"
+                           % probe.stderr.strip()[:200])
             return
         cmd = ["unshare", "-rnm", sys.executable, os.path.abspath(__file__),
                "--in-netns", "--only", "dnscache", "--backend", args.backend,

@@ -59,6 +59,7 @@ NREGS = 4
 NCOUNTERS = 2
 NLISTS = 2
 INF = float("inf")
+LIST_EPOCH_S = 5
 
 
 def now():
@@ -78,7 +79,7 @@ def setup(r):
     kv["rn:a"] = "moving"
     r.delete(*[k for g in range(NGROUPS) for k in gkeys(g)], "rn:b",
              *["r%d" % i for i in range(NREGS)], *["c%d" % i for i in range(NCOUNTERS)],
-             *["l%d" % i for i in range(NLISTS)], "w")
+             "w")
     r.mset(kv)
 
 
@@ -254,20 +255,23 @@ class Client:
     def append(self):
         tok = "%s," % self.uid()
         r = self.conn()
+        ep = list_epoch()
         if self.rng.random() < 0.5:
             def fn():
                 p = r.pipeline(transaction=True)
                 for i in range(NLISTS):
-                    p.append("l%d" % i, tok)
+                    p.append("l%d:%d" % (ep, i), tok)
                 return p.execute()
-            self.record({"t": "app", "v": tok, "both": True}, fn)
+            self.record({"t": "app", "v": tok, "both": True, "ep": ep}, fn)
         else:
-            self.record({"t": "app", "v": tok, "both": False}, lambda: r.append("l0", tok))
+            self.record({"t": "app", "v": tok, "both": False, "ep": ep},
+                        lambda: r.append("l%d:0" % ep, tok))
 
     def list_read(self):
         r = self.conn()
-        self.record({"t": "lr"}, lambda: [dec(x) for x in r.mget(["l%d" % i
-                                                                   for i in range(NLISTS)])])
+        ep = list_epoch()
+        self.record({"t": "lr", "ep": ep},
+                    lambda: [dec(x) for x in r.mget(["l%d:%d" % (ep, i) for i in range(NLISTS)])])
 
     def reg(self):
         k = "r%d" % self.rng.randrange(NREGS)
@@ -291,6 +295,12 @@ class Client:
             if x < p:
                 f()
                 return
+
+
+def list_epoch():
+    """The lists in use now: new ones every LIST_EPOCH_S, so that a list
+    (and the check of every read of it) stays short in a long run."""
+    return int(time.time() / LIST_EPOCH_S)
 
 
 def dec(x):
@@ -413,7 +423,7 @@ def check(hist, initial_moving=True, final=None):
 
     # appends
     app = {o["v"]: o for o in ops if o["t"] == "app"}
-    longest = [""] * NLISTS
+    longest = {}
     for o in done:
         if o["t"] != "lr":
             continue
@@ -429,10 +439,12 @@ def check(hist, initial_moving=True, final=None):
                                 o))
                 elif a["i"] > o["e"]:
                     bad.append(("future read", o))
-            if not (s.startswith(longest[i]) or longest[i].startswith(s)):
+            lk = (o["ep"], i)
+            prev = longest.get(lk, "")
+            if not (s.startswith(prev) or prev.startswith(s)):
                 bad.append(("incompatible order", (i, o)))
-            if len(s) > len(longest[i]):
-                longest[i] = s
+            if len(s) > len(prev):
+                longest[lk] = s
         both = [set(t + "," for t in s.split(",")[:-1] if app.get(t + ",", {}).get("both"))
                 for s in lists]
         if both[0] != both[1]:

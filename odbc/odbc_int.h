@@ -54,7 +54,7 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
 void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#include "pc_odbc_writer.h"
+#include "odbc_writer.h"
 
 /* ---- the sender thread (odbc_pipe.c) -------------------------------------
  * One job at a time: fn(ctx, job) runs on the thread. start creates it

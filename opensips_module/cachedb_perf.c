@@ -59,6 +59,7 @@ int cdbp_journal_rewrite_min_mb = 64;
 int cdbp_journal_max_mb = 0;
 int cdbp_sync_cluster_id = 0;
 int cdbp_sync_poll_period = 5;
+char *cdbp_sync_shtag = NULL;
 char *cdbp_replicate_colls = NULL;
 int cdbp_pull_on_miss = 0;
 int cdbp_pull_timeout_ms = 50;
@@ -101,6 +102,7 @@ static const param_export_t cdbp_params[] = {
     {"journal_max_mb", INT_PARAM, &cdbp_journal_max_mb},
     {"sync_cluster_id", INT_PARAM, &cdbp_sync_cluster_id},
     {"sync_poll_period", INT_PARAM, &cdbp_sync_poll_period},
+    {"sync_shtag", STR_PARAM, &cdbp_sync_shtag},
     {"replicate_collections", STR_PARAM, &cdbp_replicate_colls},
     {"pull_on_miss", INT_PARAM, &cdbp_pull_on_miss},
     {"pull_timeout_ms", INT_PARAM, &cdbp_pull_timeout_ms},
@@ -357,16 +359,15 @@ static int cdbp_open_persistence(void)
 #else
     snprintf(shown, sizeof shown, "%s", cdbp_db_url);
 #endif
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = pc_mono_sec();
     rc = pc_persist_startup(cdbp_persist);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double t1 = pc_mono_sec();
     if (rc != 0)
         LM_ERR("startup load (db_mode %d) from %s: %s\n", cdbp_db_mode, shown,
                pc_store_strerror(rc));
     else if (cdbp_db_mode >= 1)
         LM_INFO("startup load (db_mode %d) from %s done in %.3f s\n", cdbp_db_mode, shown,
-                (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+                t1 - t0);
     return 0;
 }
 
@@ -434,11 +435,9 @@ static int child_init(int rank)
 static void mod_destroy(void)
 {
     if (cdbp_persist != NULL) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = pc_mono_sec();
         int rc = pc_persist_shutdown(cdbp_persist);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        double secs = pc_mono_sec() - t0;
         if (rc != 0)
             LM_ERR("shutdown flush/save failed after %.3f s: %s\n", secs, pc_store_strerror(rc));
         else

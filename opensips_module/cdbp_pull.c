@@ -116,13 +116,6 @@ static unsigned char *pull_slots; /* cdbp_pull_slots slots of pull_stride bytes 
 static size_t pull_stride;
 static str pull_cap = str_init(PULL_CAP);
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct pull_slot *slot_at(unsigned i)
 {
     return (struct pull_slot *)(void *)(pull_slots + (size_t)i * pull_stride);
@@ -210,7 +203,7 @@ void cdbp_pull_reap(void)
 {
     if (!pull_ready)
         return;
-    int64_t now = mono_ms();
+    int64_t now = pc_mono_ms();
     lock_get(&pull_sh->lock);
     for (unsigned i = 0; i < (unsigned)cdbp_pull_slots; i++) {
         struct pull_slot *s = slot_at(i);
@@ -252,7 +245,7 @@ static void slot_wait(struct pull_slot *s)
 {
     for (;;) {
         uint32_t st = atomic_load(&s->state);
-        int64_t left = s->deadline - mono_ms();
+        int64_t left = s->deadline - pc_mono_ms();
         if (st != SLOT_WAIT || left <= 0)
             return;
         futex_wait_ms(&s->state, SLOT_WAIT, left);
@@ -290,7 +283,7 @@ int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res
         return -1;
     }
     unsigned ci = coll_index(coll);
-    int64_t now = mono_ms();
+    int64_t now = pc_mono_ms();
     uint64_t h = neg_hash(ci, key, klen);
     lock_get(&pull_sh->lock);
     if (neg_hit(h, now)) {
@@ -374,7 +367,7 @@ int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res
         res->value = buf;
         buf = NULL;
     } else if (s->status == PULL_NOT_HERE) {
-        neg_put(h, mono_ms());
+        neg_put(h, pc_mono_ms());
     }
     slot_free(s);
     lock_release(&pull_sh->lock);
@@ -402,7 +395,7 @@ int cdbp_pull_probe(pc_coll *coll, int *ids, unsigned cap, unsigned *n, unsigned
         return -1;
     unsigned ci = coll_index(coll);
     lock_get(&pull_sh->lock);
-    int si = slot_take(ci, 1, mono_ms());
+    int si = slot_take(ci, 1, pc_mono_ms());
     lock_release(&pull_sh->lock);
     if (si < 0) {
         COUNT(no_slot);

@@ -11,7 +11,9 @@ Fails (exit 1, one line per violation) when
     in TEST_INTERFACES) included from tests/ or bench/,
   - a CMakeLists.txt links a component library into a target of a component
     that may not depend on it,
-  - two headers of the project share a name (an include would be ambiguous).
+  - two headers of the project share a name (an include would be ambiguous),
+  - product code calls a libc service outside its one home (LIBC_HOMES:
+    clock_gettime outside src/util).
 Exit 0 and a summary line otherwise.
 """
 import os
@@ -60,8 +62,12 @@ TARGETS = {
 # Targets that are white-box test interfaces: only tests/ and bench/ link them.
 TESTING_TARGETS = {"pcache_testhooks", "pcache_store_testing", "pcache_journal_testing",
                    "pcache_odbc_testing", "pcached_testing"}
-# Headers of the server that its parser tests include (pcached_testing).
-TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h"}
+# Private headers that are declared white-box test interfaces outside a
+# testing/ folder: the server's parsers (pcached_testing), the snapshot
+# format codec (pcache_store_testing) and the ODBC batch writer
+# (pcache_odbc_testing).
+TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h", "storage/store/store_format.h",
+                   "odbc/odbc_writer.h"}
 TOP = {"tests", "bench"}
 # Components whose every header is public (no include/ folder): the test
 # support headers, for the tests and the benchmarks.
@@ -83,6 +89,39 @@ def allowed(name):
         if n == name:
             return set(deps)
     return set()
+
+
+# libc services with one home: product code outside that folder reaches them
+# through the home's functions (pcache_util.h: pc_mono_ms, pc_wall_ms,
+# pc_mono_us, pc_wall_ts, ...), so a clock is read one way everywhere.
+# Benchmarks (bench/, a component's bench/ folder) and tests time with
+# their own clocks and are not held to it.
+LIBC_HOMES = [("clock_gettime", "src/util")]
+CALL = re.compile(r"\b(%s)\s*\(" % "|".join(n for n, _ in LIBC_HOMES))
+
+
+def libc_homes(root, files):
+    found = []
+    home = dict(LIBC_HOMES)
+    for f in files:
+        me = component_of(f)
+        if not f.endswith((".c", ".h")) or me is None or me[0] in TOP or me[0] in FLAT:
+            continue
+        if "bench" in f.split(os.sep)[:-1]:
+            continue
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        # strings and comments may name the call ("POSIX clock_gettime")
+        code = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', lambda m: re.sub(r"[^\n]", " ", m.group(0)),
+                      text, flags=re.S)
+        for m in CALL.finditer(code):
+            where = home[m.group(1)]
+            if f == where or f.startswith(where + "/"):
+                continue
+            lineno = code.count("\n", 0, m.start()) + 1
+            found.append("%s:%d: calls %s, whose home is %s (use its functions)"
+                         % (f, lineno, m.group(1), where))
+    return found
 
 
 def main():
@@ -162,6 +201,7 @@ def main():
                 elif TARGETS[lib] not in allowed(mine):
                     problems.append("%s: %s (%s) links %s of %s, which is not below it"
                                     % (f, m.group(1), mine, lib, TARGETS[lib]))
+    problems += libc_homes(root, files)
     for p in problems:
         print("boundary violation: " + p)
     print("check-boundaries: %d project includes checked, %d violations" % (checked, len(problems)))

@@ -44,6 +44,17 @@ if(TARGET pcached)
   set_tests_properties(server_test_diskfull PROPERTIES TIMEOUT 600 LABELS "server"
     SKIP_RETURN_CODE 77
     ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PYTHONDONTWRITEBYTECODE=1")
+  # issue 34 F1/F2: orders of start / kill -9 / fill / free on loop-mounted ext4
+  add_test(NAME server_test_health_orders
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_health_orders.py)
+  set_tests_properties(server_test_health_orders PROPERTIES TIMEOUT 600 LABELS "server"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
+  # issue 34 F3: kill -9 of the master alone, restart at once, 20 times
+  add_test(NAME server_test_master_kill
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_master_kill.py)
+  set_tests_properties(server_test_master_kill PROPERTIES TIMEOUT 600 LABELS "server"
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
 endif()
 
 # The RESP parser against a guard page, fed whole and byte by byte.

@@ -199,9 +199,7 @@ static void sec_server(srv_worker *w, struct info_buf *b)
     if (uname(&u) != 0)
         memset(&u, 0, sizeof u);
     int64_t now_ms = pc_wall_ms();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long now_us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    long long now_us = (long long)pc_wall_us();
     int64_t up = now_ms / 1000 - atomic_load(&s->shm->start_unix);
     char exe[512] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

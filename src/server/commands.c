@@ -3,9 +3,9 @@
  * checks, Redis's error shapes, and the hand-off of save/load requests to
  * the maintenance process through the worker's slot (pcached.h).
  *
- * The handlers live by family in cmd_string.c (values), cmd_string2.c
+ * The handlers live by family in cmd_string.c (values), cmd_rewrite.c
  * (values rewritten: APPEND, SETRANGE, INCRBYFLOAT, LCS...), cmd_keys.c
- * (keys, expiry, iteration), cmd_keys2.c (RENAME, COPY, MOVE, TIME,
+ * (keys, expiry, iteration), cmd_keymove.c (RENAME, COPY, MOVE, TIME,
  * LATENCY...) and cmd_server.c (connection, server, persistence and
  * PERF.<NAME>). A handler gets arguments that are already framed and
  * counted against its arity; it queues exactly one reply, unless it blocks
@@ -134,11 +134,11 @@ static int cmd_cmp(const void *a, const void *b)
 
 static void cmd_init(void)
 {
-    const cmd_def *tabs[] = {cmd_string_table, cmd_keys_table,   cmd_server_table,
-                             cmd_txn_table,    cmd_script_table, cmd_string2_table,
-                             cmd_keys2_table,  cmd_slowlog_table};
-    unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count, cmd_txn_count,
-                         cmd_script_count, cmd_string2_count, cmd_keys2_count,  cmd_slowlog_count};
+    const cmd_def *tabs[] = {cmd_string_table,  cmd_keys_table,   cmd_server_table,
+                             cmd_txn_table,     cmd_script_table, cmd_rewrite_table,
+                             cmd_keymove_table, cmd_slowlog_table};
+    unsigned counts[] = {cmd_string_count, cmd_keys_count,    cmd_server_count,  cmd_txn_count,
+                         cmd_script_count, cmd_rewrite_count, cmd_keymove_count, cmd_slowlog_count};
     for (unsigned t = 0; t < sizeof tabs / sizeof tabs[0]; t++)
         for (unsigned i = 0; i < counts[t] && cmd_n < CMD_MAX; i++)
             cmd_sorted[cmd_n++] = &tabs[t][i];
@@ -216,13 +216,6 @@ static void reply_unknown(conn *c, unsigned argc, const char **argv, const size_
     reply_error(c, "ERR unknown command '%s', with args beginning with: %s", name, args);
 }
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 const cmd_def *cmd_at(unsigned i)
 {
     if (cmd_n == 0)
@@ -271,14 +264,14 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
         goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
     c->lastcmd = d->name;
-    int64_t t0 = now_us();
+    int64_t t0 = pc_mono_us();
     if (d->flags & CMD_ATOMIC)
         cmd_txn_atomic(w, c, d->fn, argc, argv, argl);
     else if ((d->flags & CMD_SNAPSHOT) && argc > 2)
         cmd_txn_snapshot(w, c, d->fn, argc, argv, argl);
     else
         d->fn(w, c, argc, argv, argl);
-    int64_t t1 = now_us();
+    int64_t t1 = pc_mono_us();
     /* one comparison per command; logging is the rare case (slowlog.c) */
     if ((uint64_t)(t1 - t0) >= w->s->cfg.slowlog_log_slower_than &&
         w->s->cfg.slowlog_log_slower_than != SRV_SLOW_OFF)

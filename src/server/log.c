@@ -111,8 +111,7 @@ static void log_write(int level, const char *msg)
         return;
     }
     char line[1400];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    struct timespec ts = pc_wall_ts();
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     static const char *const prio[] = {"<3>", "<4>", "<6>", "<7>"}; /* sd-daemon(3) */

@@ -70,8 +70,7 @@ static void *beat(void *arg)
     (void)arg;
     pthread_mutex_lock(&nb.mu);
     for (;;) { /* busy_begin sent the first extension; one more per beat */
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
+        struct timespec t = pc_wall_ts();
         t.tv_sec += SRV_NOTIFY_BEAT_S;
         while (!nb.stop && pthread_cond_timedwait(&nb.cv, &nb.mu, &t) == 0)
             ;

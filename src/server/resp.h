@@ -218,11 +218,11 @@ extern const cmd_def cmd_keys_table[];
 extern const unsigned cmd_keys_count;
 extern const cmd_def cmd_server_table[];
 extern const unsigned cmd_server_count;
-/* cmd_string2.c, cmd_keys2.c */
-extern const cmd_def cmd_string2_table[];
-extern const unsigned cmd_string2_count;
-extern const cmd_def cmd_keys2_table[];
-extern const unsigned cmd_keys2_count;
+/* cmd_rewrite.c, cmd_keymove.c */
+extern const cmd_def cmd_rewrite_table[];
+extern const unsigned cmd_rewrite_count;
+extern const cmd_def cmd_keymove_table[];
+extern const unsigned cmd_keymove_count;
 
 /* cmd_config.c */
 void cmd_config(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl);

@@ -209,13 +209,6 @@ static void *gc_thread(void *arg)
     return NULL;
 }
 
-static int64_t gc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The longest wait for the writers of the last batch to come back: half
  * of what the last batch took (they cannot be worth more than the batch
  * they wait for), between 50 us and 1 ms. */
@@ -243,7 +236,7 @@ static void gc_start(srv_worker *w)
     w->gc_due = 0;
     w->gc_expect = w->gc_writers;
     w->gc_writers = 0;
-    w->gc_start_us = gc_now_us();
+    w->gc_start_us = pc_mono_us();
     for (conn *c = w->held; c != NULL; c = c->hnext) {
         c->held = 0;
         c->mark = c->out.len;
@@ -304,7 +297,7 @@ static void gc_finish(srv_worker *w)
     uint64_t records = pc_journal_batch_records(w->batch);
     int rc = pc_persist_commit_finish(w->gc, w->batch);
     w->inflight = 0;
-    w->gc_sync_us = gc_now_us() - w->gc_start_us;
+    w->gc_sync_us = pc_mono_us() - w->gc_start_us;
     conn *list = w->infl;
     w->infl = NULL;
     unsigned dropped = 0;
@@ -765,7 +758,6 @@ void srv_worker_main(srv *s, unsigned slot)
     char role[16];
     snprintf(role, sizeof role, "worker%u", slot);
     srv_log_role(role);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     srv_resp_close(s, (int)slot);
     nlsn = 0;
     for (unsigned j = 0; j < s->nbinds; j++)

@@ -265,12 +265,22 @@ static void free_buffers(void)
     free(resp);
 }
 
-int main(int argc, char **argv)
+/* Where the request goes: a unix socket, or host:port over TCP. */
+struct ctl_target {
+    const char *sock, *host;
+    int port;
+    int default_target; /* neither -s nor -p nor the environment named one */
+};
+
+/* The environment, then the options before METHOD, into *t; *next is the
+ * index of METHOD. -1 to go on, else the exit status (--help, --version,
+ * a usage error). */
+static int parse_args(int argc, char **argv, struct ctl_target *t, int *next)
 {
-    atexit(free_buffers);
-    const char *sock = getenv("PCACHECTL_SOCKET"), *host = "127.0.0.1", *opt;
+    const char *sock = getenv("PCACHECTL_SOCKET"), *opt;
     const char *penv = getenv("PCACHECTL_PORT");
     int port = 0;
+    t->host = "127.0.0.1";
     if (sock != NULL && sock[0] == '\0')
         sock = NULL;
     if (penv != NULL && penv[0] != '\0') {
@@ -299,7 +309,7 @@ int main(int argc, char **argv)
         } else if ((opt = opt_value(argc, argv, &i, "-s", "--socket")) != NULL) {
             sock = opt, port = 0;
         } else if ((opt = opt_value(argc, argv, &i, "-H", "--host")) != NULL) {
-            host = opt;
+            t->host = opt;
         } else if ((opt = opt_value(argc, argv, &i, "-p", "--port")) != NULL) {
             if ((port = parse_port(opt)) < 0) {
                 fprintf(stderr, "pcachectl: -p: '%.100s' is not a port (1-65535)\n", opt);
@@ -316,12 +326,32 @@ int main(int argc, char **argv)
                         "perf_stats default)\n");
         return 2;
     }
-    int default_target = sock == NULL && port == 0;
-    if (default_target)
-        sock = PCACHECTL_DEFAULT_SOCKET;
-    const char *method = argv[i++];
+    t->default_target = sock == NULL && port == 0;
+    t->sock = t->default_target ? PCACHECTL_DEFAULT_SOCKET : sock;
+    t->port = port;
+    *next = i;
+    return -1;
+}
+
+/* Room for 32 more bytes in body. */
+static int body_room(size_t len, size_t *cap)
+{
+    if (*cap - len >= 32)
+        return 0;
+    char *nb = realloc(body, *cap *= 2);
+    if (nb == NULL)
+        return -1;
+    body = nb;
+    return 0;
+}
+
+/* The JSON-RPC request for method with the arguments argv[first..argc)
+ * (all positional or all NAME=VALUE) into body, *len its length. 0, or
+ * the exit status 2. */
+static int build_body(const char *method, int argc, char **argv, int first, size_t *lenp)
+{
     int nnamed = 0, npos = 0;
-    for (int k = i; k < argc; k++) {
+    for (int k = first; k < argc; k++) {
         size_t nl;
         if (named(argv[k], &nl))
             nnamed++;
@@ -341,16 +371,12 @@ int main(int argc, char **argv)
     if (json_str(&body, &len, &cap, method, strlen(method)) != 0)
         return 2;
     const char *pre = nnamed ? ",\"params\":{" : ",\"params\":[";
-    if (cap - len < 32) {
-        char *nb = realloc(body, cap *= 2);
-        if (nb == NULL)
-            return 2;
-        body = nb;
-    }
+    if (body_room(len, &cap) != 0)
+        return 2;
     len += (size_t)sprintf(body + len, "%s", pre);
-    for (int k = i; k < argc; k++) {
+    for (int k = first; k < argc; k++) {
         size_t nl = 0;
-        if (k > i)
+        if (k > first)
             body[len++] = ',';
         if (nnamed) {
             named(argv[k], &nl);
@@ -364,43 +390,52 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (cap - len < 32) {
-        char *nb = realloc(body, cap *= 2);
-        if (nb == NULL)
-            return 2;
-        body = nb;
-    }
+    if (body_room(len, &cap) != 0)
+        return 2;
     len += (size_t)sprintf(body + len, "%c,\"id\":1}", nnamed ? '}' : ']');
+    *lenp = len;
+    return 0;
+}
 
+/* A connected socket to the target, or -1 (said on stderr). */
+static int connect_target(const struct ctl_target *t)
+{
     int fd;
-    if (sock != NULL) {
+    if (t->sock != NULL) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(sock) >= sizeof sa.sun_path) {
-            fprintf(stderr, "pcachectl: %.100s...: socket path longer than %zu bytes\n", sock,
+        if (strlen(t->sock) >= sizeof sa.sun_path) {
+            fprintf(stderr, "pcachectl: %.100s...: socket path longer than %zu bytes\n", t->sock,
                     sizeof sa.sun_path - 1);
-            return 2;
+            return -1;
         }
-        strcpy(sa.sun_path, sock);
+        strcpy(sa.sun_path, t->sock);
         fd = socket(AF_UNIX, SOCK_STREAM, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-            fprintf(stderr, "pcachectl: %s: %s%s\n", sock, strerror(errno),
-                    default_target ? " (the default socket: is pcached running with this "
-                                     "unix_socket? otherwise give -s SOCKET or -p PORT)"
-                                   : "");
-            return 2;
+            fprintf(stderr, "pcachectl: %s: %s%s\n", t->sock, strerror(errno),
+                    t->default_target ? " (the default socket: is pcached running with this "
+                                        "unix_socket? otherwise give -s SOCKET or -p PORT)"
+                                      : "");
+            return -1;
         }
-    } else {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-            fprintf(stderr, "pcachectl: %s: not an IPv4 address\n", host);
-            return 2;
-        }
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-            fprintf(stderr, "pcachectl: %s:%d: %s\n", host, port, strerror(errno));
-            return 2;
-        }
+        return fd;
     }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t->port)};
+    if (inet_pton(AF_INET, t->host, &sa.sin_addr) != 1) {
+        fprintf(stderr, "pcachectl: %s: not an IPv4 address\n", t->host);
+        return -1;
+    }
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        fprintf(stderr, "pcachectl: %s:%d: %s\n", t->host, t->port, strerror(errno));
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends body (len bytes) as an HTTP POST on fd and reads the whole answer
+ * into resp (NUL-terminated). 0, or the exit status 2. */
+static int exchange(int fd, size_t len)
+{
     /* the management password (pcached's management_password or
      * requirepass) for the TCP door, from the environment: never argv,
      * which ps shows */
@@ -437,8 +472,14 @@ int main(int argc, char **argv)
             break;
         rlen += (size_t)r;
     }
-    close(fd);
     resp[rlen] = '\0';
+    return 0;
+}
+
+/* The answer in resp: its result on stdout (help as text, indented on a
+ * terminal) and 0, or the error on stderr and 1; 2 when it is not HTTP. */
+static int print_answer(const char *method, int with_args)
+{
     char *b = strstr(resp, "\r\n\r\n");
     if (b == NULL) {
         fprintf(stderr, "pcachectl: no HTTP answer\n");
@@ -458,7 +499,7 @@ int main(int argc, char **argv)
             end = idp;
         size_t rn = (size_t)(end - (b + 26));
         if (strcmp(method, "help") == 0)
-            return print_help(b + 26, rn, argc > i);
+            return print_help(b + 26, rn, with_args);
         if (isatty(STDOUT_FILENO))
             print_indented(b + 26, rn);
         else
@@ -467,4 +508,26 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "%s\n", b);
     return 1;
+}
+
+int main(int argc, char **argv)
+{
+    atexit(free_buffers);
+    struct ctl_target t;
+    int i = 0;
+    int rc = parse_args(argc, argv, &t, &i);
+    if (rc >= 0)
+        return rc;
+    const char *method = argv[i++];
+    size_t len = 0;
+    if ((rc = build_body(method, argc, argv, i, &len)) != 0)
+        return rc;
+    int fd = connect_target(&t);
+    if (fd < 0)
+        return 2;
+    rc = exchange(fd, len);
+    if (rc != 0)
+        return rc; /* the process ends: fd goes with it */
+    close(fd);
+    return print_answer(method, argc > i);
 }

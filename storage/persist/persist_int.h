@@ -1,7 +1,9 @@
 /*
- * persist_int.h - internals shared by persist.c (the persistence policies),
- * sync.c (the shared-database read-replica refresh) and persist_target.c (a
- * store named by a command's [store] parameter). Not installed, not for
+ * persist_int.h - internals shared by persist.c (the persistence policies'
+ * lifecycle), persist_config.c (the policy read and checked),
+ * persist_coll.c (saving and loading a collection), persist_cmd.c (the
+ * management commands), sync.c (the shared-database read-replica refresh)
+ * and persist_target.c (a store named by a command's [store] parameter). Not installed, not for
  * other components.
  *
  * A pc_persist is process-local (each process has its copy after fork);
@@ -90,6 +92,26 @@ unsigned pp_index(const pc_persist *p, const pc_coll *coll);
 /* What an LMDB save or load did, as the policies report it (persist.c). */
 void pp_result_of_save(pc_persist_result *out, const pc_store_save_result *r);
 void pp_result_of_load(pc_persist_result *out, const pc_store_load_result *r);
+
+/* persist.c: the store handle of this process (opened once in a forked
+ * child; valid until pc_persist_close). */
+int pp_store(pc_persist *p, pc_store **out);
+
+/* persist_config.c: the persist_collections and journal lists into p; the
+ * db_url's scheme (pp_store_path); the store's path as pc_store_open
+ * would find it (pp_check_path); an existing store's check before the
+ * first write, adding PC_STORE_NOCHECK to sc when it passed (pp_check_store).
+ * Each returns 0 or a code with the operator's message in err. */
+int pp_policy_lists(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen);
+int pp_store_path(const char *url, const pc_persist_backend *be, char *err, size_t errlen);
+int pp_check_path(const pc_persist_config *cfg, char *err, size_t errlen);
+int pp_check_store(const char *url, pc_store_config *sc, char *err, size_t errlen);
+
+/* persist_coll.c: loads coll from the configured store (snapshot, then
+ * journal) and records the facts (pc_persist_save_coll is public); the
+ * journal's bound of collection i, saving it when its journal passed it. */
+int pp_load_coll(pc_persist *p, pc_coll *coll, pc_persist_result *res);
+int pp_bound_check(pc_persist *p, unsigned i);
 
 /* sync.c: called by persist.c */
 int pc_sync_open(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen);

@@ -157,9 +157,9 @@ int pc_sync_reload(pc_persist *p, pc_coll *coll, uint64_t newer_than, uint64_t *
     r.p = p;
     r.coll = coll;
     r.now_ms = pc_wall_ms();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r.ks.seed = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&r;
+    int64_t ns = pc_clock_ns(CLOCK_MONOTONIC);
+    r.ks.seed = ((uint64_t)(ns % 1000000000) << 20) ^ (uint64_t)(ns / 1000000000) ^
+                (uint64_t)(uintptr_t)&r;
     uint64_t g = 0, skipped = 0;
     int rc = p->backend->rows(p->bh, pc_coll_name(coll), newer_than, rl_row, &r, &g, source, srclen,
                               &skipped);

@@ -605,6 +605,130 @@ unsigned pc_store_auto_threads(unsigned requested)
     return n > 4 ? 4 : (unsigned)n;
 }
 
+/* The configuration's sizes and flags are in range. */
+static int pc_open_valid(struct pc_open_ctx *o)
+{
+    const pc_store *s = o->s;
+    bool rdonly = (s->flags & PC_STORE_RDONLY) != 0, create = (s->flags & PC_STORE_CREATE) != 0;
+    if (s->block_bytes < 1024 || s->block_bytes > PC_SF_BLOCK_RAW_MAX / 4 ||
+        s->zlevel < ZSTD_minCLevel() || s->zlevel > ZSTD_maxCLevel() ||
+        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 ||
+        (rdonly && create))
+        return pc_open_fail(o, PC_EINVAL, "store %s: bad configuration (flags, level, block size)",
+                            s->path);
+    return 0;
+}
+
+/* The store's directory exists (made when the open may create), and is a
+ * directory. */
+static int pc_open_dir(struct pc_open_ctx *o)
+{
+    const pc_store *s = o->s;
+    struct stat st;
+    if (stat(s->path, &st) == 0)
+        return S_ISDIR(st.st_mode)
+                   ? 0
+                   : pc_open_fail(
+                         o, PC_ESTORE,
+                         "store %s: not a directory (a store is a directory holding data.mdb)",
+                         s->path);
+    if (errno != ENOENT)
+        return pc_open_fail(o, PC_EIO, "store %s: %s", s->path, strerror(errno));
+    if ((s->flags & PC_STORE_CREATE) == 0)
+        return pc_open_fail(o, PC_ESTORE, "store %s: no such directory", s->path);
+    if (mkdir(s->path, 0750) != 0)
+        return pc_open_fail(o, PC_EIO, "store %s: cannot create the directory: %s", s->path,
+                            strerror(errno));
+    return 0;
+}
+
+/* What the directory holds: *have_data when data.mdb is there (a blank
+ * directory gets a new store made atomically when the open may create),
+ * *fsize its size and *empty when it has no data yet. Refuses what is not
+ * a store: a non-LMDB file, an empty environment, a foreign directory. */
+static int pc_open_classify(struct pc_open_ctx *o, const pc_store_config *cfg, int *have_data,
+                            uint64_t *fsize, int *empty)
+{
+    pc_store *s = o->s;
+    bool create = (s->flags & PC_STORE_CREATE) != 0;
+    int rc = pc_have_data(o, have_data);
+    if (rc != 0)
+        return rc;
+    if (!*have_data && create && pc_dir_blank(s->path)) {
+        if ((rc = pc_create_atomic(o, cfg)) != 0)
+            return rc;
+        *have_data = access(s->dpath, F_OK) == 0;
+    }
+    if (*have_data) {
+        rc = pc_probe_lmdb(o, fsize, empty);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            return pc_open_fail(o, PC_ESTORE, "store %s: data.mdb is not an LMDB file", s->path);
+        if (rc == 2 && (s->flags & PC_STORE_NOCHECK) != 0)
+            return pc_open_fail(o, PC_ECORRUPT,
+                                "store %s is damaged: data.mdb has no sound "
+                                "first meta page",
+                                s->path);
+        return *empty ? pc_refuse_empty(o) : 0;
+    }
+    if (!pc_dir_blank(s->path))
+        return pc_open_fail(o, PC_ESTORE,
+                            "store %s: a non-empty directory that holds no pcache store", s->path);
+    if (!create)
+        return pc_open_fail(o, PC_ESTORE, "store %s: holds no store (open with create)", s->path);
+    return 0;
+}
+
+/* An existing store, before anything writes it: LMDB trusts every page it
+ * reads, so they are all walked first, in a child (store_check.c), and
+ * nothing damaged is touched; then it is opened read-only and its header
+ * read into *hdr (*is_store). Leaves the read-only environment open. */
+static int pc_open_look(struct pc_open_ctx *o, pc_sf_hdr *hdr, int *is_store)
+{
+    pc_store *s = o->s;
+    bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
+    int rc;
+    if ((s->flags & PC_STORE_NOCHECK) == 0) {
+        char why[700];
+        if ((rc = pc_store_check_refuse(s->path, rdonly ? 0 : PC_CK_WRITER, why, sizeof why)) != 0)
+            return pc_open_fail(o, rc, "%s", why);
+    }
+    if ((rc = pc_env_create(o, MDB_RDONLY)) != 0 || (rc = pc_check_truncated(o)) != 0)
+        return rc;
+    *is_store = pc_check_store(o, hdr);
+    if (*is_store < 0)
+        return *is_store;
+    if (*is_store == 0 && (s->flags & PC_STORE_CREATE) == 0)
+        return pc_open_fail(o, PC_ESTORE,
+                            "store %s: an empty LMDB environment, not initialised as a store "
+                            "(open with create)",
+                            s->path);
+    return 0;
+}
+
+/* The read-write environment: the store's header checked again (is_store)
+ * or a new store initialised. */
+static int pc_open_rw(struct pc_open_ctx *o, int is_store, pc_sf_hdr *hdr)
+{
+    pc_store *s = o->s;
+    int rc = pc_env_create(o, 0);
+    if (rc != 0)
+        return rc;
+    if (is_store) {
+        if ((rc = pc_check_store(o, hdr)) < 0)
+            return rc;
+        if (rc == 0) /* emptied between the two opens: someone else's doing */
+            return pc_open_fail(o, PC_ESTORE, "store %s: the store vanished while opening",
+                                s->path);
+        return 0;
+    }
+    if ((rc = pc_init_store(o)) != 0)
+        return rc;
+    PC_SLOG(s, PC_LOG_INFO, "store %s: created (format version %u)", s->path, PC_SF_VERSION);
+    return 0;
+}
+
 int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out, char *errbuf,
                   size_t errlen)
 {
@@ -627,136 +751,28 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
     s->threads = cfg->threads;
     s->pid = getpid();
     struct pc_open_ctx o = {s, errbuf, errlen};
-    int rc = pc_parse_where(&o, where);
-    bool rdonly = (s->flags & PC_STORE_RDONLY) != 0, create = (s->flags & PC_STORE_CREATE) != 0;
-    if (rc != 0)
-        goto out;
-    if (s->block_bytes < 1024 || s->block_bytes > PC_SF_BLOCK_RAW_MAX / 4 ||
-        s->zlevel < ZSTD_minCLevel() || s->zlevel > ZSTD_maxCLevel() ||
-        (s->flags & ~(PC_STORE_RDONLY | PC_STORE_CREATE | PC_STORE_NOCHECK)) != 0 ||
-        (rdonly && create)) {
-        rc = pc_open_fail(&o, PC_EINVAL, "store %s: bad configuration (flags, level, block size)",
-                          s->path);
-        goto out;
-    }
-    struct stat st;
-    if (stat(s->path, &st) != 0) {
-        if (errno != ENOENT) {
-            rc = pc_open_fail(&o, PC_EIO, "store %s: %s", s->path, strerror(errno));
-            goto out;
-        }
-        if (!create) {
-            rc = pc_open_fail(&o, PC_ESTORE, "store %s: no such directory", s->path);
-            goto out;
-        }
-        if (mkdir(s->path, 0750) != 0) {
-            rc = pc_open_fail(&o, PC_EIO, "store %s: cannot create the directory: %s", s->path,
-                              strerror(errno));
-            goto out;
-        }
-    } else if (!S_ISDIR(st.st_mode)) {
-        rc = pc_open_fail(&o, PC_ESTORE,
-                          "store %s: not a directory (a store is a directory holding data.mdb)",
-                          s->path);
-        goto out;
-    }
+    bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
     uint64_t fsize = 0;
-    int empty = 1, have_data = 0;
-    if ((rc = pc_have_data(&o, &have_data)) != 0)
+    int empty = 1, have_data = 0, is_store = 0;
+    pc_sf_hdr hdr;
+    int rc = pc_parse_where(&o, where);
+    if (rc != 0 || (rc = pc_open_valid(&o)) != 0 || (rc = pc_open_dir(&o)) != 0 ||
+        (rc = pc_open_classify(&o, cfg, &have_data, &fsize, &empty)) != 0)
         goto out;
-    if (!have_data && create && pc_dir_blank(s->path)) {
-        if ((rc = pc_create_atomic(&o, cfg)) != 0)
-            goto out;
-        have_data = access(s->dpath, F_OK) == 0;
-    }
-    if (have_data) {
-        rc = pc_probe_lmdb(&o, &fsize, &empty);
-        if (rc < 0)
-            goto out;
-        if (rc == 0) {
-            rc = pc_open_fail(&o, PC_ESTORE, "store %s: data.mdb is not an LMDB file", s->path);
-            goto out;
-        }
-        if (rc == 2 && (s->flags & PC_STORE_NOCHECK) != 0) {
-            rc = pc_open_fail(&o, PC_ECORRUPT,
-                              "store %s is damaged: data.mdb has no sound "
-                              "first meta page",
-                              s->path);
-            goto out;
-        }
-    }
-    if (have_data && empty) {
-        rc = pc_refuse_empty(&o);
-        goto out;
-    }
-    if (!have_data) {
-        if (!pc_dir_blank(s->path)) {
-            rc =
-                pc_open_fail(&o, PC_ESTORE,
-                             "store %s: a non-empty directory that holds no pcache store", s->path);
-            goto out;
-        }
-        if (!create) {
-            rc =
-                pc_open_fail(&o, PC_ESTORE, "store %s: holds no store (open with create)", s->path);
-            goto out;
-        }
-    }
     size_t want = cfg->map_size != 0 ? cfg->map_size : PC_STORE_MAP_DEFAULT;
     if (want < fsize * 4)
         want = (size_t)fsize * 4;
     s->map_size = (want + PC_STORE_MAP_ALIGN - 1) & ~(size_t)(PC_STORE_MAP_ALIGN - 1);
-    pc_sf_hdr hdr;
-    int is_store = 0;
-    if (have_data && !empty && (s->flags & PC_STORE_NOCHECK) == 0) {
-        /* LMDB trusts every page it reads: walk them all first, in a child
-         * (store_check.c), and touch nothing that is damaged */
-        char why[700];
-        if ((rc = pc_store_check_refuse(s->path, rdonly ? 0 : PC_CK_WRITER, why, sizeof why)) !=
-            0) {
-            rc = pc_open_fail(&o, rc, "%s", why);
+    if (have_data) { /* look before writing anything: read-only first */
+        if ((rc = pc_open_look(&o, &hdr, &is_store)) != 0)
             goto out;
+        if (!rdonly) {
+            mdb_env_close(s->env);
+            s->env = NULL;
         }
     }
-    if (have_data && !empty) {
-        /* look before writing anything: read-only first */
-        if ((rc = pc_env_create(&o, MDB_RDONLY)) != 0)
-            goto out;
-        if ((rc = pc_check_truncated(&o)) != 0)
-            goto out;
-        is_store = pc_check_store(&o, &hdr);
-        if (is_store < 0) {
-            rc = is_store;
-            goto out;
-        }
-        if (is_store == 0 && !create) {
-            rc = pc_open_fail(&o, PC_ESTORE,
-                              "store %s: an empty LMDB environment, not initialised as a store "
-                              "(open with create)",
-                              s->path);
-            goto out;
-        }
-        if (rdonly)
-            goto done;
-        mdb_env_close(s->env);
-        s->env = NULL;
-    }
-    if ((rc = pc_env_create(&o, 0)) != 0)
+    if (!rdonly && (rc = pc_open_rw(&o, is_store, &hdr)) != 0)
         goto out;
-    if (is_store) {
-        if ((rc = pc_check_store(&o, &hdr)) < 0)
-            goto out;
-        if (rc == 0) { /* emptied between the two opens: someone else's doing */
-            rc = pc_open_fail(&o, PC_ESTORE, "store %s: the store vanished while opening", s->path);
-            goto out;
-        }
-    } else if ((rc = pc_init_store(&o)) != 0) {
-        goto out;
-    } else {
-        PC_SLOG(s, PC_LOG_INFO, "store %s: created (format version %u)", s->path, PC_SF_VERSION);
-    }
-done:
-    rc = 0;
     *out = s;
     PC_SLOG(s, PC_LOG_DEBUG, "store %s: open %s, map %zu MiB", s->path,
             rdonly ? "read-only" : "read-write", s->map_size >> 20);

@@ -1,7 +1,7 @@
 /*
  * store_int.h - internals of the snapshot store (storage/store/). Not installed,
  * not included outside storage/store/ (the format codec it includes,
- * testing/pc_store_format.h, is also the store's white-box test interface).
+ * store_format.h, is also the store's white-box test interface).
  *
  * The on-disk format is docs/snapshot-format.md; every constant and layout
  * here cites the section of that document it implements. The code that
@@ -34,7 +34,7 @@
 #include "pcache.h"
 #include "pcache_store.h"
 
-#include "pc_store_format.h"
+#include "store_format.h"
 
 /* ---- store_block.c: one block in memory ---------------------------------------- */
 /* Raw records being collected for one block, in record order. */
@@ -74,7 +74,7 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
                uint64_t generation, pc_sb_scratch *scratch, pc_sb_out *out);
 
 /* pc_sb_unpack, the decoder of a whole block value, is declared with the
- * format codec (testing/pc_store_format.h) so the fuzz target reaches it. */
+ * format codec (store_format.h) so the fuzz target reaches it. */
 
 /* ---- the handle (store_env.c) --------------------------------------------- */
 struct pc_store {

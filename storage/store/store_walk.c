@@ -249,42 +249,157 @@ static int lw_value(pc_lw *w, pc_lw_tree *t, uint64_t pgno, const uint8_t *node,
 
 static void lw_tree(pc_lw *w, pc_lw_tree *t, const pc_lw_db *db);
 
-/* One page of tree t at depth (1 = the root), its keys in [lo, hi)
- * (NULL = unbounded). */
-static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, const uint8_t *lo,
-                    size_t lol, const uint8_t *hi, size_t hil)
+/* Page pgno's header, claimed for tree t at depth: *p the page, *upper
+ * its free-space end, *nkeys its entries, *leaf its kind. -1 (reported)
+ * when the page cannot be trusted. */
+static int lw_page_head(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth,
+                        const uint8_t **pp, unsigned *upperp, unsigned *nkeysp, int *leafp)
 {
     if (lw_claim(w, t, pgno, 1, depth == 1 ? "root" : "tree") != 0)
-        return;
+        return -1;
     const uint8_t *p = w->map + pgno * w->psize;
     unsigned flags = lw16(p + LW_OFF_FLAGS) & ~LW_P_DIRTY;
     unsigned lower = lw16(p + LW_OFF_LOWER), upper = lw16(p + LW_OFF_UPPER);
     if (lw64(p) != pgno) {
         lw_problem(w, PC_SP_PAGE, "%s: page %llu: its header names page %llu", t->name,
                    (unsigned long long)pgno, (unsigned long long)lw64(p));
-        return;
+        return -1;
     }
     int leaf = flags == LW_P_LEAF, branch = flags == LW_P_BRANCH;
     if (!leaf && !branch) {
         lw_problem(w, PC_SP_PAGE, "%s: page %llu: flags 0x%x where a %s page belongs", t->name,
                    (unsigned long long)pgno, flags, depth == t->depth ? "leaf" : "branch");
-        return;
+        return -1;
     }
     if (leaf != (depth == t->depth)) {
         lw_problem(w, PC_SP_PAGE, "%s: page %llu: a %s page at depth %u of a tree of depth %u",
                    t->name, (unsigned long long)pgno, leaf ? "leaf" : "branch", depth, t->depth);
-        return;
+        return -1;
     }
     if (lower < LW_PGHDR || upper > w->psize || lower > upper || ((lower - LW_PGHDR) & 1u) != 0) {
         lw_problem(w, PC_SP_PAGE, "%s: page %llu: free-space bounds %u..%u impossible", t->name,
                    (unsigned long long)pgno, lower, upper);
-        return;
+        return -1;
     }
     unsigned nkeys = (lower - LW_PGHDR) / 2;
     if (nkeys == 0) {
         lw_problem(w, PC_SP_PAGE, "%s: page %llu: no entries", t->name, (unsigned long long)pgno);
+        return -1;
+    }
+    *pp = p;
+    *upperp = upper;
+    *nkeysp = nkeys;
+    *leafp = leaf;
+    return 0;
+}
+
+/* A free-database entry (txnid -> IDL: a count, then that many page
+ * numbers), kept for the free-list check of pc_lw_run. */
+static void lw_free_entry(pc_lw *w, uint64_t pgno, unsigned i, const uint8_t *key,
+                          const uint8_t *val, size_t vlen)
+{
+    if (vlen < 8 || vlen % 8 != 0 || lw64(val) != vlen / 8 - 1) {
+        lw_problem(w, PC_SP_PAGE,
+                   "free list: page %llu: entry %u: a page list of %zu "
+                   "bytes does not match its count",
+                   (unsigned long long)pgno, i, vlen);
         return;
     }
+    if (lw64(key) > w->meta.txnid) {
+        lw_problem(w, PC_SP_PAGE,
+                   "free list: page %llu: pages freed by transaction %llu, "
+                   "after the last one (%llu)",
+                   (unsigned long long)pgno, (unsigned long long)lw64(key),
+                   (unsigned long long)w->meta.txnid);
+        return;
+    }
+    if (w->nfree_lists == w->free_cap) {
+        size_t cap = w->free_cap ? w->free_cap * 2 : 64;
+        struct pc_lw_idl *nl = realloc(w->free_lists, cap * sizeof *nl);
+        if (nl == NULL) {
+            lw_problem(w, PC_SP_PAGE, "free list: out of memory: not all checked");
+            return;
+        }
+        w->free_lists = nl;
+        w->free_cap = cap;
+    }
+    w->free_lists[w->nfree_lists].ids = val + 8;
+    w->free_lists[w->nfree_lists].n = vlen / 8 - 1;
+    w->nfree_lists++;
+}
+
+/* A main-database entry naming a database: its tree is walked now. */
+static void lw_named_entry(pc_lw *w, uint64_t pgno, unsigned i, const uint8_t *key, unsigned ksize,
+                           const uint8_t *val, size_t vlen)
+{
+    if (vlen != LW_DB_SIZE) {
+        lw_problem(w, PC_SP_PAGE,
+                   "main database: entry %u of page %llu: a named database "
+                   "record of %zu bytes",
+                   i, (unsigned long long)pgno, vlen);
+        return;
+    }
+    if (w->ndbs >= PC_LW_MAX_DBS) {
+        lw_problem(w, PC_SP_PAGE, "main database: more than %u named databases", PC_LW_MAX_DBS);
+        return;
+    }
+    pc_lw_db d;
+    lw_db_decode(val, &d);
+    pc_lw_tree *nt = &w->dbs[w->ndbs++];
+    memset(nt, 0, sizeof *nt);
+    nt->kind = PC_LW_NAMED;
+    size_t nl = ksize < sizeof nt->name - 1 ? ksize : sizeof nt->name - 1;
+    memcpy(nt->name, key, nl);
+    for (size_t c = 0; c < nl; c++)
+        if (nt->name[c] < 0x20 || nt->name[c] > 0x7e)
+            nt->name[c] = '?';
+    nt->name[nl] = 0;
+    lw_tree(w, nt, &d);
+}
+
+/* Leaf entry i of page pgno (node, room bytes to the page's end): counted,
+ * its flags checked, its value handed on by the tree's kind. */
+static void lw_leaf_entry(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned i, const uint8_t *node,
+                          size_t room)
+{
+    unsigned nflags = lw16(node + 4), ksize = lw16(node + 6);
+    const uint8_t *key = node + LW_NODEHDR;
+    t->entries++;
+    if (nflags & LW_F_DUPDATA) {
+        lw_problem(w, PC_SP_PAGE,
+                   "%s: leaf page %llu: entry %u has duplicate data (pcache "
+                   "databases have none)",
+                   t->name, (unsigned long long)pgno, i);
+        return;
+    }
+    if ((nflags & ~(LW_F_BIGDATA | LW_F_SUBDATA)) != 0 ||
+        ((nflags & LW_F_SUBDATA) && (t->kind != PC_LW_MAIN || (nflags & LW_F_BIGDATA)))) {
+        lw_problem(w, PC_SP_PAGE, "%s: leaf page %llu: entry %u has impossible flags 0x%x",
+                   t->name, (unsigned long long)pgno, i, nflags);
+        return;
+    }
+    const uint8_t *val;
+    size_t vlen;
+    if (lw_value(w, t, pgno, node, room, &val, &vlen) != 0)
+        return;
+    if (t->kind == PC_LW_FREEDB)
+        lw_free_entry(w, pgno, i, key, val, vlen);
+    else if (nflags & LW_F_SUBDATA)
+        lw_named_entry(w, pgno, i, key, ksize, val, vlen);
+    else if (w->on_record != NULL && t->kind == PC_LW_NAMED)
+        w->on_record(w->ctx, t->name, key, ksize, val, vlen);
+}
+
+/* One page of tree t at depth (1 = the root), its keys in [lo, hi)
+ * (NULL = unbounded). */
+static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, const uint8_t *lo,
+                    size_t lol, const uint8_t *hi, size_t hil)
+{
+    const uint8_t *p;
+    unsigned upper, nkeys;
+    int leaf;
+    if (lw_page_head(w, t, pgno, depth, &p, &upper, &nkeys, &leaf) != 0)
+        return;
     if (leaf)
         t->leaf_pages++;
     else
@@ -327,106 +442,27 @@ static void lw_page(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, cons
             prev = key;
             prevl = ksize;
         }
-        if (branch) {
-            uint64_t child = lw16(node) | (uint64_t)lw16(node + 2) << 16 | (uint64_t)nflags << 32;
-            /* the child's range: from this key (the parent's bound for the
-             * first) to the next entry's key (the parent's bound for the last) */
-            const uint8_t *clo = i == 0 ? lo : key, *chi = hi;
-            size_t clol = i == 0 ? lol : ksize, chil = hil;
-            if (i + 1 < nkeys) {
-                unsigned noff = lw16(p + LW_PGHDR + 2 * (i + 1));
-                if (noff < upper || (noff & 1u) != 0 || noff + LW_NODEHDR > w->psize ||
-                    noff + LW_NODEHDR + (size_t)lw16(p + noff + 6) > w->psize) {
-                    lw_problem(w, PC_SP_PAGE, "%s: page %llu: entry %u outside the page", t->name,
-                               (unsigned long long)pgno, i + 1);
-                    return;
-                }
-                chi = p + noff + LW_NODEHDR;
-                chil = lw16(p + noff + 6);
-            }
-            lw_page(w, t, child, depth + 1, clo, clol, chi, chil);
+        if (leaf) {
+            lw_leaf_entry(w, t, pgno, i, node, room);
             continue;
         }
-        /* a leaf entry */
-        t->entries++;
-        if (nflags & LW_F_DUPDATA) {
-            lw_problem(w, PC_SP_PAGE,
-                       "%s: leaf page %llu: entry %u has duplicate data (pcache "
-                       "databases have none)",
-                       t->name, (unsigned long long)pgno, i);
-            continue;
+        uint64_t child = lw16(node) | (uint64_t)lw16(node + 2) << 16 | (uint64_t)nflags << 32;
+        /* the child's range: from this key (the parent's bound for the
+         * first) to the next entry's key (the parent's bound for the last) */
+        const uint8_t *clo = i == 0 ? lo : key, *chi = hi;
+        size_t clol = i == 0 ? lol : ksize, chil = hil;
+        if (i + 1 < nkeys) {
+            unsigned noff = lw16(p + LW_PGHDR + 2 * (i + 1));
+            if (noff < upper || (noff & 1u) != 0 || noff + LW_NODEHDR > w->psize ||
+                noff + LW_NODEHDR + (size_t)lw16(p + noff + 6) > w->psize) {
+                lw_problem(w, PC_SP_PAGE, "%s: page %llu: entry %u outside the page", t->name,
+                           (unsigned long long)pgno, i + 1);
+                return;
+            }
+            chi = p + noff + LW_NODEHDR;
+            chil = lw16(p + noff + 6);
         }
-        if ((nflags & ~(LW_F_BIGDATA | LW_F_SUBDATA)) != 0 ||
-            ((nflags & LW_F_SUBDATA) && (t->kind != PC_LW_MAIN || (nflags & LW_F_BIGDATA)))) {
-            lw_problem(w, PC_SP_PAGE, "%s: leaf page %llu: entry %u has impossible flags 0x%x",
-                       t->name, (unsigned long long)pgno, i, nflags);
-            continue;
-        }
-        const uint8_t *val;
-        size_t vlen;
-        if (lw_value(w, t, pgno, node, room, &val, &vlen) != 0)
-            continue;
-        if (t->kind == PC_LW_FREEDB) {
-            /* txnid -> IDL: count, then that many page numbers */
-            if (vlen < 8 || vlen % 8 != 0 || lw64(val) != vlen / 8 - 1) {
-                lw_problem(w, PC_SP_PAGE,
-                           "free list: page %llu: entry %u: a page list of %zu "
-                           "bytes does not match its count",
-                           (unsigned long long)pgno, i, vlen);
-                continue;
-            }
-            if (lw64(key) > w->meta.txnid) {
-                lw_problem(w, PC_SP_PAGE,
-                           "free list: page %llu: pages freed by transaction %llu, "
-                           "after the last one (%llu)",
-                           (unsigned long long)pgno, (unsigned long long)lw64(key),
-                           (unsigned long long)w->meta.txnid);
-                continue;
-            }
-            if (w->nfree_lists == w->free_cap) {
-                size_t cap = w->free_cap ? w->free_cap * 2 : 64;
-                struct pc_lw_idl *nl = realloc(w->free_lists, cap * sizeof *nl);
-                if (nl == NULL) {
-                    lw_problem(w, PC_SP_PAGE, "free list: out of memory: not all checked");
-                    continue;
-                }
-                w->free_lists = nl;
-                w->free_cap = cap;
-            }
-            w->free_lists[w->nfree_lists].ids = val + 8;
-            w->free_lists[w->nfree_lists].n = vlen / 8 - 1;
-            w->nfree_lists++;
-            continue;
-        }
-        if (nflags & LW_F_SUBDATA) {
-            if (vlen != LW_DB_SIZE) {
-                lw_problem(w, PC_SP_PAGE,
-                           "main database: entry %u of page %llu: a named database "
-                           "record of %zu bytes",
-                           i, (unsigned long long)pgno, vlen);
-                continue;
-            }
-            pc_lw_db d;
-            lw_db_decode(val, &d);
-            if (w->ndbs < PC_LW_MAX_DBS) {
-                pc_lw_tree *nt = &w->dbs[w->ndbs++];
-                memset(nt, 0, sizeof *nt);
-                nt->kind = PC_LW_NAMED;
-                size_t nl = ksize < sizeof nt->name - 1 ? ksize : sizeof nt->name - 1;
-                memcpy(nt->name, key, nl);
-                for (size_t c = 0; c < nl; c++)
-                    if (nt->name[c] < 0x20 || nt->name[c] > 0x7e)
-                        nt->name[c] = '?';
-                nt->name[nl] = 0;
-                lw_tree(w, nt, &d);
-            } else {
-                lw_problem(w, PC_SP_PAGE, "main database: more than %u named databases",
-                           PC_LW_MAX_DBS);
-            }
-            continue;
-        }
-        if (w->on_record != NULL && t->kind == PC_LW_NAMED)
-            w->on_record(w->ctx, t->name, key, ksize, val, vlen);
+        lw_page(w, t, child, depth + 1, clo, clol, chi, chil);
     }
 }
 

@@ -20,7 +20,7 @@
  * minimal).
  */
 #include "fuzz_target.h"
-#include "pc_store_format.h"
+#include "store_format.h"
 
 #include <string.h>
 #include <zstd.h>

@@ -18,7 +18,7 @@
  * The tests run in the order listed: t_missing_tables needs the pcachero
  * database before t_readonly creates its tables.
  */
-#include "pc_odbc_writer.h" /* t_writer_freed_midbatch: the writer itself */
+#include "odbc_writer.h" /* t_writer_freed_midbatch: the writer itself */
 #include "odbc_testenv.h"
 #include "pcache.h"
 #include "pcache_mgmt.h"

@@ -108,6 +108,30 @@ static inline double pc_mono_sec(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+/* The same clocks in finer units, for short intervals (microseconds) and
+ * for what needs the nanoseconds themselves (a seed, a log stamp). */
+static inline int64_t pc_clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static inline int64_t pc_mono_us(void)
+{
+    return pc_clock_ns(CLOCK_MONOTONIC) / 1000;
+}
+static inline int64_t pc_wall_us(void)
+{
+    return pc_clock_ns(CLOCK_REALTIME) / 1000;
+}
+/* CLOCK_REALTIME as a timespec, for the absolute deadlines of
+ * pthread_cond_timedwait and for broken-down time (gmtime_r). */
+static inline struct timespec pc_wall_ts(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
 
 /* ---- byte-order codecs -----------------------------------------------------
  * Integers at any alignment in on-disk and on-wire formats. memcpy plus a

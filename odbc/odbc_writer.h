@@ -1,5 +1,5 @@
 /*
- * pc_odbc_writer.h - the ODBC exporter's transaction bracket and batch
+ * odbc_writer.h - the ODBC exporter's transaction bracket and batch
  * writer (odbc_conn.c, odbc_write.c): internal to odbc/ (odbc_int.h
  * includes it) and its declared white-box interface for the tests, which
  * drive the writer directly to free it in the middle of a batch

@@ -1,10 +1,11 @@
 /*
- * pc_store_format.h - the snapshot format codec of the store
+ * store_format.h - the snapshot format codec of the store
  * (docs/snapshot-format.md): constants, byte layouts, varints, checksums,
  * the record and block codecs (store_format.c). Pure functions: no LMDB,
  * no I/O. Internal to the store (store_int.h includes it) and its
  * declared white-box interface for the tests, the fuzz targets and the
- * benchmarks (docs/architecture.md); no host includes it.
+ * benchmarks (docs/architecture.md); no host includes it. It is the
+ * format's contract in code: a change here is a change of the format.
  *
  * Every decoder treats its input as hostile: it bounds-checks every length
  * against the bytes it was given and returns PC_ECORRUPT with a static

@@ -1,5 +1,5 @@
 /*
- * cmd_keys2.c - the key commands that move or copy an entry (RENAME
+ * cmd_keymove.c - the key commands that move or copy an entry (RENAME
  * RENAMENX COPY MOVE), RANDOMKEY TOUCH EXPIRETIME PEXPIRETIME, and the
  * server commands clients and exporters probe: TIME WAIT LATENCY, with
  * Redis 7.0's replies and errors (docs/pcached.md, section 3.1).
@@ -457,7 +457,7 @@ static void cmd_latency(srv_worker *w, conn *c, unsigned argc, const char **argv
     reply_error(c, "ERR unknown subcommand '%s'. Try LATENCY HELP.", name);
 }
 
-const cmd_def cmd_keys2_table[] = {
+const cmd_def cmd_keymove_table[] = {
     {"RENAME", 3, CMD_WRITE | CMD_ATOMIC, cmd_rename, 1, 2, 1},
     {"RENAMENX", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_renamenx, 1, 2, 1},
     {"COPY", -3, CMD_WRITE | CMD_ATOMIC, cmd_copy, 1, 2, 1},
@@ -471,4 +471,4 @@ const cmd_def cmd_keys2_table[] = {
     {"LATENCY", -2, CMD_ADMIN, cmd_latency, 0, 0, 0},
     {"SWAPDB", 3, CMD_WRITE | CMD_FAST, cmd_swapdb, 0, 0, 0}, /* dbmap.c */
 };
-const unsigned cmd_keys2_count = sizeof cmd_keys2_table / sizeof cmd_keys2_table[0];
+const unsigned cmd_keymove_count = sizeof cmd_keymove_table / sizeof cmd_keymove_table[0];

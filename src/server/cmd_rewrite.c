@@ -1,5 +1,5 @@
 /*
- * cmd_string2.c - the value commands that rewrite a string: APPEND
+ * cmd_rewrite.c - the value commands that rewrite a string: APPEND
  * GETRANGE SUBSTR SETRANGE GETSET MSETNX INCRBYFLOAT LCS, with Redis 7.0's
  * replies and errors (docs/pcached.md, section 3.1).
  *
@@ -518,7 +518,7 @@ out:
     free(b);
 }
 
-const cmd_def cmd_string2_table[] = {
+const cmd_def cmd_rewrite_table[] = {
     {"APPEND", 3, CMD_WRITE | CMD_ATOMIC, cmd_append, 1, 1, 1},
     {"GETRANGE", 4, CMD_READONLY, cmd_getrange, 1, 1, 1},
     {"SUBSTR", 4, CMD_READONLY, cmd_getrange, 1, 1, 1},
@@ -528,4 +528,4 @@ const cmd_def cmd_string2_table[] = {
     {"INCRBYFLOAT", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_incrbyfloat, 1, 1, 1},
     {"LCS", -3, CMD_READONLY | CMD_ATOMIC, cmd_lcs, 1, 2, 1},
 };
-const unsigned cmd_string2_count = sizeof cmd_string2_table / sizeof cmd_string2_table[0];
+const unsigned cmd_rewrite_count = sizeof cmd_rewrite_table / sizeof cmd_rewrite_table[0];

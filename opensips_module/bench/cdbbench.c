@@ -25,6 +25,10 @@
  *                                  $var(res) = "nobuf" where they do not
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
+ *   cdbbench_get_buf(url, key, buflen, $var(res))
+ *                                  one get_buf into a buflen-byte buffer:
+ *                                  "rc=<r> vlen=<n> needed=<m> val=<value>"
+ *                                  ("absent: ..." without get_buf)
  *   cdbbench_check_buf(url, $var(res))
  *                                  every return case of get_buf (w_check_buf);
  *                                  "absent: ..." when the core or backend
@@ -233,9 +237,52 @@ static int w_run_buf(struct sip_msg *msg, str *url, int *ops, int *seed, int *ge
     return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, true);
 }
 
+/* iter_keys's callback for w_check: marks "chk-it-<d>" seen with value
+ * 'a' + d, counts every call. */
+static unsigned cb_iter_calls, cb_iter_mask, cb_iter_bad;
+
+static int cb_iter_kv(const str *key, const str *value)
+{
+    cb_iter_calls++;
+    if (key->len == 8 && memcmp(key->s, "chk-it-", 7) == 0) {
+        unsigned d = (unsigned)(key->s[7] - '0');
+        if (d < 8 && value->len == 1 && value->s[0] == (char)('a' + d))
+            cb_iter_mask |= 1u << d;
+        else
+            cb_iter_bad++;
+    }
+    return 0;
+}
+
+/* iter_keys as sql_cacher's sql_cache_dump() calls it: eight keys stored,
+ * each seen with its value, the return the number of callbacks that
+ * returned 0. NULL or what failed. */
+static const char *cb_check_iter(struct cb_con *c)
+{
+    if (c->f.iter_keys == NULL)
+        return "no iter_keys";
+    char kb[8], vb[1];
+    for (unsigned d = 0; d < 8; d++) {
+        memcpy(kb, "chk-it-", 7);
+        kb[7] = (char)('0' + d);
+        vb[0] = (char)('a' + d);
+        str k = {kb, 8}, v = {vb, 1};
+        if (c->f.set(c->con, &k, &v, 0) < 0)
+            return "set for iter_keys";
+    }
+    cb_iter_calls = cb_iter_mask = cb_iter_bad = 0;
+    int n = c->f.iter_keys(c->con, cb_iter_kv);
+    if (n < 8 || (unsigned)n != cb_iter_calls)
+        return "iter_keys: its return is not the number of keys visited";
+    if (cb_iter_mask != 0xffu || cb_iter_bad != 0)
+        return "iter_keys: a stored key missed or seen with another value";
+    return NULL;
+}
+
 /* The fetch path through the core's vtable, as a cachedb caller sees it:
  * binary values with NUL bytes, the empty value, the largest value and one
- * byte more (refused), counters read as numbers and as text, a miss.
+ * byte more (refused), counters read as numbers and as text, a miss, and
+ * iter_keys visiting every key with its value.
  * $var(res) = "ok" or "fail: <what>". For the end-to-end test. */
 static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
 {
@@ -297,6 +344,8 @@ static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
         if (c->f.get(c->con, &k, &r) != -2 || r.s != NULL)
             fail = "a miss";
     }
+    if (fail == NULL)
+        fail = cb_check_iter(c);
     pv_value_t pv;
     memset(&pv, 0, sizeof pv);
     char nbuf[96];
@@ -397,6 +446,36 @@ static const char *cb_check_buf(struct cb_con *c)
 }
 #endif
 
+static int w_get_buf(struct sip_msg *msg, str *url, str *key, int *buflen, pv_spec_t *out)
+{
+    struct cb_con *c = cb_get(url);
+    static char buf[1 << 20];
+    char res[256];
+    int len;
+    if (c == NULL || *buflen < 0 || *buflen > (int)sizeof buf)
+        return -1;
+#ifdef CACHEDB_HAVE_GET_BUF
+    if (c->f.get_buf == NULL || !CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF)) {
+        len = snprintf(res, sizeof res, "absent: the backend offers no get_buf");
+    } else {
+        unsigned vlen = 0xdeadbeefu, needed = 0xdeadbeefu;
+        int rc = c->f.get_buf(c->con, key, buf, (unsigned)*buflen, &vlen, &needed);
+        int shown = rc == 0 ? (int)(vlen > 128 ? 128 : vlen) : 0;
+        len = snprintf(res, sizeof res, "rc=%d vlen=%u needed=%u val=%.*s", rc, vlen, needed,
+                       shown, buf);
+    }
+#else
+    (void)key;
+    len = snprintf(res, sizeof res, "absent: the core has no get_buf (no CACHEDB_HAVE_GET_BUF)");
+#endif
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    pv.rs.s = res;
+    pv.rs.len = len;
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static int w_check_buf(struct sip_msg *msg, str *url, pv_spec_t *out)
 {
     struct cb_con *c = cb_get(url);
@@ -450,6 +529,14 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                     {"cdbbench_check",
                                      (cmd_function)w_check,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
+                                     ALL_ROUTES},
+                                    {"cdbbench_get_buf",
+                                     (cmd_function)w_get_buf,
+                                     {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_VAR, 0, 0},
+                                      {0, 0, 0}},
                                      ALL_ROUTES},
                                     {"cdbbench_check_buf",
                                      (cmd_function)w_check_buf,

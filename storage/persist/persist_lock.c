@@ -86,15 +86,13 @@ static bool pp_pid_dying(long pid)
  * process holds it (saying so once); 0, or -1 with errno set. */
 static int pp_flock_wait(pc_persist *p, int fd, const char *path)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = pc_mono_ms();
     for (bool said = false;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
             return 0;
         if (errno != EWOULDBLOCK)
             return -1;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        int64_t ms = pc_mono_ms() - t0;
         struct stat st;
         long holder = fstat(fd, &st) == 0 ? pp_flock_holder(st.st_dev, st.st_ino) : 0;
         /* the lock's recorded owner (the master that took it) alive and

@@ -179,6 +179,8 @@ route {
         cdbbench_check("perf:///sessions", $var(r));
     } else if ($var(op) == "check_buf") {
         cdbbench_check_buf("perf://", $var(r));
+    } else if ($var(op) == "fetch_buf") {
+        cdbbench_get_buf("perf:///sessions", "$var(k)", $(hdr(X-Val){s.int}), $var(r));
     } else if ($var(op) == "counter") {
         if (cache_counter_fetch("perf", "$var(k)", $var(n)))
             $var(r) = "n:" + $var(n);
@@ -561,12 +563,13 @@ def run_lmdb(args, work, cap, nodes):
         check(a.sip("fetch", "user-alice") == "hit:a1", "cache_fetch hit")
         check(a.sip("fetch", "nobody") == "miss", "cache_fetch miss")
         # the fetch path through the core's cachedb vtable (cdbbench_check):
-        # NUL bytes, the empty value, 1 MiB and one byte more, counters, a miss
+        # NUL bytes, the empty value, 1 MiB and one byte more, counters, a
+        # miss, iter_keys (sql_cacher's sql_cache_dump uses it)
         a.allow_error("set of chk-over")  # the refused 1 MiB + 1 value, logged
         r = a.sip("check")
         check(r == "ok", "the cachedb vtable's fetch path: %s" % r)
         print("ok  cachedb vtable fetch: binary with NUL, empty, 1 MiB, 1 MiB + 1 refused, "
-              "counters, miss")
+              "counters, miss; iter_keys visits every key with its value")
         check_get_buf(args, a)
         check(a.sip("add", "hits", "5") == "n:5", "cache_add new counter")
         check(a.sip("add", "hits", "3") == "n:8", "cache_add")
@@ -1284,6 +1287,24 @@ def run_pull(args, work, cap, nodes):
           "(%.1f ms, timeout %d ms)" % (took * 1000, PULL_TIMEOUT_MS))
     print("ok  pull: a key held nowhere answered by both peers in %.1f ms, then by the negative "
           "cache" % (took * 1000))
+
+    # get_buf on a miss pulls as get() does: a buffer too small gets -3 with
+    # *needed (the pulled value is stored here), then it is a local hit
+    if (core_has_get_buf(args.src) if args.src else None) == 1:
+        check(a.sip("store", "pk-buf", "value-buf-12", ttl=600) == "stored", "A: store pk-buf")
+        s0 = pull_stats(b)
+        r = b.sip("fetch_buf", "pk-buf", "4")
+        check(r == "rc=-3 vlen=0 needed=12 val=", "B get_buf, 4-byte buffer, pulled: %s" % r)
+        s1 = pull_stats(b)
+        check(s1["pull_requested"] == s0["pull_requested"] + 1, "get_buf asked the cluster once")
+        r = b.sip("fetch_buf", "pk-buf", "12")
+        check(r == "rc=0 vlen=12 needed=0 val=value-buf-12", "B get_buf after the pull: %s" % r)
+        check(pull_stats(b)["pull_requested"] == s1["pull_requested"],
+              "get_buf after the pull is a local hit (no new pull)")
+        r = b.sip("fetch_buf", "nowhere-buf", "64")
+        check(r == "rc=-2 vlen=0 needed=0 val=", "B get_buf of a key held nowhere: %s" % r)
+        print("ok  pull: get_buf on a miss pulled A's key (-3, needed 12), then a local hit; "
+              "a key held nowhere -2")
 
     # three nodes: C pulls by MI (pull_on_miss is not needed for perf_pull)
     r_mi = result(cap.mi(c, "cachedb_perf:perf_pull", ["pk-1", "sessions"]), "C perf_pull")

@@ -421,33 +421,57 @@ def check(hist, initial_moving=True, final=None):
                 bad.append(("lost update", {"counter": k, "final": v, "acked": acked,
                                             "indeterminate": maybe}))
 
-    # appends
+    # appends: every read of a list must be a prefix of its longest read;
+    # the longest one is checked token by token once, and each read by its
+    # length against prefix tables of it (linear in the history)
     app = {o["v"]: o for o in ops if o["t"] == "app"}
-    longest = {}
+    longest, reads = {}, []
     for o in done:
         if o["t"] != "lr":
             continue
         lists = [x or "" for x in o["r"]]
+        ok = True
         for i, s in enumerate(lists):
-            toks = [t + "," for t in s.split(",")[:-1]]
-            if len(set(toks)) != len(toks):
-                bad.append(("duplicate append", o))
-            for t in toks:
-                a = app.get(t)
-                if a is None or a["ok"] is False:
-                    bad.append(("read of a value never written" if a is None else "aborted read",
-                                o))
-                elif a["i"] > o["e"]:
-                    bad.append(("future read", o))
             lk = (o["ep"], i)
             prev = longest.get(lk, "")
             if not (s.startswith(prev) or prev.startswith(s)):
                 bad.append(("incompatible order", (i, o)))
+                ok = False
             if len(s) > len(prev):
                 longest[lk] = s
-        both = [set(t + "," for t in s.split(",")[:-1] if app.get(t + ",", {}).get("both"))
-                for s in lists]
-        if both[0] != both[1]:
+        if ok:
+            reads.append((o, [s.count(",") for s in lists]))
+    pmax, nboth, bseq = {}, {}, {}
+    for lk, s in longest.items():
+        toks = [t + "," for t in s.split(",")[:-1]]
+        if len(set(toks)) != len(toks):
+            bad.append(("duplicate append", lk))
+        m, c, pm, nb, bs = -1, 0, [], [0], []
+        for t in toks:
+            a = app.get(t)
+            if a is None or a["ok"] is False:
+                bad.append(("read of a value never written" if a is None else "aborted read",
+                            {"list": lk, "token": t}))
+            else:
+                m = max(m, a["i"])
+                if a["both"]:
+                    c += 1
+                    bs.append(t)
+            pm.append(m)
+            nb.append(c)
+        pmax[lk], nboth[lk], bseq[lk] = pm, nb, bs
+    for ep in {lk[0] for lk in longest}:
+        b0, b1 = bseq.get((ep, 0), []), bseq.get((ep, 1), [])
+        n = min(len(b0), len(b1))
+        if b0[:n] != b1[:n]:
+            bad.append(("fractured append order", ep))
+    for o, ks in reads:
+        for i, k in enumerate(ks):
+            if k > 0 and pmax[(o["ep"], i)][k - 1] > o["e"]:
+                bad.append(("future read", o))
+        nb_read = [nboth[(o["ep"], i)][k] if (o["ep"], i) in nboth else 0
+                   for i, k in enumerate(ks)]
+        if nb_read[0] != nb_read[1]:
             bad.append(("fractured append read", o))
 
     # registers: per key, unique writes

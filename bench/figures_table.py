@@ -135,6 +135,12 @@ ROWS = [
     ("server: MULTI/EXEC over the same commands, own keys, 1 worker", "*-txn-exec-w1.json",
      "pcached_exec_vs_plain_own", "{:.2f}x", None, "the same commands outside MULTI",
      {"command": "bench/txn_exec.py --workers 1"}),
+    ("server: MGET of 10 keys `-P 16`, snapshot reads / the build before, 2 workers",
+     "*-mget-snapshot.json", "summary.after_over_before_mget_p16", "{:.3f}", ("ge", 0.95),
+     "the build before, same rounds"),
+    ("server: the same, MGETs per CPU second", "*-mget-snapshot.json",
+     "summary.after_over_before_mget_per_cpu_s", "{:.3f}", ("ge", 0.95),
+     "the build before, same rounds"),
     ("eviction: pcached SET/s evicting / with free memory", "*-evict-set-throughput.json",
      "pcached_set_evict_over_free", "{:.3f}", None, "redis-server's same ratio, same rounds"),
 ]

@@ -7,7 +7,8 @@ if(TARGET pcached)
   foreach(name test_resp test_process test_jsonrpc_config test_hostile test_instances
                test_journal_bound test_crash_all test_mgmt_door test_buffers
                test_group_commit test_systemd test_config_alias
-               test_txn test_txn_refused test_txn_node_clients test_isolation test_hello
+               test_txn test_txn_refused test_txn_node_clients test_isolation test_txn_journal_kill
+               test_hello
                test_atomic test_clients
                test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance
                test_evict test_readme test_command_meta test_redis_replies test_swapdb

@@ -405,6 +405,7 @@ struct pc_cache {
     pc_txn *txn; /* bound transaction (pc_txn_bind): data operations route to it */
     /* pc_snap_begin .. pc_snap_end: each lock-free read appends the bucket
      * version it read under (process-local, grown outside any lock) */
+    uint64_t txn_seq; /* commits of this handle that called the hook (pc_mutation.txn) */
     bool snap_on;
     bool snap_lost; /* an entry could not be recorded: the check fails */
     unsigned snap_n, snap_cap;
@@ -684,6 +685,10 @@ void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes);
 unsigned pc_hooked(const pc_coll *coll);
 int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen, const void *val,
                size_t vlen, int64_t counter, int64_t expires, uint32_t stamp);
+/* pc_mutated for one of a transaction's writes (pc_mutation.group, .txn). */
+int pc_mutated_grp(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
+                   const void *val, size_t vlen, int64_t counter, int64_t expires, uint32_t stamp,
+                   uint32_t group, uint64_t txn);
 bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off mine, pc_off prev);
 bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old);
 int64_t pc_deadline(int64_t now, int64_t ttl_ms);

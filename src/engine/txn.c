@@ -773,24 +773,35 @@ static void tx_apply_locked(struct pc_txn_ent *e, struct pc_bucket_shm *b, int64
 }
 
 /* Hands the applied writes to the mutation hook in order; from the first
- * refusal on, undoes each write (as pc_set does one). */
+ * refusal on, undoes each write (as pc_set does one). Each call names the
+ * writes of its collection still to come (pc_mutation.group), when there
+ * are several, so the journal keeps them whole. */
 static int tx_hooks(pc_txn *t, pc_off *mine)
 {
     int rc = 0;
+    uint64_t txn = ++t->c->txn_seq;
+    uint32_t left[PC_MAX_COLLECTIONS] = {0}, total[PC_MAX_COLLECTIONS];
+    for (unsigned i = 0; i < t->n; i++)
+        left[t->e[i].coll->idx] += t->e[i].applied;
+    memcpy(total, left, sizeof total);
     for (unsigned i = 0; i < t->n; i++) {
         struct pc_txn_ent *e = &t->e[i];
         if (!e->applied)
             continue;
         unsigned w = rc == 0 ? pc_hooked(e->coll) : 0;
+        left[e->coll->idx]--;
         if (w != 0) {
+            /* this write and those after it; 0 for a collection's only one */
+            uint32_t g = total[e->coll->idx] > 1 ? left[e->coll->idx] + 1 : 0;
             if (e->op == TX_DEL)
-                rc = pc_mutated(e->coll, w, PC_MUT_DEL, e->key, e->klen, NULL, 0, 0, 0, e->stamp);
+                rc = pc_mutated_grp(e->coll, w, PC_MUT_DEL, e->key, e->klen, NULL, 0, 0, 0,
+                                    e->stamp, g, txn);
             else if (e->sflags & PC_RF_COUNTER)
-                rc = pc_mutated(e->coll, w, PC_MUT_COUNTER, e->key, e->klen, NULL, 0,
-                                tx_counter_of(e->sval, e->slen), e->sexp, e->stamp);
+                rc = pc_mutated_grp(e->coll, w, PC_MUT_COUNTER, e->key, e->klen, NULL, 0,
+                                    tx_counter_of(e->sval, e->slen), e->sexp, e->stamp, g, txn);
             else
-                rc = pc_mutated(e->coll, w, PC_MUT_SET, e->key, e->klen, e->sval, e->slen, 0,
-                                e->sexp, e->stamp);
+                rc = pc_mutated_grp(e->coll, w, PC_MUT_SET, e->key, e->klen, e->sval, e->slen, 0,
+                                    e->sexp, e->stamp, g, txn);
         }
         if (rc == 0)
             continue;

@@ -121,7 +121,16 @@ static uint32_t pc_stamp(const struct pc_loc *loc)
 int pc_mutated(pc_coll *coll, unsigned word, int op, const void *key, size_t klen, const void *val,
                size_t vlen, int64_t counter, int64_t expires, uint32_t stamp)
 {
-    pc_mutation m = {.coll = coll,
+    return pc_mutated_grp(coll, word, op, key, klen, val, vlen, counter, expires, stamp, 0, 0);
+}
+
+int pc_mutated_grp(pc_coll *coll, unsigned word, int op, const void *key, size_t klen,
+                   const void *val, size_t vlen, int64_t counter, int64_t expires, uint32_t stamp,
+                   uint32_t group, uint64_t txn)
+{
+    pc_mutation m = {.group = group,
+                     .txn = txn,
+                     .coll = coll,
                      .op = op,
                      .word = word,
                      .key = key,

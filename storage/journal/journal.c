@@ -292,16 +292,22 @@ int pc_journal_hook(void *ctx, const pc_mutation *r)
     if (pc == NULL)
         return PC_EINVAL;
     unsigned mode = r->word; /* the mode the engine read for this write */
-    uint64_t epoch = pc_jepoch_load(j, pc);
+    /* The records of one transaction stay in one segment: after its first
+     * one, the epoch that one read (the save argument of §5.2 holds: every
+     * write of the transaction reached the table before the first hook's
+     * fence, so a snapshot that retires the epoch holds them all). */
+    bool cont = pc->grp_left > 0 && r->group == pc->grp_left && r->txn == pc->grp_txn;
+    pc->grp_left = 0;
+    uint64_t epoch = cont ? pc->seen_epoch : pc_jepoch_load(j, pc);
     int rc;
     pc_mutation cur;
-    unsigned rflags = 0;
+    unsigned rflags = r->group > 0 ? PC_JREC_F_GROUP : 0;
     if (epoch != pc->seen_epoch) {
         /* the first record since this process saw the epoch change (§5.3) */
         pc->seen_epoch = epoch;
         if ((r->op == PC_MUT_SET || r->op == PC_MUT_COUNTER) && pc_jrotation_state(j, r, &cur)) {
             r = &cur;
-            rflags = PC_JREC_F_STATE;
+            rflags |= PC_JREC_F_STATE;
         }
     }
     size_t vlen = r->op == PC_MUT_SET ? r->vlen : r->op == PC_MUT_COUNTER ? 8 : 0;
@@ -322,10 +328,15 @@ int pc_journal_hook(void *ctx, const pc_mutation *r)
                    .klen = r->klen,
                    .val = r->val,
                    .vlen = vlen,
-                   .counter = r->counter};
+                   .counter = r->counter,
+                   .group_left = r->group > 0 ? r->group - 1 : 0};
     unsigned ci = (unsigned)(pc - j->pcs);
     if ((rc = pc_jring_put(j, ci, epoch, &rec, pc_jrec_size(r->klen, vlen))) != 0)
         return rc;
+    if (r->group > 1) { /* more of this transaction's records follow */
+        pc->grp_left = r->group - 1;
+        pc->grp_txn = r->txn;
+    }
     /* a failure (PC_EIO) makes the engine undo the write; the journal is
      * failing from now on, so the writes after it are refused (PC_EREFUSED) */
     if (mode == PC_JOURNAL_ALWAYS)

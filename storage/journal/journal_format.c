@@ -68,7 +68,10 @@ void pc_jseg_hdr_encode(void *buf, const pc_jseg_hdr *h)
     uint8_t *p = buf;
     memset(p, 0, PC_JSEG_HDR_SIZE);
     memcpy(p, pc_jseg_magic, 8);
-    pc_put_le16(p + 8, PC_JOURNAL_VERSION);
+    /* a version it can write (a tool rewriting a header keeps its version) */
+    pc_put_le16(p + 8, h->version >= PC_JOURNAL_VERSION_MIN && h->version <= PC_JOURNAL_VERSION
+                           ? h->version
+                           : PC_JOURNAL_VERSION);
     pc_put_le16(p + 10, PC_JSEG_HDR_SIZE);
     pc_put_le32(p + 12, h->pid);
     pc_put_le64(p + 16, h->epoch);
@@ -91,7 +94,8 @@ int pc_jseg_hdr_decode(const void *buf, size_t len, pc_jseg_hdr *out, const char
         w = "not a journal segment (bad magic)";
     } else if (pc_get_le64(p + 120) != XXH3_64bits(p, 120)) {
         w = "segment header checksum mismatch";
-    } else if (pc_get_le16(p + 8) != PC_JOURNAL_VERSION) {
+    } else if (pc_get_le16(p + 8) < PC_JOURNAL_VERSION_MIN ||
+               pc_get_le16(p + 8) > PC_JOURNAL_VERSION) {
         w = "unknown journal format version";
         rc = PC_EFORMAT;
     } else if (pc_get_le16(p + 10) != PC_JSEG_HDR_SIZE) {
@@ -141,7 +145,7 @@ size_t pc_jrec_encode_body(void *buf, const pc_jrec *r)
     pc_put_le16(p + 10, (uint16_t)r->klen);
     pc_put_le32(p + 12, (uint32_t)vlen);
     pc_put_le32(p + 16, r->stamp);
-    pc_put_le32(p + 20, 0);
+    pc_put_le32(p + 20, (r->flags & PC_JREC_F_GROUP) ? r->group_left : 0);
     pc_put_le64(p + 24, (uint64_t)r->expires_wall_ms);
     if (r->klen > 0)
         memcpy(p + PC_JREC_HDR_SIZE, r->key, r->klen);
@@ -190,12 +194,15 @@ static int pc_jrec_parse(const void *buf, size_t avail, bool sum, pc_jrec *out, 
     r.klen = pc_get_le16(p + 10);
     r.vlen = pc_get_le32(p + 12);
     r.stamp = pc_get_le32(p + 16);
+    if (r.flags & PC_JREC_F_GROUP)
+        r.group_left = pc_get_le32(p + 20); /* else reserved: ignored */
     r.expires_wall_ms = (int64_t)pc_get_le64(p + 24);
     if (PC_JREC_HDR_SIZE + r.klen <= avail)
         r.key = p + PC_JREC_HDR_SIZE; /* nameable from here on */
     if (r.op < PC_MUT_SET || r.op > PC_MUT_EXPIRE) {
         w = "unknown operation";
-    } else if ((p[9] & ~PC_JREC_F_STATE) != 0 || (p[9] != 0 && r.op == PC_MUT_EXPIRE)) {
+    } else if ((p[9] & ~(PC_JREC_F_STATE | PC_JREC_F_GROUP)) != 0 ||
+               (p[9] != 0 && r.op == PC_MUT_EXPIRE)) {
         w = "unknown record flags";
     } else if (r.vlen > PC_VALUE_MAX) {
         w = "value length past the limit";

@@ -23,13 +23,15 @@
  * For the writer, the replay and the tests (testing/pc_journal_testing.h):
  * pure functions over bytes, every input treated as hostile. All integers
  * little-endian. */
-#define PC_JOURNAL_VERSION 1u
+#define PC_JOURNAL_VERSION 2u /* written (docs/journal-format.md §10) */
 #define PC_JSEG_HDR_SIZE 128u /* segment header */
 #define PC_JREC_HDR_SIZE 32u  /* record header before the key */
 #define PC_JREC_SUM_SIZE 8u   /* XXH3-64 after the value */
 #define PC_JREC_MIN_SIZE (PC_JREC_HDR_SIZE + PC_JREC_SUM_SIZE)
 #define PC_JREC_MAX_SIZE (PC_JREC_MIN_SIZE + PC_KEY_MAX + PC_VALUE_MAX)
 #define PC_JSEG_SUFFIX ".wal"
+/* The oldest version still read (version 1: no GROUP records). */
+#define PC_JOURNAL_VERSION_MIN 1u
 /* Segments the replay cannot read go here instead of being retired
  * (journal.c); the tools read the names from pcache_journal.h. */
 #define PC_JQUARANTINE_DIR PC_JOURNAL_QUARANTINE_DIR
@@ -54,6 +56,10 @@ int pc_jseg_hdr_decode(const void *buf, size_t len, pc_jseg_hdr *out, const char
 
 /* Record flags (byte 9); a replay winner carries its record's. */
 #define PC_JREC_F_STATE PC_JOURNAL_F_STATE /* the key's state in the table (§5.3) */
+/* One of the records of one transaction (an EXEC) in this collection, all
+ * of them back to back in one segment; group_left counts those after it
+ * (0: the last). Replay applies a group whole or, cut short, not at all. */
+#define PC_JREC_F_GROUP 0x02u
 
 /* A decoded record: pointers borrow the buffer it was decoded from. */
 typedef struct pc_jrec {
@@ -65,8 +71,9 @@ typedef struct pc_jrec {
     size_t klen;
     const void *val; /* SET: the value; COUNTER: 8 bytes of int64 */
     size_t vlen;
-    int64_t counter; /* COUNTER */
-    size_t size;     /* bytes of the whole record */
+    int64_t counter;     /* COUNTER */
+    uint32_t group_left; /* PC_JREC_F_GROUP: records of the group after this one */
+    size_t size;         /* bytes of the whole record */
 } pc_jrec;
 
 /* Size of the record of an operation: 40 + klen + vlen. */
@@ -224,6 +231,8 @@ struct pc_jdio {
 struct pc_jpc {
     pc_coll *coll;
     uint64_t seen_epoch; /* the epoch of this process's last record, 0 = none yet */
+    uint32_t grp_left;   /* records still to come of the group being journaled */
+    uint64_t grp_txn;    /* its pc_mutation.txn */
 };
 
 struct pc_journal {

@@ -140,12 +140,73 @@ struct pc_jscan_ctx {
     struct pc_journal_replay *rp;
     uint32_t seg;
     int err;
+    /* the records of a transaction read so far (PC_JREC_F_GROUP), held
+     * until its last one; they point into the mapped segment */
+    pc_jrec *grp;
+    size_t ngrp, grpcap;
+    uint64_t grp_off; /* offset of its first record */
 };
+
+static int pc_jrp_index(struct pc_jscan_ctx *sc, const pc_jrec *r);
+
+/* Drops the held records of a transaction cut short: the writer died (or
+ * its journal failed) before the last one, so the EXEC was never
+ * acknowledged, and none of it is replayed (§7). */
+static void pc_jrp_grp_drop(struct pc_jscan_ctx *sc, const char *why)
+{
+    if (sc->ngrp == 0)
+        return;
+    struct pc_journal_replay *rp = sc->rp;
+    rp->st.groups_dropped++;
+    rp->st.group_records_dropped += sc->ngrp;
+    pc_jlog(rp->j, PC_LOG_WARN,
+            "%s/%s: an incomplete transaction at offset %llu (%zu of its %llu records, %s): "
+            "not replayed",
+            rp->j->path, rp->segs[sc->seg].name, (unsigned long long)sc->grp_off, sc->ngrp,
+            (unsigned long long)sc->ngrp + sc->grp[sc->ngrp - 1].group_left, why);
+    sc->ngrp = 0;
+}
+
+/* A transaction's record: held until its last one, then all indexed. */
+static int pc_jrp_grp_add(struct pc_jscan_ctx *sc, const pc_jrec *r, uint64_t off)
+{
+    if (sc->ngrp > 0 && r->group_left + 1 != sc->grp[sc->ngrp - 1].group_left)
+        pc_jrp_grp_drop(sc, "another record follows"); /* r starts another one */
+    if (sc->ngrp == sc->grpcap) {
+        size_t cap = sc->grpcap ? 2 * sc->grpcap : 16;
+        pc_jrec *g = realloc(sc->grp, cap * sizeof *g);
+        if (g == NULL) {
+            sc->err = PC_EHEAP;
+            return PC_EHEAP;
+        }
+        sc->grp = g;
+        sc->grpcap = cap;
+    }
+    if (sc->ngrp == 0)
+        sc->grp_off = off;
+    sc->grp[sc->ngrp++] = *r;
+    if (r->group_left > 0)
+        return 0;
+    size_t n = sc->ngrp;
+    sc->ngrp = 0;
+    for (size_t i = 0; i < n; i++)
+        if (pc_jrp_index(sc, &sc->grp[i]) != 0)
+            return sc->err;
+    return 0;
+}
 
 static int pc_jrp_record(void *ctx, const pc_jrec *r, uint64_t off)
 {
-    (void)off;
     struct pc_jscan_ctx *sc = ctx;
+    if (r->flags & PC_JREC_F_GROUP)
+        return pc_jrp_grp_add(sc, r, off);
+    pc_jrp_grp_drop(sc, "another record follows");
+    return pc_jrp_index(sc, r);
+}
+
+/* Keeps r when it is the key's latest value or EXPIRE record so far. */
+static int pc_jrp_index(struct pc_jscan_ctx *sc, const pc_jrec *r)
+{
     struct pc_journal_replay *rp = sc->rp;
     struct pc_jent *e = pc_jmap_find(rp, r->key, r->klen, 1);
     if (e == NULL) {
@@ -298,6 +359,9 @@ static int pc_jrp_read(struct pc_journal_replay *rp, uint32_t i)
     pc_jscan_ops ops = {.record = pc_jrp_record, .bad = pc_jrp_bad};
     uint64_t end = 0;
     (void)pc_jseg_scan(s->map, s->len, &ops, &sc, NULL, &end);
+    if (sc.err == 0)
+        pc_jrp_grp_drop(&sc, "the segment ends");
+    free(sc.grp);
     if ((rc = sc.err) != 0)
         goto out;
     if (end < s->len && !rdonly) {

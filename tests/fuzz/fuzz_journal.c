@@ -87,7 +87,8 @@ static void run(const uint8_t *p, size_t len)
     FUZZ_CHECK(rc == 0 || rc == PC_ECORRUPT || rc == PC_EFORMAT);
     if (rc == 0) {
         FUZZ_CHECK(h.coll_len >= 1 && h.coll_len <= PC_COLL_NAME_MAX);
-        FUZZ_CHECK(strlen(h.coll) == h.coll_len && h.version == PC_JOURNAL_VERSION);
+        FUZZ_CHECK(strlen(h.coll) == h.coll_len && h.version >= PC_JOURNAL_VERSION_MIN &&
+                   h.version <= PC_JOURNAL_VERSION);
         uint8_t b[PC_JSEG_HDR_SIZE];
         pc_jseg_hdr_encode(b, &h);
         FUZZ_CHECK(memcmp(b, p, 41 + h.coll_len) == 0); /* the rest is padding and reserved */

@@ -128,8 +128,10 @@ static void test_format_header_and_names(void **state)
                      .coll_len = 7};
     memcpy(h.coll, "a.b-c_d", 8);
     pc_jseg_hdr_encode(b, &h);
-    /* golden bytes (docs/journal-format.md §2) for collection "default" */
+    /* golden bytes (docs/journal-format.md §2) for collection "default",
+     * version 1 (still read, and written back as it was) */
     pc_jseg_hdr gh = h;
+    gh.version = 1;
     memcpy(gh.coll, "default", 8);
     uint8_t gb[PC_JSEG_HDR_SIZE];
     pc_jseg_hdr_encode(gb, &gh);
@@ -157,11 +159,20 @@ static void test_format_header_and_names(void **state)
     assert_int_equal(pc_jseg_hdr_decode(b, sizeof b, &o, &why), PC_ECORRUPT);
     assert_string_equal(why, "segment header checksum mismatch");
     b[50] ^= 1;
-    /* a newer version is PC_EFORMAT once the checksum holds */
-    b[8] = 2;
-    uint64_t sum = XXH3_64bits(b, 120);
-    memcpy(b + 120, &sum, 8);
-    assert_int_equal(pc_jseg_hdr_decode(b, sizeof b, &o, &why), PC_EFORMAT);
+    /* version 1 (the old format) is read; a newer version than this build
+     * writes, or 0, is PC_EFORMAT once the checksum holds */
+    static const struct {
+        uint8_t v;
+        int rc;
+    } vers[] = {{1, 0}, {2, 0}, {3, PC_EFORMAT}, {0, PC_EFORMAT}};
+    for (size_t i = 0; i < sizeof vers / sizeof vers[0]; i++) {
+        b[8] = vers[i].v;
+        uint64_t sum = XXH3_64bits(b, 120);
+        memcpy(b + 120, &sum, 8);
+        assert_int_equal(pc_jseg_hdr_decode(b, sizeof b, &o, &why), vers[i].rc);
+        if (vers[i].rc == 0)
+            assert_int_equal(o.version, vers[i].v);
+    }
 
     char cn[PC_COLL_NAME_MAX + 1];
     uint64_t e = 0;

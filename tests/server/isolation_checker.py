@@ -59,6 +59,7 @@ NREGS = 4
 NCOUNTERS = 2
 NLISTS = 2
 INF = float("inf")
+LIST_EPOCH_S = 5
 
 
 def now():
@@ -78,7 +79,7 @@ def setup(r):
     kv["rn:a"] = "moving"
     r.delete(*[k for g in range(NGROUPS) for k in gkeys(g)], "rn:b",
              *["r%d" % i for i in range(NREGS)], *["c%d" % i for i in range(NCOUNTERS)],
-             *["l%d" % i for i in range(NLISTS)], "w")
+             "w")
     r.mset(kv)
 
 
@@ -254,20 +255,23 @@ class Client:
     def append(self):
         tok = "%s," % self.uid()
         r = self.conn()
+        ep = list_epoch()
         if self.rng.random() < 0.5:
             def fn():
                 p = r.pipeline(transaction=True)
                 for i in range(NLISTS):
-                    p.append("l%d" % i, tok)
+                    p.append("l%d:%d" % (ep, i), tok)
                 return p.execute()
-            self.record({"t": "app", "v": tok, "both": True}, fn)
+            self.record({"t": "app", "v": tok, "both": True, "ep": ep}, fn)
         else:
-            self.record({"t": "app", "v": tok, "both": False}, lambda: r.append("l0", tok))
+            self.record({"t": "app", "v": tok, "both": False, "ep": ep},
+                        lambda: r.append("l%d:0" % ep, tok))
 
     def list_read(self):
         r = self.conn()
-        self.record({"t": "lr"}, lambda: [dec(x) for x in r.mget(["l%d" % i
-                                                                   for i in range(NLISTS)])])
+        ep = list_epoch()
+        self.record({"t": "lr", "ep": ep},
+                    lambda: [dec(x) for x in r.mget(["l%d:%d" % (ep, i) for i in range(NLISTS)])])
 
     def reg(self):
         k = "r%d" % self.rng.randrange(NREGS)
@@ -291,6 +295,12 @@ class Client:
             if x < p:
                 f()
                 return
+
+
+def list_epoch():
+    """The lists in use now: new ones every LIST_EPOCH_S, so that a list
+    (and the check of every read of it) stays short in a long run."""
+    return int(time.time() / LIST_EPOCH_S)
 
 
 def dec(x):
@@ -411,31 +421,57 @@ def check(hist, initial_moving=True, final=None):
                 bad.append(("lost update", {"counter": k, "final": v, "acked": acked,
                                             "indeterminate": maybe}))
 
-    # appends
+    # appends: every read of a list must be a prefix of its longest read;
+    # the longest one is checked token by token once, and each read by its
+    # length against prefix tables of it (linear in the history)
     app = {o["v"]: o for o in ops if o["t"] == "app"}
-    longest = [""] * NLISTS
+    longest, reads = {}, []
     for o in done:
         if o["t"] != "lr":
             continue
         lists = [x or "" for x in o["r"]]
+        ok = True
         for i, s in enumerate(lists):
-            toks = [t + "," for t in s.split(",")[:-1]]
-            if len(set(toks)) != len(toks):
-                bad.append(("duplicate append", o))
-            for t in toks:
-                a = app.get(t)
-                if a is None or a["ok"] is False:
-                    bad.append(("read of a value never written" if a is None else "aborted read",
-                                o))
-                elif a["i"] > o["e"]:
-                    bad.append(("future read", o))
-            if not (s.startswith(longest[i]) or longest[i].startswith(s)):
+            lk = (o["ep"], i)
+            prev = longest.get(lk, "")
+            if not (s.startswith(prev) or prev.startswith(s)):
                 bad.append(("incompatible order", (i, o)))
-            if len(s) > len(longest[i]):
-                longest[i] = s
-        both = [set(t + "," for t in s.split(",")[:-1] if app.get(t + ",", {}).get("both"))
-                for s in lists]
-        if both[0] != both[1]:
+                ok = False
+            if len(s) > len(prev):
+                longest[lk] = s
+        if ok:
+            reads.append((o, [s.count(",") for s in lists]))
+    pmax, nboth, bseq = {}, {}, {}
+    for lk, s in longest.items():
+        toks = [t + "," for t in s.split(",")[:-1]]
+        if len(set(toks)) != len(toks):
+            bad.append(("duplicate append", lk))
+        m, c, pm, nb, bs = -1, 0, [], [0], []
+        for t in toks:
+            a = app.get(t)
+            if a is None or a["ok"] is False:
+                bad.append(("read of a value never written" if a is None else "aborted read",
+                            {"list": lk, "token": t}))
+            else:
+                m = max(m, a["i"])
+                if a["both"]:
+                    c += 1
+                    bs.append(t)
+            pm.append(m)
+            nb.append(c)
+        pmax[lk], nboth[lk], bseq[lk] = pm, nb, bs
+    for ep in {lk[0] for lk in longest}:
+        b0, b1 = bseq.get((ep, 0), []), bseq.get((ep, 1), [])
+        n = min(len(b0), len(b1))
+        if b0[:n] != b1[:n]:
+            bad.append(("fractured append order", ep))
+    for o, ks in reads:
+        for i, k in enumerate(ks):
+            if k > 0 and pmax[(o["ep"], i)][k - 1] > o["e"]:
+                bad.append(("future read", o))
+        nb_read = [nboth[(o["ep"], i)][k] if (o["ep"], i) in nboth else 0
+                   for i, k in enumerate(ks)]
+        if nb_read[0] != nb_read[1]:
             bad.append(("fractured append read", o))
 
     # registers: per key, unique writes

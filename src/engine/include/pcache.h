@@ -483,6 +483,14 @@ typedef struct pc_mutation { /* borrowed: valid during the hook only */
     int64_t counter;
     int64_t expires_mono_ms; /* CLOCK_MONOTONIC deadline in ms, 0 = never */
     uint32_t stamp;
+    /* A transaction's writes (pc_txn_commit) come one call per key, after
+     * every one of them is in the table. group = 0: a write alone; n > 0:
+     * one of the commit's writes to this collection, with n - 1 more of
+     * them still to come in this process's next calls (1: the last), and
+     * txn the commit's number (process-local, never 0), so that a layer
+     * above can keep them together (the journal: all or none at replay). */
+    uint32_t group;
+    uint64_t txn;
 } pc_mutation;
 /* A non-zero hook result means the layer above did not take the write:
  * the operation then undoes it in the table before returning that result,

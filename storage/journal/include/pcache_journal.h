@@ -270,6 +270,8 @@ typedef struct pc_journal_replay_stats {
     uint64_t set, counter, del, expire; /* operations applied */
     uint64_t expired;                   /* winners skipped (or removed) because they had expired */
     uint64_t errors;                    /* engine calls that failed while applying */
+    uint64_t groups_dropped;        /* transactions cut short (never acknowledged): not applied */
+    uint64_t group_records_dropped; /* their records */
 } pc_journal_replay_stats;
 
 /* Errors: PC_EINVAL, PC_EHEAP (process memory), PC_EIO (logged). A corrupt

@@ -100,7 +100,7 @@ class Fill(unittest.TestCase):
             # two reads is in neither. So read until a read of DBSIZE
             # between two equal counts adds up; a key lost for good never
             # does, and fails below.
-            deadline = time.time() + 5
+            deadline = time.time() + 30
             while True:
                 before = r.info("stats")["evicted_keys"]
                 size = r.dbsize()

@@ -32,7 +32,6 @@ import http.client
 import json
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys

@@ -338,6 +338,11 @@ class PowerCut(unittest.TestCase):
             r = redis.Redis(port=s.port, socket_timeout=10)
             self.check(r, ld, t_cut, mode, what, st)
             r.close()
+            if os.environ.get("POWERCUT_PROGRESS"):
+                print("%s: after %d cuts: %d acknowledged before, %d lost, window %.3f s, "
+                      "%d after the cut, %d EXEC torn" % (mode, n + 1, st["acked"], st["lost"],
+                                                          st["window"], st["after"], st["torn"]),
+                      file=sys.stderr, flush=True)
         s.kill_group()
         bound = sum(x.log_text().count("past its bound") for x in self.servers)
         print("\n%s: %d cuts, %d writes acknowledged before the cut, %d of them lost (largest "

@@ -269,8 +269,14 @@ class PowerCut(unittest.TestCase):
                 if op[2] is not None and op[2] < limit:
                     first = i + 1
             allowed = states[first:]
-            self.assertIn(got, allowed, "%s: %s is %r; allowed after its last write acknowledged "
-                          "in time: %r" % (what, k, got, allowed[:4]))
+            if got not in allowed:
+                # how long before the cut the oldest write it lost was acknowledged
+                have = [i for i, x in enumerate(states[:first]) if x == got]
+                lost = [t_cut - op[2] for op in ops[have[-1] if have else 0:]
+                        if op[2] is not None and op[2] < t_cut]
+                self.fail("%s: %s is %r; allowed after its last write acknowledged in time: %r; "
+                          "it lost writes acknowledged up to %.3f s before the cut"
+                          % (what, k, got, allowed[:4], max(lost or [0])))
             # everysec: how old the newest write it lost was at the cut
             idx = max(i for i, s in enumerate(states) if s == got and i >= first)
             for op in ops[idx:]:

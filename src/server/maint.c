@@ -390,8 +390,8 @@ void srv_maint_main(srv *s)
              * records its boot generation: tick faster meanwhile, so writes
              * resume well within a second of space returning */
             pc_journal_health jh = {0};
-            int held = s->persist != NULL && pc_persist_journal_health(s->persist, &jh) == 0 &&
-                        jh.held;
+            int held =
+                s->persist != NULL && pc_persist_journal_health(s->persist, &jh) == 0 && jh.held;
             next_tick = now + (held ? 200 : 1000);
             if (s->persist != NULL) {
                 int due = now >= next_periodic;

@@ -174,7 +174,11 @@ class TestClientsAcrossWorkers(unittest.TestCase):
         self.assertIsNotNone(eof_within(b, KILL_BOUND_S))
         self.assertEqual(a.cmd("CLIENT", "KILL", "ADDR", daddr), b":1\r\n")
         self.assertIsNotNone(eof_within(d, KILL_BOUND_S))
-        time.sleep(0.1)
+        # gone from the table once its worker closed it (a state, waited for)
+        deadline = time.time() + 30
+        while a.cmd("CLIENT", "KILL", baddr) != b"-ERR No such client\r\n" and \
+                time.time() < deadline:
+            time.sleep(0.05)
         self.assertEqual(a.cmd("CLIENT", "KILL", baddr), b"-ERR No such client\r\n")
         self.assertEqual(a.cmd("CLIENT", "KILL", "ADDR", daddr), b":0\r\n")
 
@@ -188,7 +192,9 @@ class TestClientsAcrossWorkers(unittest.TestCase):
         for c, _, _, _ in info[1:]:
             self.assertIsNotNone(eof_within(c, KILL_BOUND_S))
         self.assertEqual(a.cmd("PING"), b"+PONG\r\n")
-        time.sleep(0.1)
+        deadline = time.time() + 30
+        while len(listing(a)) != 1 and time.time() < deadline:
+            time.sleep(0.05)
         self.assertEqual(len(listing(a)), 1)
         other = Conn(self.pc.port)
         self.addCleanup(other.close)

@@ -32,6 +32,7 @@ Exits non-zero when no cell was measured. Writes every round to --json
 
 usage: side_by_side.py --opensips-src TREE --module OURS.so --original ORIG.so
        --bench-module cdbbench.so [--quick] [--rounds 5] [--ops 200000]
+       side_by_side.py --markdown RUN.json    (the docs' tables of a recorded run)
 """
 import argparse
 import json
@@ -430,6 +431,35 @@ def run_heap(a, work, heap, cells_out):
                 p.wait()
 
 
+def markdown(path):
+    """The tables of docs/benchmarks.md from a recorded run: per heap state,
+    one row per cell, median ratio other/ours (low-high over the rounds),
+    and our CPU ns/op."""
+    with open(path) as f:
+        d = json.load(f)
+    cols = [("orig/ours", "original get"), ("orig_buf/ours_buf", "original get_buf"),
+            ("local_tuned/ours", "local tuned"), ("local_default/ours", "local default"),
+            ("redis/ours", "redis")]
+    for heap in dict.fromkeys(c["heap"] for c in d["cells"]):
+        print("\nheap %s:\n" % heap)
+        print("| keys | order | get % | workers | ours ns (get / get_buf) | " +
+              " | ".join(h for _, h in cols) + " | load |")
+        print("|" + " --- |" * (6 + len(cols)))
+        for c in (c for c in d["cells"] if c["heap"] == heap):
+            ns = c["ns_per_op"]
+            r = ["%.2fx (%.2f-%.2f)" % tuple(c["ratios"][k]) if k in c["ratios"] else "-"
+                 for k, _ in cols]
+            print("| {:,} | {} | {} | {} | {:.0f} / {} | {} | {:.1f} |".format(
+                c["keys"], c["order"], c["get_pct"], c["workers"], ns["ours"],
+                "%.0f" % ns["ours_buf"] if "ours_buf" in ns else "-", " | ".join(r), c["load"][0]))
+    print()
+    for t in d["targets"]:
+        v = t["worst_or_median"]
+        print("- %s %s: %s" % ("pass" if t["pass"] else "**MISS**", t["target"],
+                                "-" if v is None else "%.2fx" % v))
+    return 0
+
+
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--opensips-src", required=True, help="a built OpenSIPS tree (pull request 4118)")
@@ -472,6 +502,8 @@ def parse():
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
+        return markdown(sys.argv[2])
     a = parse()
     work = tempfile.mkdtemp(prefix="pcache-sbs-")
     cells, load0 = [], loadavg()

@@ -392,7 +392,7 @@ def print_row(c):
                                                    c["workers"], ns, rs, c["load"][0]), flush=True)
 
 
-def run_heap(a, work, heap, cells_out):
+def run_heap(a, work, heap, cells_out, saved):
     """Start both instances (and redis), warm them with sipp when heap is
     "warm", then fill each size and run its cells."""
     rp, rport = start_redis(a, work)
@@ -442,6 +442,7 @@ def run_heap(a, work, heap, cells_out):
                         c["ratios"] = summarize(rounds)
                         cells_out.append(c)
                         print_row(c)
+                        saved()
         for inst in insts.values():
             errs = inst.errors()
             if errs:
@@ -541,27 +542,35 @@ def main():
           "subtracted; CPU ns/op (redis: the worker's plus redis-server's); load average %s" % (a.opensips_src, a.ops, a.alloc, a.rounds, load0))
     print("%5s %7s %6s %3s %s | %s | %s | load" % ("heap", "keys", "order", "get", "w", " ".join(
         "%8s" % k[:8] for k in COLS), " ".join("%17s" % k[:17] for k in RCOLS)))
+    meta = {"command": " ".join(sys.argv), "tree": tree_info(a.opensips_src), "ops": a.ops,
+            "rounds": a.rounds, "alloc": a.alloc, "warm_calls": a.warm_calls,
+            "shape_blocks": a.shape_blocks, "nproc": os.cpu_count(), "load_before": load0}
     try:
         for heap in a.heaps:
-            run_heap(a, work, heap, cells)
+            run_heap(a, work, heap, cells, lambda: save(a.json, meta, cells, False))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not cells:
         print("nothing was measured", file=sys.stderr)
         return 1
-    tg = targets(cells)
-    for t in tg:
+    for t in save(a.json, meta, cells, True):
         v = t["worst_or_median"]
         print("%-4s %s: %s" % ("pass" if t["pass"] else "MISS", t["target"],
                                "-" if v is None else "%.2fx" % v))
-    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "tree": tree_info(a.opensips_src),
-                   "ops": a.ops, "rounds": a.rounds, "alloc": a.alloc, "warm_calls": a.warm_calls,
-                   "nproc": os.cpu_count(), "load_before": load0, "load_after": loadavg(),
-                   "targets": tg, "cells": cells}, f, indent=1)
     print("written %s" % a.json)
     return 0
+
+
+def save(path, meta, cells, complete):
+    """The record so far, rewritten after every cell: a run cut short still
+    leaves the cells it measured ("complete": false)."""
+    tg = targets(cells)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(dict(meta, complete=complete, load_after=loadavg(), targets=tg, cells=cells), f,
+                  indent=1)
+    os.replace(path + ".tmp", path)
+    return tg
 
 
 if __name__ == "__main__":

@@ -542,7 +542,16 @@ def main():
           "subtracted; CPU ns/op (redis: the worker's plus redis-server's); load average %s" % (a.opensips_src, a.ops, a.alloc, a.rounds, load0))
     print("%5s %7s %6s %3s %s | %s | %s | load" % ("heap", "keys", "order", "get", "w", " ".join(
         "%8s" % k[:8] for k in COLS), " ".join("%17s" % k[:17] for k in RCOLS)))
-    meta = {"command": " ".join(sys.argv), "tree": tree_info(a.opensips_src), "ops": a.ops,
+    tree = tree_info(a.opensips_src)
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "time_utc": time.strftime("%H:%M", time.gmtime()), "commit": head or None,
+            "build": "OpenSIPS %s at %s, DEFS %s; the modules built against it" % (
+                a.opensips_src, tree.get("commit", "?")[:10], " ".join(tree.get("defs", []))),
+            "machine": "%d CPUs, load average %s at the start (other jobs running)" % (
+                os.cpu_count(), " ".join("%.2f" % x for x in load0)),
+            "command": " ".join(sys.argv), "tree": tree, "ops": a.ops,
             "rounds": a.rounds, "alloc": a.alloc, "warm_calls": a.warm_calls,
             "shape_blocks": a.shape_blocks, "nproc": os.cpu_count(), "load_before": load0}
     try:

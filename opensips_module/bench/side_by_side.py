@@ -159,11 +159,19 @@ def timed(port, op, url, ops, workers, get_pct, spread, keys):
     errs = []
 
     def one(i):
-        try:
-            out[i] = sip(port, op, url, ops, seed=1 + 7919 * i, get_pct=get_pct,
-                         spread=spread, keys=keys)
-        except Exception as e:  # noqa: BLE001 - re-raised below
-            errs.append(e)
+        # a loop is seconds at most: a reply not back in 180 s was lost (UDP
+        # on a machine at load 20 lost one), and a loop is safe to run again
+        for attempt in range(3):
+            try:
+                out[i] = sip(port, op, url, ops, seed=1 + 7919 * i, get_pct=get_pct,
+                             spread=spread, keys=keys, timeout=180)
+                return
+            except socket.timeout as e:
+                if attempt == 2:
+                    errs.append(e)
+            except Exception as e:  # noqa: BLE001 - re-raised below
+                errs.append(e)
+                return
     th = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
     for t in th:
         t.start()

@@ -32,6 +32,7 @@ Exits non-zero when no cell was measured. Writes every round to --json
 
 usage: side_by_side.py --opensips-src TREE --module OURS.so --original ORIG.so
        --bench-module cdbbench.so [--quick] [--rounds 5] [--ops 200000]
+       side_by_side.py --markdown RUN.json    (the docs' tables of a recorded run)
 """
 import argparse
 import json
@@ -158,11 +159,19 @@ def timed(port, op, url, ops, workers, get_pct, spread, keys):
     errs = []
 
     def one(i):
-        try:
-            out[i] = sip(port, op, url, ops, seed=1 + 7919 * i, get_pct=get_pct,
-                         spread=spread, keys=keys)
-        except Exception as e:  # noqa: BLE001 - re-raised below
-            errs.append(e)
+        # a loop is seconds at most: a reply not back in 180 s was lost (UDP
+        # on a machine at load 20 lost one), and a loop is safe to run again
+        for attempt in range(3):
+            try:
+                out[i] = sip(port, op, url, ops, seed=1 + 7919 * i, get_pct=get_pct,
+                             spread=spread, keys=keys, timeout=180)
+                return
+            except socket.timeout as e:
+                if attempt == 2:
+                    errs.append(e)
+            except Exception as e:  # noqa: BLE001 - re-raised below
+                errs.append(e)
+                return
     th = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
     for t in th:
         t.start()
@@ -241,6 +250,27 @@ def start_redis(a, work):
             if p.poll() is not None or time.time() > deadline:
                 raise RuntimeError("redis-server did not start")
             time.sleep(0.1)
+
+
+def redis_fill(port, n):
+    """Keys 0 .. n-1 as cdbbench_fill writes them (cachedb_redis stores the
+    key as given), pipelined: a million round trips through the module
+    take minutes on a loaded machine, and the fill is not what is timed."""
+    s = socket.create_connection(("127.0.0.1", port))
+    val = b"v" * 200
+    for lo in range(0, n, 10000):
+        buf = b"".join(b"*3\r\n$3\r\nSET\r\n$15\r\nthid-%010d\r\n$200\r\n%s\r\n" % (i, val)
+                       for i in range(lo, min(n, lo + 10000)))
+        s.sendall(buf)
+        want, got = min(n, lo + 10000) - lo, b""
+        while got.count(b"\r\n") < want:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise RuntimeError("redis closed the connection during the fill")
+            got += chunk
+        if b"-" in got:
+            raise RuntimeError("redis refused a SET: " + got[:200].decode(errors="replace"))
+    s.close()
 
 
 def sipp_warm(a, inst, uas_port, calls):
@@ -370,7 +400,7 @@ def print_row(c):
                                                    c["workers"], ns, rs, c["load"][0]), flush=True)
 
 
-def run_heap(a, work, heap, cells_out):
+def run_heap(a, work, heap, cells_out, saved):
     """Start both instances (and redis), warm them with sipp when heap is
     "warm", then fill each size and run its cells."""
     rp, rport = start_redis(a, work)
@@ -393,8 +423,14 @@ def run_heap(a, work, heap, cells_out):
         backends = offered(insts, [(n, i, u.replace("@REDIS@", redis_url), api)
                                    for n, i, u, api in BACKENDS if n in a.backends])
         for n in a.sizes:
-            for name, inst, url, api in backends:
-                if api == "get" and sip(insts[inst].port, "fill", url, n) != "filled":
+            # cachedb_local's 512 buckets hold chains of n/512: a million keys
+            # take it most of an hour to fill here (and ~200x ours per get)
+            sized = [b for b in backends
+                     if not (b[0] == "local_default" and n > a.default_max_keys)]
+            for name, inst, url, api in sized:
+                if name == "redis":
+                    redis_fill(rport, n)
+                elif api == "get" and sip(insts[inst].port, "fill", url, n) != "filled":
                     raise RuntimeError("fill of %s failed" % name)
             time.sleep(3)  # perf:// grows toward its load factor in its timer
             for order in a.orders:
@@ -404,7 +440,7 @@ def run_heap(a, work, heap, cells_out):
                              "load": loadavg()}
                         rounds, bases, walls = [], [], []
                         for r in range(a.rounds):
-                            res, base, wall = run_cell(insts, backends, a, c, r)
+                            res, base, wall = run_cell(insts, sized, a, c, r)
                             rounds.append(res)
                             bases.append(base)
                             walls.append(wall)
@@ -414,6 +450,7 @@ def run_heap(a, work, heap, cells_out):
                         c["ratios"] = summarize(rounds)
                         cells_out.append(c)
                         print_row(c)
+                        saved()
         for inst in insts.values():
             errs = inst.errors()
             if errs:
@@ -428,6 +465,35 @@ def run_heap(a, work, heap, cells_out):
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+
+
+def markdown(path):
+    """The tables of docs/benchmarks.md from a recorded run: per heap state,
+    one row per cell, median ratio other/ours (low-high over the rounds),
+    and our CPU ns/op."""
+    with open(path) as f:
+        d = json.load(f)
+    cols = [("orig/ours", "original get"), ("orig_buf/ours_buf", "original get_buf"),
+            ("local_tuned/ours", "local tuned"), ("local_default/ours", "local default"),
+            ("redis/ours", "redis")]
+    for heap in dict.fromkeys(c["heap"] for c in d["cells"]):
+        print("\nheap %s:\n" % heap)
+        print("| keys | order | get % | workers | ours ns (get / get_buf) | " +
+              " | ".join(h for _, h in cols) + " | load |")
+        print("|" + " --- |" * (6 + len(cols)))
+        for c in (c for c in d["cells"] if c["heap"] == heap):
+            ns = c["ns_per_op"]
+            r = ["%.2fx (%.2f-%.2f)" % tuple(c["ratios"][k]) if k in c["ratios"] else "-"
+                 for k, _ in cols]
+            print("| {:,} | {} | {} | {} | {:.0f} / {} | {} | {:.1f} |".format(
+                c["keys"], c["order"], c["get_pct"], c["workers"], ns["ours"],
+                "%.0f" % ns["ours_buf"] if "ours_buf" in ns else "-", " | ".join(r), c["load"][0]))
+    print()
+    for t in d["targets"]:
+        v = t["worst_or_median"]
+        print("- %s %s: %s" % ("pass" if t["pass"] else "**MISS**", t["target"],
+                                "-" if v is None else "%.2fx" % v))
+    return 0
 
 
 def parse():
@@ -450,6 +516,8 @@ def parse():
                     help='heap "holes": pkg blocks each process allocates, half freed')
     ap.add_argument("--backends", default=",".join(b[0] for b in BACKENDS))
     ap.add_argument("--warm-calls", type=int, default=3000)
+    ap.add_argument("--default-max-keys", type=int, default=100000,
+                    help="cachedb_local default (512 buckets) only up to this many keys")
     ap.add_argument("--warm-rate", type=int, default=300, help="sipp calls per second")
     ap.add_argument("--alloc", default="F_MALLOC", help="the pkg/shm allocator (opensips -a)")
     ap.add_argument("--shm-mb", type=int, default=3072)
@@ -472,6 +540,8 @@ def parse():
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
+        return markdown(sys.argv[2])
     a = parse()
     work = tempfile.mkdtemp(prefix="pcache-sbs-")
     cells, load0 = [], loadavg()
@@ -480,27 +550,44 @@ def main():
           "subtracted; CPU ns/op (redis: the worker's plus redis-server's); load average %s" % (a.opensips_src, a.ops, a.alloc, a.rounds, load0))
     print("%5s %7s %6s %3s %s | %s | %s | load" % ("heap", "keys", "order", "get", "w", " ".join(
         "%8s" % k[:8] for k in COLS), " ".join("%17s" % k[:17] for k in RCOLS)))
+    tree = tree_info(a.opensips_src)
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    meta = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "time_utc": time.strftime("%H:%M", time.gmtime()), "commit": head or None,
+            "build": "OpenSIPS %s at %s, DEFS %s; the modules built against it" % (
+                a.opensips_src, tree.get("commit", "?")[:10], " ".join(tree.get("defs", []))),
+            "machine": "%d CPUs, load average %s at the start (other jobs running)" % (
+                os.cpu_count(), " ".join("%.2f" % x for x in load0)),
+            "command": " ".join(sys.argv), "tree": tree, "ops": a.ops,
+            "rounds": a.rounds, "alloc": a.alloc, "warm_calls": a.warm_calls,
+            "shape_blocks": a.shape_blocks, "nproc": os.cpu_count(), "load_before": load0}
     try:
         for heap in a.heaps:
-            run_heap(a, work, heap, cells)
+            run_heap(a, work, heap, cells, lambda: save(a.json, meta, cells, False))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not cells:
         print("nothing was measured", file=sys.stderr)
         return 1
-    tg = targets(cells)
-    for t in tg:
+    for t in save(a.json, meta, cells, True):
         v = t["worst_or_median"]
         print("%-4s %s: %s" % ("pass" if t["pass"] else "MISS", t["target"],
                                "-" if v is None else "%.2fx" % v))
-    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "tree": tree_info(a.opensips_src),
-                   "ops": a.ops, "rounds": a.rounds, "alloc": a.alloc, "warm_calls": a.warm_calls,
-                   "nproc": os.cpu_count(), "load_before": load0, "load_after": loadavg(),
-                   "targets": tg, "cells": cells}, f, indent=1)
     print("written %s" % a.json)
     return 0
+
+
+def save(path, meta, cells, complete):
+    """The record so far, rewritten after every cell: a run cut short still
+    leaves the cells it measured ("complete": false)."""
+    tg = targets(cells)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(dict(meta, complete=complete, load_after=loadavg(), targets=tg, cells=cells), f,
+                  indent=1)
+    os.replace(path + ".tmp", path)
+    return tg
 
 
 if __name__ == "__main__":

@@ -214,13 +214,13 @@ static int start_redis(const struct sopts *o, struct server *s, int cpu)
 
 /* pogocache (github.com/tidwall/pogocache), when given: one thread, no
  * persistence, same pinned core. */
-static int start_pogocache(const struct sopts *o, struct server *s, int cpu)
+static int start_pogocache(const struct sopts *o, struct server *s, int cpu, const char *threads)
 {
     char port[16], log[PATH_MAX + 16];
     s->port = free_port();
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(log, sizeof log, "%s/pogocache.log", o->tmp);
-    char *argv[] = {(char *)o->pogocache, "-h", "127.0.0.1", "-p", port, "--threads", "1", NULL};
+    char *argv[] = {(char *)o->pogocache, "-h", "127.0.0.1", "-p", port, "--threads", (char *)threads, NULL};
     s->name = "pogocache";
     s->pid = spawn(argv, log, cpu);
     return wait_ready(s->port, s->pid, 60);
@@ -340,6 +340,8 @@ struct save_figs {
 struct figs {
     struct lean_case lean[NSRV_MAX][2][2]; /* [pcached, redis, pogocache][set/get][p1/p16] */
     rload_result two[2][2];                 /* pcached, 2 workers unpinned [op][p] */
+    double pogo2_rate[2][2];                /* pogocache, 2 threads, unpinned */
+    double two_ratio[2][2], two_min[2][2], two_max[2][2]; /* pcached 2w / pogocache 2t */
     double rb[NSRV_MAX][2][2];              /* redis-benchmark [server][p][set/get] */
     struct save_figs save, r_save;
     double shutdown_s, restart_s;
@@ -486,7 +488,7 @@ static int run_lean(const struct sopts *o, struct figs *f, int cs)
     for (int srv = 0; srv < nsrv; srv++) {
         int rc = srv == 0   ? start_pcached(o, &sv[srv], 1, cs, 0)
                  : srv == 1 ? start_redis(o, &sv[srv], cs)
-                            : start_pogocache(o, &sv[srv], cs);
+                            : start_pogocache(o, &sv[srv], cs, "1");
         if (rc != 0 || fill(&sv[srv], ks) != 0) {
             fprintf(stderr, "server: %s did not start or fill (log in %s)\n", sv[srv].name,
                     o->tmp);
@@ -522,29 +524,66 @@ static int run_lean(const struct sopts *o, struct figs *f, int cs)
     return 0;
 }
 
+/* pcached with 2 workers and, with --pogocache, pogocache with 2 threads,
+ * all unpinned (the client too): --rounds interleaved rounds; the figures
+ * are the median rates and the median of per-round ratios with spread. */
+static int run_two(const struct sopts *o, struct figs *f)
+{
+    const uint64_t ks = 100000;
+    int n = o->pogocache != NULL ? 2 : 1;
+    struct server sv[2];
+    static rload_result runs[2][2][2][SRV_ROUNDS_MAX];
+    for (int i = 0; i < n; i++)
+        if ((i == 0 ? start_pcached(o, &sv[i], 2, -1, 0) : start_pogocache(o, &sv[i], -1, "2")) !=
+                0 ||
+            fill(&sv[i], ks) != 0) {
+            stop_all(sv, i + 1);
+            return -1;
+        }
+    for (int r = 0; r < o->rounds; r++)
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++)
+                for (int k = 0; k < n; k++) {
+                    int i = (k + r) % n;
+                    if (measure(o, &sv[i], op ? RLOAD_GET : RLOAD_SET, p ? 16 : 1, ks,
+                                &runs[i][op][p][r]) != 0) {
+                        stop_all(sv, n);
+                        return -1;
+                    }
+                }
+    for (int op = 0; op < 2; op++)
+        for (int p = 0; p < 2; p++) {
+            double rate[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX];
+            for (int r = 0; r < o->rounds; r++) {
+                rate[r] = runs[0][op][p][r].rate;
+                rat[r] = n > 1 ? ratio(runs[0][op][p][r].rate, runs[1][op][p][r].rate) : 0;
+            }
+            f->two[op][p] = runs[0][op][p][0];
+            f->two[op][p].rate = bench_median(rate, (size_t)o->rounds);
+            for (int r = 0; r < o->rounds; r++)
+                rate[r] = n > 1 ? runs[1][op][p][r].rate : 0;
+            f->pogo2_rate[op][p] = bench_median(rate, (size_t)o->rounds);
+            f->two_ratio[op][p] = bench_median(rat, (size_t)o->rounds);
+            bench_minmax(rat, (size_t)o->rounds, &f->two_min[op][p], &f->two_max[op][p]);
+        }
+    stop_all(sv, n);
+    return 0;
+}
+
 static int run_all(const struct sopts *o, struct figs *f)
 {
     int cs = o->pin ? 0 : -1;
-    const uint64_t ks = 100000;
     f->load_start = loadavg1();
     if (o->pin)
         pin_self(1);
     if (run_lean(o, f, cs) != 0)
         return -1;
-    /* 2. pcached, 2 workers, unpinned */
-    {
-        unpin_self();
-        struct server s;
-        if (start_pcached(o, &s, 2, -1, 0) != 0 || fill(&s, ks) != 0)
-            return -1;
-        for (int op = 0; op < 2; op++)
-            for (int p = 0; p < 2; p++)
-                if (measure(o, &s, op ? RLOAD_GET : RLOAD_SET, p ? 16 : 1, ks, &f->two[op][p]) != 0)
-                    return -1;
-        stop(s.pid);
-        if (o->pin)
-            pin_self(1);
-    }
+    /* 2. pcached, 2 workers, unpinned (against pogocache, 2 threads) */
+    unpin_self();
+    if (run_two(o, f) != 0)
+        return -1;
+    if (o->pin)
+        pin_self(1);
     /* 3. persistence: GET tail during saves, shutdown save, restart */
     {
         struct server s;
@@ -621,8 +660,16 @@ static void report_json(const struct sopts *o, const struct figs *f, const char 
     printf(",\"shutdown_save_s_%s\":%.3f,\"restart_ready_s_%s\":%.3f,\"restart_keys\":%llu", sfx,
            f->shutdown_s, sfx, f->restart_s, (unsigned long long)f->restart_keys);
     for (int op = 0; op < 2; op++)
-        for (int p = 0; p < 2; p++)
-            printf(",\"pcached2w_%s_p%d\":%.0f", op_key[op], p ? 16 : 1, f->two[op][p].rate);
+        for (int p = 0; p < 2; p++) {
+            int pp = p ? 16 : 1;
+            printf(",\"pcached2w_%s_p%d\":%.0f", op_key[op], pp, f->two[op][p].rate);
+            if (nsrv > 2)
+                printf(",\"pogocache2t_%s_p%d\":%.0f,\"ratio_2w_vs_pogocache_2t_%s_p%d\":%.3f,"
+                       "\"ratio_2w_vs_pogocache_2t_%s_p%d_min\":%.3f,"
+                       "\"ratio_2w_vs_pogocache_2t_%s_p%d_max\":%.3f",
+                       op_key[op], pp, f->pogo2_rate[op][p], op_key[op], pp, f->two_ratio[op][p],
+                       op_key[op], pp, f->two_min[op][p], op_key[op], pp, f->two_max[op][p]);
+        }
     for (int srv = 0; srv < nsrv; srv++)
         for (int p = 0; p < 2; p++)
             for (int op = 0; op < 2; op++)
@@ -675,6 +722,10 @@ static void report(const struct sopts *o, const struct figs *f)
     printf(
         "\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
         f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
+    if (o->pogocache != NULL)
+        printf("  over pogocache 2 threads unpinned: SET %.2fx GET %.2fx at -P 1, SET %.2fx GET "
+               "%.2fx at -P 16\n",
+               f->two_ratio[0][0], f->two_ratio[1][0], f->two_ratio[0][1], f->two_ratio[1][1]);
     if (o->redis_benchmark != NULL)
         printf("\nredis-benchmark -c 50 -d 200 -r 100000 (client-bound): pcached SET %.0f GET %.0f "
                "(-P 1), %.0f / %.0f (-P 16); redis-server %.0f / %.0f, %.0f / %.0f\n",

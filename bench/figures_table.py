@@ -7,7 +7,8 @@ Each row of ROWS names a figure: the records it may come from (a file-name
 pattern), the key of the figure inside a run of the record (dots descend
 into objects), how to print it, its target and its anchor. The newest
 record (by file name: they start with the date) that has the key gives the
-value. A record's runs are its `figures` object (run label -> figures), or
+value, unless the record lists `table_only` keys without it (a run on a
+loaded machine made for one figure). A record's runs are its `figures` object (run label -> figures), or
 the whole record when it has no `figures` (a bench's raw JSON). The value
 printed is the record's "median" run when it has one, else its one run,
 else the median of its runs with their range; a figure whose run also
@@ -248,6 +249,8 @@ def row_of(spec, records):
     for name, rec in reversed(records):
         if not fnmatch.fnmatch(name, pattern):
             continue
+        if "table_only" in rec and key not in rec["table_only"]:
+            continue  # a loaded run offers the table only the figures it was made for
         runs = pick_runs(rec, key, opts)
         if not runs:
             continue

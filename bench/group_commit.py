@@ -59,9 +59,9 @@ def bench(port, clients, n):
         f = [x.strip('"') for x in line.split(",")]
         if f and f[0] == "SET":
             rate = float(f[1])
-        if rate <= 0:
-            raise RuntimeError("redis-benchmark measured no SET: " + p.stdout)
-        return rate
+            if rate <= 0:
+                raise RuntimeError("redis-benchmark measured no SET: " + p.stdout)
+            return rate
     raise RuntimeError("no SET line in: " + p.stdout)
 
 

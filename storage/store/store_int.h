@@ -115,6 +115,12 @@ int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn);
 /* Grows the map (no transaction of this process may be open) to at least
  * need bytes, doubling at least. */
 int pc_store_grow(pc_store *s, size_t need);
+/* Ends a write transaction that ran to mrc (an LMDB code): commits it when
+ * commit and mrc is 0, else aborts it. 0 when done, PC_STORE_AGAIN when
+ * the map was full and has grown (run the transaction again), else a PC_E*
+ * code with what logged (pc_store_mdb_err). */
+#define PC_STORE_AGAIN 1
+int pc_store_txn_finish(pc_store *s, MDB_txn *txn, int mrc, int commit, const char *what);
 /* Clears reader slots of dead processes (mdb_reader_check): a reader that
  * died inside a read transaction would otherwise keep every page freed
  * since from being reused, and the file would grow. */
@@ -226,6 +232,9 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want);
 void pc_lw_release(pc_lw *w);
 
 /* ---- store_check.c ---------------------------------------------------------- */
+/* Writes all n bytes of p to fd (a pipe to the parent), again after EINTR:
+ * 0, or -1 when the pipe failed. */
+int pc_store_write_all(int fd, const void *p, size_t n);
 /* Runs fn(ctx, fd) in a forked child, fd the write end of a pipe; the
  * parent collects everything written into *out (caller-owned, free) and
  * the child's wait status into *status. The child exits with _exit (no

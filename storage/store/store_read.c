@@ -147,17 +147,11 @@ int pc_store_drop(pc_store *s, const char *name)
             mdb_cursor_close(cur);
         if (mrc == MDB_NOTFOUND)
             mrc = 0;
-        if (mrc == 0 && found)
-            mrc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
-        if (mrc == MDB_MAP_FULL) {
-            if ((rc = pc_store_grow(s, 0)) != 0)
-                return rc;
+        rc = pc_store_txn_finish(s, txn, mrc, found, "drop a collection");
+        if (rc == PC_STORE_AGAIN)
             continue;
-        }
-        if (mrc != 0)
-            return pc_store_mdb_err(s, mrc, "drop a collection");
+        if (rc != 0)
+            return rc;
         if (found)
             PC_SLOG(s, PC_LOG_INFO, "store %s: collection %s dropped", s->path, name);
         return found ? 0 : PC_ENOTFOUND;

@@ -133,6 +133,13 @@ static inline struct timespec pc_wall_ts(void)
     return ts;
 }
 
+/* ---- byte counts (units.c) -------------------------------------------------
+ * A configuration value's byte count as Redis's memtoull reads it: digits
+ * and an optional unit, any case: b, k (1000), kb (1024), m, mb, g, gb.
+ * s (borrowed, NUL-terminated) holds nothing else: no sign, no blanks.
+ * 0 with *out set, or -1 (not a count, or past 2^64 - 1). */
+int pc_parse_bytes(const char *s, uint64_t *out);
+
 /* ---- byte-order codecs -----------------------------------------------------
  * Integers at any alignment in on-disk and on-wire formats. memcpy plus a
  * swap only on a big-endian host: one unaligned load or store on x86-64 and

@@ -105,6 +105,7 @@ int pc_store_check_pid(const pc_store *s)
 
 int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn)
 {
+    PC_ASSERT(s, S4, (flags & MDB_RDONLY) != 0 || (s->flags & PC_STORE_RDONLY) == 0);
     int mrc = 0;
     for (int tries = 0; tries < 4; tries++) {
         mrc = mdb_txn_begin(s->env, NULL, flags, txn);

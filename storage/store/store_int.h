@@ -36,6 +36,25 @@
 
 #include "store_format.h"
 
+/* ---- invariants ------------------------------------------------------------
+ * Debug builds check them with PC_ASSERT where the code relies on them
+ * ("checked" names where). Corruption of what is read from disk is never
+ * one of them: that is PC_ECORRUPT, returned.
+ *  S1  A block's records are in ascending order key, first <= each <=
+ *      last: load, verify and the offline reads seek blocks by that range.
+ *      Checked: pc_sb_raw_add.
+ *  S2  The codec writes exactly the sizes it announces: a record
+ *      pc_sf_rec_size bytes, a block header PC_SF_BLOCK_HDR bytes.
+ *      Checked: pc_sb_raw_add, pc_sb_pack.
+ *  S3  The pipe holds at most depth jobs and hands them back in the order
+ *      they were submitted: tail <= next <= head <= tail + depth. The
+ *      blocks of a save are written in walk order because of it.
+ *      Checked: pc_pipe_submit, pc_pipe_take_locked.
+ *  S4  A write transaction runs only on a read-write handle: every writing
+ *      entry point refuses a read-only one first. Checked: pc_store_txn_begin.
+ * s is the pc_store (its logger reports a failure). */
+#define PC_ASSERT(s, inv, cond) PC_INVARIANT(&(s)->log, inv, cond)
+
 /* ---- store_block.c: one block in memory ---------------------------------------- */
 /* Raw records being collected for one block, in record order. */
 typedef struct pc_sb_raw {

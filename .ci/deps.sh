@@ -29,6 +29,8 @@ PKGS="$PKGS postgresql postgresql-client mariadb-server mariadb-client"
 # pcached's tests: redis-cli and python3-redis as real clients; redis-server as
 # the anchor of the comparison benchmarks and tests (started on a private port).
 PKGS="$PKGS redis-tools redis-server python3-redis"
+# memcached: an anchor of bench/mem_per_entry.py (started privately, one thread).
+PKGS="$PKGS memcached"
 # GET /metrics (tests/server/test_metrics.py): promtool (in Debian's
 # prometheus package, ~95 MB with the server, which the tests never start)
 # and prometheus_client's strict OpenMetrics parser.

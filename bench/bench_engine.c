@@ -309,7 +309,8 @@ static int run_size(const bench_keys *all, const struct be_opts *o, int size, st
     if (run_cases(pool, o, size, r) != 0)
         goto out;
     if (size == BE_1M &&
-        be_measure_mgmt(pool, eng.cache, eng.coll, BE_ENGINE_GETBUF, o->runs, o->run_ms, r) != 0)
+        be_measure_mgmt(pool, eng.cache, eng.coll, BE_ENGINE_GETBUF, o->runs, o->run_ms,
+                        be_size[size].entries, r) != 0)
         goto out;
     if (bench_pool_stop(pool) != 0) {
         pool = NULL;

@@ -68,7 +68,10 @@ struct be_results {
     size_t chase_bytes;
     /* management cost (bench_engine_mgmt.c), 95/5 one worker at 1M */
     double mgmt_base_mops, mgmt_scan_mops, mgmt_sub_mops;
-    uint64_t mgmt_scan_walks;
+    double mgmt_scan_ratio, mgmt_scan_ratio_min, mgmt_scan_ratio_max;
+    double mgmt_sub_ratio, mgmt_sub_ratio_min, mgmt_sub_ratio_max;
+    uint64_t mgmt_scan_entries; /* visited inside the windows */
+    double mgmt_scan_walks;     /* the same in full walks of the collection */
 };
 
 struct bench_pool;
@@ -76,7 +79,7 @@ struct pc_cache;
 struct pc_coll;
 /* Measures the management cost on a running pool (bench_engine_mgmt.c). */
 int be_measure_mgmt(struct bench_pool *pool, struct pc_cache *c, struct pc_coll *coll, int target,
-                    int runs, unsigned run_ms, struct be_results *r);
+                    int runs, unsigned run_ms, uint64_t entries, struct be_results *r);
 
 /* Prints the human tables and target verdicts to out. */
 void be_report_human(const struct be_results *r, FILE *out);

@@ -35,7 +35,7 @@ static const struct bench_cmd cmds[] = {
      "      steady and on a first read; SET of new keys at the cap vs with room"},
     {"server", bench_cmd_server,
      "server [--quick] [--json] [--pcached PATH] [--redis-server PATH] [--pogocache PATH]\n"
-     "      [--seconds S] [--keys N] [--no-redis-benchmark]\n"
+     "      [--seconds S] [--rounds N] [--keys N] [--no-redis-benchmark]\n"
      "      pcached vs redis-server through a lean pipelined RESP client and\n"
      "      redis-benchmark; GET p99.9 during saves, shutdown save, restart"},
 };
@@ -58,8 +58,14 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(argv[1], cmds[i].name) == 0)
+        if (strcmp(argv[1], cmds[i].name) == 0) {
+            for (int a = 2; a < argc; a++) /* every subcommand answers --help */
+                if (strcmp(argv[a], "-h") == 0 || strcmp(argv[a], "--help") == 0) {
+                    printf("usage: pcache-bench %s\n", cmds[i].usage);
+                    return 0;
+                }
             return cmds[i].run(argc - 2, argv + 2);
+        }
     fprintf(stderr, "pcache-bench: unknown subcommand '%s'\n", argv[1]);
     usage(stderr);
     return 2;

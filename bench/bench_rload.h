@@ -28,6 +28,8 @@ typedef struct rload_result {
     uint64_t ops, errors, misses;
     double seconds, rate;
     double p50_us, p99_us, p999_us, max_us;
+    double gen_cpu; /* set by the caller: the generator's CPU time / wall time */
+    double srv_us;  /* set by the caller: the server's CPU us per request */
 } rload_result;
 
 /* Runs the load in the calling thread. Returns 0, or -1 when the server

@@ -18,9 +18,13 @@
  *
  * Figures: ratio_{set,get}_p{1,16} = pcached / redis-server through the
  * lean client (50 connections, 200-byte values, 100k keys), the median of
- * the per-round ratios over --rounds interleaved rounds (5; quick 3);
- * during_save_get_p999_ratio = GET p99.9 while saves of the filled table
- * run back to back / the same without; shutdown_save_s = SIGTERM to exit of
+ * the per-round ratios over --rounds interleaved rounds (5; quick 3), with
+ * their spread (_min, _max) and, per server and case, its CPU microseconds
+ * per request and the generator's CPU time over wall time in its busiest
+ * round (near 1.0 the generator, not the server, set the rate);
+ * during_save_get_{p999,rate}_ratio = GET p99.9 and rate while saves of the
+ * filled table run back to back / the same without, paired in each of
+ * --rounds rounds (median and spread); shutdown_save_s = SIGTERM to exit of
  * pcached holding the filled table (db_mode 2); restart_ready_s = exec to the
  * first answered PING of a pcached that loads it (DBSIZE checked).
  */
@@ -28,6 +32,7 @@
 #include "bench_rload.h"
 #include "bench_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -228,11 +233,62 @@ static int fill(const struct server *s, uint64_t keys)
     return rload_run(&lo, &r);
 }
 
+/* CPU seconds of pid and its children (pcached's workers are children of
+ * its master), from /proc: the server's cost per request. */
+static double tree_cpu_s(pid_t pid)
+{
+    double hz = (double)sysconf(_SC_CLK_TCK), t = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], buf[1024];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')'); /* the name may hold spaces */
+        long ppid = 0;
+        unsigned long ut = 0, st = 0;
+        if (rp == NULL || sscanf(rp + 2, "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                                 &ppid, &ut, &st) != 3)
+            continue;
+        if (atol(e->d_name) == (long)pid || ppid == (long)pid)
+            t += (double)(ut + st) / hz;
+    }
+    if (d != NULL)
+        closedir(d);
+    return t;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One measurement. Beside the rates: gen_cpu = the generator's own CPU time
+ * over the wall time (1.0 = it was the bottleneck), srv_us = the server's
+ * CPU microseconds per request. A run that did nothing fails. */
 static int measure(const struct sopts *o, const struct server *s, int op, unsigned pipeline,
                    uint64_t keys, rload_result *r)
 {
     rload_opts lo = {s->port, op, 50, pipeline, 200, keys, 0, o->seconds};
-    return rload_run(&lo, r);
+    double c0 = thread_cpu_s(), w0 = mono(), s0 = tree_cpu_s(s->pid);
+    int rc = rload_run(&lo, r);
+    double c1 = thread_cpu_s(), w1 = mono(), s1 = tree_cpu_s(s->pid);
+    if (rc == 0 && (r->ops == 0 || r->rate <= 0)) {
+        fprintf(stderr, "server: a run against %s measured no request\n", s->name);
+        return -1;
+    }
+    r->gen_cpu = w1 > w0 ? (c1 - c0) / (w1 - w0) : 0;
+    r->srv_us = r->ops ? (s1 - s0) * 1e6 / (double)r->ops : 0;
+    return rc;
 }
 
 /* redis-benchmark -c 50 -d 200 -r 100000 -t set,get -P p --csv: rps of SET, GET */
@@ -261,17 +317,47 @@ static int redis_bench(const struct sopts *o, const struct server *s, unsigned p
     return pclose(p) == 0 && rps[0] > 0 && rps[1] > 0 ? 0 : -1;
 }
 
+#define NSRV_MAX 3
+
+/* One lean-client case of one server over the rounds. */
+struct lean_case {
+    rload_result med;            /* the run nearest the median rate */
+    double ratio[NSRV_MAX];      /* median of per-round (this / server k) */
+    double rmin[NSRV_MAX], rmax[NSRV_MAX];
+    double gen_cpu_max;          /* the busiest round's generator CPU / wall */
+    double srv_us;               /* median server CPU us per request */
+};
+
+/* GET -P 1 without and during saves, paired within each round. */
+struct save_figs {
+    rload_result base, during; /* medians of p99.9 and rate over the rounds */
+    double p999_ratio, p999_min, p999_max;
+    double rate_ratio, rate_min, rate_max;
+    double gen_cpu_max;
+    uint64_t samples_min; /* the fewest GETs (latency samples) in a window */
+};
+
 struct figs {
-    rload_result lean[3][2]
-                     [2]; /* [pcached, redis, pogocache][op set/get][p1/p16]: the median run */
-    double lean_ratio[3][2][2]; /* median over rounds of (server / redis-server) within a round */
-    rload_result two[2][2];     /* pcached, 2 workers unpinned [op][p] */
-    double rb[3][2][2];         /* redis-benchmark [server][p][set/get] */
-    rload_result base, during, r_base, r_during;
-    unsigned saves_during, r_saves_during;
+    struct lean_case lean[NSRV_MAX][2][2]; /* [pcached, redis, pogocache][set/get][p1/p16] */
+    rload_result two[2][2];                 /* pcached, 2 workers unpinned [op][p] */
+    double rb[NSRV_MAX][2][2];              /* redis-benchmark [server][p][set/get] */
+    struct save_figs save, r_save;
     double shutdown_s, restart_s;
     uint64_t restart_keys;
+    double load_start, load_end; /* the 1-minute load average */
 };
+
+static double loadavg1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
 
 /* In a child: SAVE (or BGSAVE) back to back until killed. */
 static pid_t saver(int port, int bg)
@@ -288,11 +374,13 @@ static pid_t saver(int port, int bg)
     }
 }
 
-static int during_save(const struct sopts *o, const struct server *s, int bg, rload_result *base,
-                       rload_result *during)
+static double ratio(double a, double b)
 {
-    if (measure(o, s, RLOAD_GET, 1, o->keys, base) != 0)
-        return -1;
+    return b > 0 ? a / b : 0;
+}
+
+static int during_one(const struct sopts *o, const struct server *s, int bg, rload_result *during)
+{
     pid_t sv = saver(s->port, bg);
     usleep(50000);
     int rc = measure(o, s, RLOAD_GET, 1, o->keys, during);
@@ -310,76 +398,139 @@ static int during_save(const struct sopts *o, const struct server *s, int bg, rl
     return rc;
 }
 
-static double ratio(double a, double b)
+/* --rounds rounds of (GET without a save, GET during back-to-back saves);
+ * the ratios are medians of the per-round ratios, with their spread. */
+static int during_save(const struct sopts *o, const struct server *s, int bg, struct save_figs *out)
 {
-    return b > 0 ? a / b : 0;
+    double p999b[SRV_ROUNDS_MAX], p999d[SRV_ROUNDS_MAX], rateb[SRV_ROUNDS_MAX],
+        rated[SRV_ROUNDS_MAX], rp[SRV_ROUNDS_MAX], rr[SRV_ROUNDS_MAX];
+    out->gen_cpu_max = 0;
+    out->samples_min = UINT64_MAX;
+    for (int r = 0; r < o->rounds; r++) {
+        rload_result b, d;
+        if (measure(o, s, RLOAD_GET, 1, o->keys, &b) != 0 || during_one(o, s, bg, &d) != 0)
+            return -1;
+        p999b[r] = b.p999_us;
+        p999d[r] = d.p999_us;
+        rateb[r] = b.rate;
+        rated[r] = d.rate;
+        rp[r] = ratio(d.p999_us, b.p999_us);
+        rr[r] = ratio(d.rate, b.rate);
+        out->gen_cpu_max = fmax(out->gen_cpu_max, fmax(b.gen_cpu, d.gen_cpu));
+        out->samples_min = b.ops < out->samples_min ? b.ops : out->samples_min;
+        out->samples_min = d.ops < out->samples_min ? d.ops : out->samples_min;
+        if (r == 0) {
+            out->base = b;
+            out->during = d;
+        }
+        fprintf(stderr, "server: %s round %d: GET p99.9 %.0f -> %.0f us, rate %.0f -> %.0f\n",
+                s->name, r + 1, b.p999_us, d.p999_us, b.rate, d.rate);
+    }
+    size_t n = (size_t)o->rounds;
+    out->p999_ratio = bench_median(rp, n);
+    bench_minmax(rp, n, &out->p999_min, &out->p999_max);
+    out->rate_ratio = bench_median(rr, n);
+    bench_minmax(rr, n, &out->rate_min, &out->rate_max);
+    out->base.p999_us = bench_median(p999b, n);
+    out->during.p999_us = bench_median(p999d, n);
+    out->base.rate = bench_median(rateb, n);
+    out->during.rate = bench_median(rated, n);
+    return 0;
+}
+
+/* The figures of one case of one server from its rounds (see lean_case). */
+static void lean_summary(rload_result (*runs)[2][2][SRV_ROUNDS_MAX], int nsrv, int rounds,
+                         int srv, int op, int p, struct lean_case *lc)
+{
+    const rload_result *mine = runs[srv][op][p];
+    double rate[SRV_ROUNDS_MAX], us[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX];
+    lc->gen_cpu_max = 0;
+    for (int r = 0; r < rounds; r++) {
+        rate[r] = mine[r].rate;
+        us[r] = mine[r].srv_us;
+        lc->gen_cpu_max = fmax(lc->gen_cpu_max, mine[r].gen_cpu);
+    }
+    double med = bench_median(rate, (size_t)rounds);
+    int pick = 0; /* the run nearest the median (an even count averages) */
+    for (int r = 1; r < rounds; r++)
+        if (fabs(mine[r].rate - med) < fabs(mine[pick].rate - med))
+            pick = r;
+    lc->med = mine[pick];
+    lc->srv_us = bench_median(us, (size_t)rounds);
+    for (int k = 0; k < nsrv; k++) {
+        for (int r = 0; r < rounds; r++)
+            rat[r] = ratio(mine[r].rate, runs[k][op][p][r].rate);
+        lc->ratio[k] = bench_median(rat, (size_t)rounds);
+        bench_minmax(rat, (size_t)rounds, &lc->rmin[k], &lc->rmax[k]);
+    }
+}
+
+static void stop_all(const struct server *sv, int n)
+{
+    for (int k = 0; k < n; k++)
+        stop(sv[k].pid);
+}
+
+/* 1. lean client, one pinned core: pcached (1 worker), redis-server and
+ * pogocache all run at once on CPU 0 (only the one under load does any
+ * work); each round measures every case on every server back to back,
+ * rotating which server goes first, so drift on this shared VM hits them
+ * alike. A figure is the median over rounds; a ratio is the median of
+ * the per-round ratios. */
+static int run_lean(const struct sopts *o, struct figs *f, int cs)
+{
+    const uint64_t ks = 100000;
+    int nsrv = o->pogocache != NULL ? 3 : 2;
+    struct server sv[NSRV_MAX];
+    static rload_result runs[NSRV_MAX][2][2][SRV_ROUNDS_MAX];
+    for (int srv = 0; srv < nsrv; srv++) {
+        int rc = srv == 0   ? start_pcached(o, &sv[srv], 1, cs, 0)
+                 : srv == 1 ? start_redis(o, &sv[srv], cs)
+                            : start_pogocache(o, &sv[srv], cs);
+        if (rc != 0 || fill(&sv[srv], ks) != 0) {
+            fprintf(stderr, "server: %s did not start or fill (log in %s)\n", sv[srv].name,
+                    o->tmp);
+            stop_all(sv, srv + 1);
+            return -1;
+        }
+    }
+    for (int r = 0; r < o->rounds; r++) {
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++)
+                for (int i = 0; i < nsrv; i++) {
+                    int srv = (i + r) % nsrv;
+                    if (measure(o, &sv[srv], op ? RLOAD_GET : RLOAD_SET, p ? 16 : 1, ks,
+                                &runs[srv][op][p][r]) != 0) {
+                        stop_all(sv, nsrv);
+                        return -1;
+                    }
+                }
+        fprintf(stderr, "server: lean round %d of %d done, load %.2f\n", r + 1, o->rounds,
+                loadavg1());
+    }
+    for (int srv = 0; srv < nsrv; srv++)
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++)
+                lean_summary(runs, nsrv, o->rounds, srv, op, p, &f->lean[srv][op][p]);
+    for (int srv = 0; srv < nsrv; srv++) {
+        for (int p = 0; p < 2; p++)
+            if (o->redis_benchmark != NULL &&
+                redis_bench(o, &sv[srv], p ? 16 : 1, f->rb[srv][p]) != 0)
+                fprintf(stderr, "server: redis-benchmark against %s failed\n", sv[srv].name);
+        stop(sv[srv].pid);
+    }
+    return 0;
 }
 
 static int run_all(const struct sopts *o, struct figs *f)
 {
     int cs = o->pin ? 0 : -1;
+    const uint64_t ks = 100000;
+    f->load_start = loadavg1();
     if (o->pin)
         pin_self(1);
-    const uint64_t ks = 100000;
-    /* 1. lean client, one pinned core: pcached (1 worker), redis-server and
-     * pogocache all run at once on CPU 0 (only the one under load does any
-     * work); each round measures every case on every server back to back,
-     * rotating which server goes first, so drift on this shared VM hits them
-     * alike. A figure is the median over rounds; a ratio is the median of
-     * the per-round ratios. */
-    {
-        int nsrv = o->pogocache != NULL ? 3 : 2;
-        struct server sv[3];
-        static rload_result runs[3][2][2][SRV_ROUNDS_MAX];
-        for (int srv = 0; srv < nsrv; srv++) {
-            int rc = srv == 0   ? start_pcached(o, &sv[srv], 1, cs, 0)
-                     : srv == 1 ? start_redis(o, &sv[srv], cs)
-                                : start_pogocache(o, &sv[srv], cs);
-            if (rc != 0 || fill(&sv[srv], ks) != 0) {
-                fprintf(stderr, "server: %s did not start or fill (log in %s)\n", sv[srv].name,
-                        o->tmp);
-                for (int k = 0; k <= srv; k++)
-                    stop(sv[k].pid);
-                return -1;
-            }
-        }
-        for (int r = 0; r < o->rounds; r++)
-            for (int op = 0; op < 2; op++)
-                for (int p = 0; p < 2; p++)
-                    for (int i = 0; i < nsrv; i++) {
-                        int srv = (i + r) % nsrv;
-                        if (measure(o, &sv[srv], op ? RLOAD_GET : RLOAD_SET, p ? 16 : 1, ks,
-                                    &runs[srv][op][p][r]) != 0) {
-                            for (int k = 0; k < nsrv; k++)
-                                stop(sv[k].pid);
-                            return -1;
-                        }
-                    }
-        for (int srv = 0; srv < nsrv; srv++)
-            for (int op = 0; op < 2; op++)
-                for (int p = 0; p < 2; p++) {
-                    double rate[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX];
-                    for (int r = 0; r < o->rounds; r++) {
-                        rate[r] = runs[srv][op][p][r].rate;
-                        rat[r] = ratio(runs[srv][op][p][r].rate, runs[1][op][p][r].rate);
-                    }
-                    double med = bench_median(rate, (size_t)o->rounds);
-                    int pick = 0; /* the run nearest the median (an even count averages) */
-                    for (int r = 1; r < o->rounds; r++)
-                        if (fabs(runs[srv][op][p][r].rate - med) <
-                            fabs(runs[srv][op][p][pick].rate - med))
-                            pick = r;
-                    f->lean[srv][op][p] = runs[srv][op][p][pick];
-                    f->lean_ratio[srv][op][p] = bench_median(rat, (size_t)o->rounds);
-                }
-        for (int srv = 0; srv < nsrv; srv++) {
-            for (int p = 0; p < 2; p++)
-                if (o->redis_benchmark != NULL &&
-                    redis_bench(o, &sv[srv], p ? 16 : 1, f->rb[srv][p]) != 0)
-                    fprintf(stderr, "server: redis-benchmark against %s failed\n", sv[srv].name);
-            stop(sv[srv].pid);
-        }
-    }
+    if (run_lean(o, f, cs) != 0)
+        return -1;
     /* 2. pcached, 2 workers, unpinned */
     {
         unpin_self();
@@ -399,103 +550,128 @@ static int run_all(const struct sopts *o, struct figs *f)
         struct server s;
         if (start_pcached(o, &s, 1, cs, 1) != 0 || fill(&s, o->keys) != 0)
             return -1;
-        char buf[128];
-        rload_command(s.port, "INFO persistence\r\n", buf, sizeof buf, 5000);
-        if (during_save(o, &s, 0, &f->base, &f->during) != 0)
+        if (during_save(o, &s, 0, &f->save) != 0)
             return -1;
         f->shutdown_s = stop(s.pid);
         double t0 = mono();
         if (start_pcached(o, &s, 1, cs, 1) != 0)
             return -1;
         f->restart_s = mono() - t0;
+        char buf[128];
         if (rload_command(s.port, "DBSIZE\r\n", buf, sizeof buf, 5000) == 0)
             f->restart_keys = strtoull(buf + 1, NULL, 10);
         stop(s.pid);
         struct server r;
         if (start_redis(o, &r, cs) != 0 || fill(&r, o->keys) != 0)
             return -1;
-        if (during_save(o, &r, 1, &f->r_base, &f->r_during) != 0)
+        if (during_save(o, &r, 1, &f->r_save) != 0)
             return -1;
         stop(r.pid);
     }
+    f->load_end = loadavg1();
     return 0;
+}
+
+static const char *const srv_key[NSRV_MAX] = {"pcached", "redis", "pogocache"};
+static const char *const op_key[2] = {"set", "get"};
+
+static void json_save(const char *pfx, const struct save_figs *sf)
+{
+    printf(",\"%s_p999_ratio\":%.3f,\"%s_p999_ratio_min\":%.3f,\"%s_p999_ratio_max\":%.3f", pfx,
+           sf->p999_ratio, pfx, sf->p999_min, pfx, sf->p999_max);
+    printf(",\"%s_rate_ratio\":%.3f,\"%s_rate_ratio_min\":%.3f,\"%s_rate_ratio_max\":%.3f", pfx,
+           sf->rate_ratio, pfx, sf->rate_min, pfx, sf->rate_max);
+    printf(",\"%s_gen_cpu_max\":%.3f,\"%s_samples_min\":%llu", pfx, sf->gen_cpu_max, pfx,
+           (unsigned long long)sf->samples_min);
+}
+
+static void report_json(const struct sopts *o, const struct figs *f, const char *sfx)
+{
+    int nsrv = o->pogocache != NULL ? 3 : 2;
+    printf("{\"bench\":\"server\",\"quick\":%s,\"keys\":%llu,\"seconds\":%g,\"rounds\":%d,"
+           "\"pinned\":%s,\"loadavg_start\":%.2f,\"loadavg_end\":%.2f",
+           o->quick ? "true" : "false", (unsigned long long)o->keys, o->seconds, o->rounds,
+           o->pin ? "true" : "false", f->load_start, f->load_end);
+    for (int op = 0; op < 2; op++)
+        for (int p = 0; p < 2; p++) {
+            const struct lean_case *lc = &f->lean[0][op][p];
+            int pp = p ? 16 : 1;
+            printf(",\"ratio_%s_p%d\":%.3f,\"ratio_%s_p%d_min\":%.3f,\"ratio_%s_p%d_max\":%.3f",
+                   op_key[op], pp, lc->ratio[1], op_key[op], pp, lc->rmin[1], op_key[op], pp,
+                   lc->rmax[1]);
+            if (nsrv > 2)
+                printf(",\"ratio_vs_pogocache_%s_p%d\":%.3f,\"ratio_vs_pogocache_%s_p%d_min\":%.3f,"
+                       "\"ratio_vs_pogocache_%s_p%d_max\":%.3f,\"pogocache_ratio_%s_p%d\":%.3f",
+                       op_key[op], pp, lc->ratio[2], op_key[op], pp, lc->rmin[2], op_key[op], pp,
+                       lc->rmax[2], op_key[op], pp, f->lean[2][op][p].ratio[1]);
+            for (int srv = 0; srv < nsrv; srv++) {
+                const struct lean_case *c = &f->lean[srv][op][p];
+                printf(",\"%s_%s_p%d\":{\"rate\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f,"
+                       "\"p999_us\":%.0f,\"errors\":%llu,\"server_cpu_us_per_req\":%.3f,"
+                       "\"generator_cpu_max\":%.3f}",
+                       srv_key[srv], op_key[op], pp, c->med.rate, c->med.p50_us, c->med.p99_us,
+                       c->med.p999_us, (unsigned long long)c->med.errors, c->srv_us,
+                       c->gen_cpu_max);
+            }
+        }
+    printf(",\"during_save_get_p999_ratio\":%.3f,\"redis_during_bgsave_get_p999_ratio\":%.3f",
+           f->save.p999_ratio, f->r_save.p999_ratio);
+    json_save("during_save_get", &f->save);
+    json_save("redis_during_bgsave_get", &f->r_save);
+    printf(",\"shutdown_save_s_%s\":%.3f,\"restart_ready_s_%s\":%.3f,\"restart_keys\":%llu", sfx,
+           f->shutdown_s, sfx, f->restart_s, (unsigned long long)f->restart_keys);
+    for (int op = 0; op < 2; op++)
+        for (int p = 0; p < 2; p++)
+            printf(",\"pcached2w_%s_p%d\":%.0f", op_key[op], p ? 16 : 1, f->two[op][p].rate);
+    for (int srv = 0; srv < nsrv; srv++)
+        for (int p = 0; p < 2; p++)
+            for (int op = 0; op < 2; op++)
+                printf(",\"rb_%s_%s_p%d\":%.0f", srv_key[srv], op_key[op], p ? 16 : 1,
+                       f->rb[srv][p][op]);
+    printf(",\"get_p999_us_base\":%.0f,\"get_p999_us_during_save\":%.0f}\n",
+           f->save.base.p999_us, f->save.during.p999_us);
+}
+
+static void report_lean_text(const struct sopts *o, const struct figs *f)
+{
+    int nsrv = o->pogocache != NULL ? 3 : 2;
+    printf("lean client, 50 connections, 200-byte values, 100k keys: ops/s; p99 us; server CPU "
+           "us/request; generator CPU/wall, busiest round\n");
+    for (int srv = 0; srv < nsrv; srv++)
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++) {
+                const struct lean_case *c = &f->lean[srv][op][p];
+                printf("  %-10s %s -P %-2d %9.0f;%5.0f;%6.2f;%5.2f", srv_key[srv],
+                       op ? "GET" : "SET", p ? 16 : 1, c->med.rate, c->med.p99_us, c->srv_us,
+                       c->gen_cpu_max);
+                if (srv == 0)
+                    printf("  over redis %.2fx (%.2f-%.2f)", c->ratio[1], c->rmin[1], c->rmax[1]);
+                if (srv == 0 && nsrv > 2)
+                    printf(", over pogocache %.2fx (%.2f-%.2f)", c->ratio[2], c->rmin[2],
+                           c->rmax[2]);
+                printf("%s\n", c->gen_cpu_max > 0.9 ? "  GENERATOR-BOUND" : "");
+            }
 }
 
 static void report(const struct sopts *o, const struct figs *f)
 {
-    const char *ops[] = {"set", "get"};
-    double rs[2][2];
-    for (int op = 0; op < 2; op++)
-        for (int p = 0; p < 2; p++)
-            rs[op][p] = f->lean_ratio[0][op][p];
-    double save_ratio = ratio(f->during.p999_us, f->base.p999_us);
-    double r_save_ratio = ratio(f->r_during.p999_us, f->r_base.p999_us);
+    char sfx[32];
+    if (o->keys % 1000000 == 0)
+        snprintf(sfx, sizeof sfx, "%llum", (unsigned long long)(o->keys / 1000000));
+    else if (o->keys % 1000 == 0)
+        snprintf(sfx, sizeof sfx, "%lluk", (unsigned long long)(o->keys / 1000));
+    else
+        snprintf(sfx, sizeof sfx, "%llu", (unsigned long long)o->keys);
     if (o->json) {
-        printf("{\"keys\":%llu,\"seconds\":%g,\"rounds\":%d,\"pinned\":%s",
-               (unsigned long long)o->keys, o->seconds, o->rounds, o->pin ? "true" : "false");
-        for (int op = 0; op < 2; op++)
-            for (int p = 0; p < 2; p++)
-                printf(",\"ratio_%s_p%d\":%.3f", ops[op], p ? 16 : 1, rs[op][p]);
-        printf(",\"during_save_get_p999_ratio\":%.3f,\"redis_during_bgsave_get_p999_ratio\":%.3f",
-               save_ratio, r_save_ratio);
-        char sfx[32];
-        if (o->keys % 1000000 == 0)
-            snprintf(sfx, sizeof sfx, "%llum", (unsigned long long)(o->keys / 1000000));
-        else if (o->keys % 1000 == 0)
-            snprintf(sfx, sizeof sfx, "%lluk", (unsigned long long)(o->keys / 1000));
-        else
-            snprintf(sfx, sizeof sfx, "%llu", (unsigned long long)o->keys);
-        printf(",\"shutdown_save_s_%s\":%.3f,\"restart_ready_s_%s\":%.3f,\"restart_keys\":%llu",
-               sfx, f->shutdown_s, sfx, f->restart_s, (unsigned long long)f->restart_keys);
-        const char *sn[] = {"pcached", "redis"};
-        for (int srv = 0; srv < 2; srv++)
-            for (int op = 0; op < 2; op++)
-                for (int p = 0; p < 2; p++) {
-                    const rload_result *r = &f->lean[srv][op][p];
-                    printf(",\"%s_%s_p%d\":{\"rate\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f,"
-                           "\"p999_us\":%.0f,\"errors\":%llu}",
-                           sn[srv], ops[op], p ? 16 : 1, r->rate, r->p50_us, r->p99_us, r->p999_us,
-                           (unsigned long long)r->errors);
-                }
-        for (int op = 0; op < 2; op++)
-            for (int p = 0; p < 2; p++)
-                printf(",\"pcached2w_%s_p%d\":%.0f", ops[op], p ? 16 : 1, f->two[op][p].rate);
-        for (int srv = 0; srv < 2; srv++)
-            for (int p = 0; p < 2; p++)
-                for (int op = 0; op < 2; op++)
-                    printf(",\"rb_%s_%s_p%d\":%.0f", sn[srv], ops[op], p ? 16 : 1,
-                           f->rb[srv][p][op]);
-        if (o->pogocache != NULL)
-            for (int op = 0; op < 2; op++)
-                for (int p = 0; p < 2; p++)
-                    printf(",\"pogocache_ratio_%s_p%d\":%.3f,\"pogocache_%s_p%d\":%.0f", ops[op],
-                           p ? 16 : 1, f->lean_ratio[2][op][p], ops[op], p ? 16 : 1,
-                           f->lean[2][op][p].rate);
-        printf(",\"get_p999_us_base\":%.0f,\"get_p999_us_during_save\":%.0f}\n", f->base.p999_us,
-               f->during.p999_us);
+        report_json(o, f, sfx);
         return;
     }
-    printf("pcache-bench server: %llu keys for the persistence figures, %g s per measurement, "
-           "%s\n\n",
-           (unsigned long long)o->keys, o->seconds,
-           o->pin ? "server on CPU 0, client on CPU 1" : "unpinned (one CPU)");
-    printf("lean client, 50 connections, 200-byte values, 100k keys (ops/s; p99 us)\n");
-    printf("  %-22s %14s %14s %8s\n", "", "pcached 1w", "redis-server", "ratio");
-    for (int op = 0; op < 2; op++)
-        for (int p = 0; p < 2; p++) {
-            char label[32];
-            snprintf(label, sizeof label, "%s -P %d", op ? "GET" : "SET", p ? 16 : 1);
-            printf("  %-22s %9.0f;%4.0f %9.0f;%4.0f %7.2fx\n", label, f->lean[0][op][p].rate,
-                   f->lean[0][op][p].p99_us, f->lean[1][op][p].rate, f->lean[1][op][p].p99_us,
-                   rs[op][p]);
-        }
-    if (o->pogocache != NULL) {
-        printf("  pogocache, 1 thread, same core (ops/s; p99 us; ratio over redis-server):\n");
-        for (int op = 0; op < 2; op++)
-            for (int p = 0; p < 2; p++)
-                printf("  %s -P %-2d %27.0f;%4.0f %7.2fx\n", op ? "GET" : "SET", p ? 16 : 1,
-                       f->lean[2][op][p].rate, f->lean[2][op][p].p99_us, f->lean_ratio[2][op][p]);
-    }
+    printf("pcache-bench server%s: %llu keys for the persistence figures, %g s per measurement, "
+           "%d rounds, %s; load average %.2f -> %.2f\n\n",
+           o->quick ? " QUICK" : "", (unsigned long long)o->keys, o->seconds, o->rounds,
+           o->pin ? "server on CPU 0, client on CPU 1" : "unpinned (one CPU)", f->load_start,
+           f->load_end);
+    report_lean_text(o, f);
     printf(
         "\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
         f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
@@ -504,15 +680,21 @@ static void report(const struct sopts *o, const struct figs *f)
                "(-P 1), %.0f / %.0f (-P 16); redis-server %.0f / %.0f, %.0f / %.0f\n",
                f->rb[0][0][0], f->rb[0][0][1], f->rb[0][1][0], f->rb[0][1][1], f->rb[1][0][0],
                f->rb[1][0][1], f->rb[1][1][0], f->rb[1][1][1]);
-    printf(
-        "\npersistence (%llu keys): GET p99.9 %.0f us without a save, %.0f us during back to "
-        "back saves (%.2fx; redis-server with BGSAVE: %.0f -> %.0f us, %.2fx; rate %.0f -> %.0f)\n",
-        (unsigned long long)o->keys, f->base.p999_us, f->during.p999_us, save_ratio,
-        f->r_base.p999_us, f->r_during.p999_us, r_save_ratio, f->r_base.rate, f->r_during.rate);
-    printf("  pcached GET rate %.0f -> %.0f during saves\n", f->base.rate, f->during.rate);
+    const struct save_figs *a = &f->save, *b = &f->r_save;
+    printf("\npersistence (%llu keys), GET -P 1, medians of %d paired rounds (per-round spread):\n"
+           "  pcached SAVE back to back: p99.9 %.0f -> %.0f us, %.2fx (%.2f-%.2f); rate %.0f -> "
+           "%.0f, %.2fx (%.2f-%.2f)\n"
+           "  redis-server BGSAVE:       p99.9 %.0f -> %.0f us, %.2fx (%.2f-%.2f); rate %.0f -> "
+           "%.0f, %.2fx (%.2f-%.2f)\n",
+           (unsigned long long)o->keys, o->rounds, a->base.p999_us, a->during.p999_us,
+           a->p999_ratio, a->p999_min, a->p999_max, a->base.rate, a->during.rate, a->rate_ratio,
+           a->rate_min, a->rate_max, b->base.p999_us, b->during.p999_us, b->p999_ratio,
+           b->p999_min, b->p999_max, b->base.rate, b->during.rate, b->rate_ratio, b->rate_min,
+           b->rate_max);
     printf("  shutdown save (SIGTERM to exit): %.3f s; restart to first PING: %.3f s with %llu "
-           "keys served\n",
-           f->shutdown_s, f->restart_s, (unsigned long long)f->restart_keys);
+           "keys served%s\n",
+           f->shutdown_s, f->restart_s, (unsigned long long)f->restart_keys,
+           o->keys != 1000000 ? " (not the 1M of the targets)" : "");
 }
 
 static int rm_tree(const char *dir)

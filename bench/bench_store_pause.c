@@ -166,9 +166,10 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
     int rc = pc_store_open(path, &sc, &s, err, sizeof err);
     while (rc == 0 && !atomic_load(&sh->ready))
         bench_sleep_ns(10000000);
-    double ratio[BS_ROUNDS_MAX], q999[BS_ROUNDS_MAX], s999[BS_ROUNDS_MAX], q99[BS_ROUNDS_MAX],
+    double ratio[BS_ROUNDS_MAX], rops[BS_ROUNDS_MAX], q999[BS_ROUNDS_MAX], s999[BS_ROUNDS_MAX], q99[BS_ROUNDS_MAX],
         s99[BS_ROUNDS_MAX], qops[BS_ROUNDS_MAX], sops[BS_ROUNDS_MAX], secs[BS_ROUNDS_MAX];
     uint64_t quiet_ns = 1500000000ull;
+    unsigned empty = 0;
     for (unsigned r = 0; rc == 0 && r < rounds; r++) {
         atomic_store_explicit(&sh->slot, (int)r * 2, memory_order_release);
         bench_sleep_ns(quiet_ns);
@@ -188,6 +189,9 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
         ratio[r] = q999[r] > 0 ? s999[r] / q999[r] : 0;
         qops[r] = hq->ns ? (double)hq->ops / ((double)hq->ns / 1e9) : 0;
         sops[r] = hs->ns ? (double)hs->ops / ((double)hs->ns / 1e9) : 0;
+        rops[r] = qops[r] > 0 ? sops[r] / qops[r] : 0;
+        if (qops[r] <= 0 || sops[r] <= 0 || q999[r] <= 0)
+            empty++; /* a window with no operation: the figure would measure nothing */
     }
     atomic_store(&sh->slot, -2);
     waitpid(pid, NULL, 0);
@@ -200,7 +204,16 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
         munmap(sh, sizeof *sh);
         return -1;
     }
+    if (empty) {
+        fprintf(stderr, "pcache-bench store: save under load: %u of %u rounds measured no "
+                        "operation in a window\n", empty, rounds);
+        munmap(sh, sizeof *sh);
+        return -1;
+    }
     out->ratio_p999 = bench_median(ratio, rounds);
+    bench_minmax(ratio, rounds, &out->ratio_p999_min, &out->ratio_p999_max);
+    out->ratio_ops = bench_median(rops, rounds);
+    bench_minmax(rops, rounds, &out->ratio_ops_min, &out->ratio_ops_max);
     out->p999_quiet_ns = bench_median(q999, rounds);
     out->p999_save_ns = bench_median(s999, rounds);
     out->p99_quiet_ns = bench_median(q99, rounds);

@@ -45,6 +45,15 @@ double bench_median(double *v, size_t n)
     return (v[n / 2 - 1] + v[n / 2]) / 2.0;
 }
 
+void bench_minmax(const double *v, size_t n, double *lo, double *hi)
+{
+    *lo = *hi = n ? v[0] : 0.0;
+    for (size_t i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
 int bench_keys_make(bench_keys *k, size_t n, size_t klen, uint64_t salt)
 {
     memset(k, 0, sizeof *k);

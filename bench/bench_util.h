@@ -53,6 +53,8 @@ static inline size_t bench_pick(uint64_t r, size_t n)
 
 /* Median of v[0..n) (sorts v in place). n == 0 gives 0. */
 double bench_median(double *v, size_t n);
+/* The smallest and largest of v[0..n) (the spread of per-round ratios). */
+void bench_minmax(const double *v, size_t n, double *lo, double *hi);
 
 /* ---- the key set ------------------------------------------------------- */
 

@@ -245,3 +245,9 @@ def start_pcached(pcached, workdir, keys):
 
 def which_redis(path):
     return path if os.path.isabs(path) and os.access(path, os.X_OK) else shutil.which(path)
+
+
+if __name__ == "__main__":  # a module of the eviction benches, not a bench
+    import sys
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:] in ([], ["--help"], ["-h"]) else 2)

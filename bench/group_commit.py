@@ -3,8 +3,10 @@
 data on the real disk (a temporary directory under --dir, /var/tmp by
 default: never a tmpfs, whose fdatasync costs nothing) and runs, for each
 client count, redis-benchmark against one server then the other, alternated
-for --rounds rounds; it prints the median SET/s of each and the ratio
-pcached / redis as one JSON object.
+for --rounds rounds; it prints the median SET/s of each and, the figure,
+the median of the per-round ratios pcached / redis with their spread
+(min, max), and the load average before and after, as one JSON object. A
+round that measured nothing (no SET line, a rate of 0) fails the run.
 
   pcached:      journal=default=always, a persisted collection (db_mode 1),
                 no periodic or bound-triggered snapshot (they would fork a
@@ -56,12 +58,21 @@ def bench(port, clients, n):
     for line in p.stdout.splitlines():
         f = [x.strip('"') for x in line.split(",")]
         if f and f[0] == "SET":
-            return float(f[1])
+            rate = float(f[1])
+        if rate <= 0:
+            raise RuntimeError("redis-benchmark measured no SET: " + p.stdout)
+        return rate
     raise RuntimeError("no SET line in: " + p.stdout)
 
 
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clients", default="50,1")
     ap.add_argument("--workers", type=int, default=2)
@@ -69,6 +80,7 @@ def main():
     ap.add_argument("--requests", type=int, default=0, help="per round (0: by client count)")
     a = ap.parse_args()
     clients = [int(x) for x in a.clients.split(",")]
+    load0 = loadavg()
     top = tempfile.mkdtemp(prefix="pcache-gc-bench-", dir=a.dir)
     pdir, rdir = os.path.join(top, "pcached"), os.path.join(top, "redis")
     os.mkdir(pdir)
@@ -100,14 +112,18 @@ def main():
                 print("round %d c=%d: pcached %.0f redis %.0f" % (
                     rnd + 1, c, rates[c]["pcached"][-1], rates[c]["redis"][-1]),
                     file=sys.stderr)
-        out = {"workers": a.workers, "rounds": a.rounds, "data_dir": top}
+        out = {"bench": "group_commit", "workers": a.workers, "rounds": a.rounds,
+               "data_dir": top, "loadavg_start": load0, "loadavg_end": loadavg()}
         for c in clients:
             pm = statistics.median(rates[c]["pcached"])
             rm = statistics.median(rates[c]["redis"])
+            per = [x / y for x, y in zip(rates[c]["pcached"], rates[c]["redis"])]
             out["c%d" % c] = {"pcached_set_per_s": rates[c]["pcached"],
                               "redis_set_per_s": rates[c]["redis"],
                               "pcached_median": pm, "redis_median": rm,
-                              "ratio_pcached_vs_redis": round(pm / rm, 3)}
+                              "ratio_per_round": [round(x, 3) for x in per],
+                              "ratio_pcached_vs_redis": round(statistics.median(per), 3),
+                              "ratio_min": round(min(per), 3), "ratio_max": round(max(per), 3)}
         print(json.dumps(out))
     finally:
         if redis_proc is not None:

@@ -8,6 +8,11 @@
 # /proc/<pid>/task/*/stat.
 #   bench/journal_cpu.sh PCACHED off|everysec N [BOUND_MB (default 100000)] [DIR (/var/tmp)]
 set -eu
+if [ $# -lt 3 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+    sed -n '2,9s/^# \{0,1\}//p' "$0"
+    [ $# -ge 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
+    exit 2
+fi
 bin=$1; mode=$2; n=$3; bound=${4:-100000}; base=${5:-/var/tmp}
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 d=$(mktemp -d "$base/journal-cpu.XXXX")

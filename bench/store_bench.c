@@ -708,10 +708,11 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "check") == 0)
         return bench_check(argv[2], argc >= 4 ? strtoull(argv[3], NULL, 10) : 1000000,
                            argc >= 5 ? (unsigned)atoi(argv[4]) : 5);
-    fprintf(stderr,
+    int help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    fprintf(help ? stdout : stderr,
             "usage: %s study [N]\n"
             "       %s save DIR [N [ROUNDS [BLOCK:LEVEL:THREADS,...]]]\n"
             "       %s check DIR [N [ROUNDS]]\n",
             argv[0], argv[0], argv[0]);
-    return 2;
+    return help ? 0 : 2;
 }

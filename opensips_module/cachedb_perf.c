@@ -59,6 +59,7 @@ int cdbp_journal_rewrite_min_mb = 64;
 int cdbp_journal_max_mb = 0;
 int cdbp_sync_cluster_id = 0;
 int cdbp_sync_poll_period = 5;
+char *cdbp_sync_shtag = NULL;
 char *cdbp_replicate_colls = NULL;
 int cdbp_pull_on_miss = 0;
 int cdbp_pull_timeout_ms = 50;
@@ -101,6 +102,7 @@ static const param_export_t cdbp_params[] = {
     {"journal_max_mb", INT_PARAM, &cdbp_journal_max_mb},
     {"sync_cluster_id", INT_PARAM, &cdbp_sync_cluster_id},
     {"sync_poll_period", INT_PARAM, &cdbp_sync_poll_period},
+    {"sync_shtag", STR_PARAM, &cdbp_sync_shtag},
     {"replicate_collections", STR_PARAM, &cdbp_replicate_colls},
     {"pull_on_miss", INT_PARAM, &cdbp_pull_on_miss},
     {"pull_timeout_ms", INT_PARAM, &cdbp_pull_timeout_ms},

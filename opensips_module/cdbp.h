@@ -45,6 +45,7 @@ extern char *cdbp_journal;       /* journal: "coll=always;coll=everysec" */
 extern int cdbp_snapshot_period; /* snapshot_period, seconds; 0 = off */
 extern int cdbp_sync_cluster_id;
 extern int cdbp_sync_poll_period;  /* sync_poll_period, seconds; 0 = no poll */
+extern char *cdbp_sync_shtag;      /* sync_shtag: "name/cluster_id", NULL = off */
 extern char *cdbp_replicate_colls; /* replicate_collections: pulled across nodes */
 extern int cdbp_pull_on_miss;      /* pull_on_miss: a cache_fetch miss waits for the pull */
 extern int cdbp_pull_timeout_ms;   /* pull_timeout_ms */

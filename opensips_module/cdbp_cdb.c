@@ -9,6 +9,10 @@
  * engine call; its result is mapped to the return conventions the OpenSIPS
  * cachedb callers expect (those of cachedb_local): get 1 = hit, -2 = miss,
  * -1 = error; get_counter 0 / -2 / -1; set, remove, add, sub 0 / -1.
+ * Where the core declares it (CACHEDB_HAVE_GET_BUF, OpenSIPS pull request
+ * 4118), get_buf too, with its own conventions (cachedb.h): 0 hit, -2
+ * miss, -3 buffer too small, -1 error. A core without it (4.0.1) builds
+ * the module without get_buf.
  *
  * Hot path: get/set are one engine call and nothing else (the journal's
  * per-process flush is an IPC job the maintenance process sends every
@@ -124,6 +128,71 @@ static int cdbp_get(cachedb_con *con, str *attr, str *val)
     val->len = (int)vlen;
     return 1;
 }
+
+#ifdef CACHEDB_HAVE_GET_BUF
+/* A pull-on-miss for get_buf: what get() does on a miss of a replicated
+ * collection, the served value (stored here by the pull, so a fallback
+ * get() after -3 hits locally) copied into the caller's buffer. */
+static int cdbp_get_buf_pull(pc_coll *coll, str *attr, char *buf, unsigned int buflen,
+                             unsigned int *vlen, unsigned int *needed)
+{
+    cdbp_pull_result pr;
+    if (cdbp_pull(coll, attr->s, (size_t)attr->len, &pr) != 0 || pr.outcome != CDBP_PULL_SERVED)
+        return -2;
+    int ret = 0;
+    if (pr.vlen <= buflen) {
+        memcpy(buf, pr.value, pr.vlen);
+        *vlen = pr.vlen;
+    } else {
+        if (needed != NULL)
+            *needed = pr.vlen;
+        ret = -3;
+    }
+    pkg_free(pr.value);
+    return ret;
+}
+
+/* get() into the caller's private buffer (cachedb.h states the contract):
+ * a local hit is one engine call and no pkg allocation. *vlen and *needed
+ * are zeroed before anything else. The minimum buflen is 0 (an empty value
+ * fits any buffer), so -1 means a NULL buf / vlen / key, a key over
+ * PC_KEY_MAX bytes, or an engine error. Counters read as decimal text, as
+ * get() returns them. Hot path: pc_get_buf copies under the bucket's read
+ * protocol straight into buf; on -3 buf holds undefined bytes. */
+static int cdbp_get_buf(cachedb_con *con, str *attr, char *buf, unsigned int buflen,
+                        unsigned int *vlen, unsigned int *needed)
+{
+    if (vlen != NULL)
+        *vlen = 0;
+    if (needed != NULL)
+        *needed = 0;
+    if (con == NULL || attr == NULL || attr->len < 0 || (attr->s == NULL && attr->len > 0) ||
+        buf == NULL || vlen == NULL) {
+        LM_ERR("get_buf: NULL buffer, length or key\n");
+        return -1;
+    }
+    size_t n = 0, need = 0;
+    pc_coll *coll = CDBP_COLL(con);
+    int rc = pc_get_buf(coll, attr->s, (size_t)attr->len, buf, buflen, &n, &need, NULL);
+    if (rc == 0) {
+        *vlen = (unsigned int)n; /* <= buflen */
+        return 0;
+    }
+    if (rc == PC_ETOOSMALL) {
+        if (needed != NULL)
+            *needed = (unsigned int)need; /* <= PC_VALUE_MAX */
+        return -3;
+    }
+    if (rc == PC_ENOTFOUND) {
+        if (cdbp_pull_on_miss && cdbp_pull_replicates(coll))
+            return cdbp_get_buf_pull(coll, attr, buf, buflen, vlen, needed);
+        return -2;
+    }
+    LM_ERR("get_buf of %.*s: %s\n", attr->len > 256 ? 256 : attr->len, attr->s,
+           pc_store_strerror(rc));
+    return -1;
+}
+#endif
 
 static int cdbp_get_counter(cachedb_con *con, str *attr, int *val)
 {
@@ -250,6 +319,11 @@ int cdbp_cdb_init(struct cachedb_url *urls)
     cde.cdb_func.sub = cdbp_sub;
     cde.cdb_func.iter_keys = cdbp_iter_keys;
     cde.cdb_func.capability = CACHEDB_CAP_BINARY_VALUE;
+#ifdef CACHEDB_HAVE_GET_BUF
+    /* check_cachedb_api derives no capability from get_buf: set it here */
+    cde.cdb_func.get_buf = cdbp_get_buf;
+    cde.cdb_func.capability |= CACHEDB_CAP_GET_BUF;
+#endif
     if (register_cachedb(&cde) < 0) {
         LM_ERR("cannot register the perf cachedb engine\n");
         return -1;

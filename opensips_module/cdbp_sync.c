@@ -31,6 +31,15 @@
  * its result; replicas still converge by the poll when sync_poll_period is
  * set.
  *
+ * sync_shtag ("name/cluster_id", a clusterer sharing tag) moves the cache
+ * with an active/backup failover: the node whose tag turns backup runs
+ * perf_sync of every persisted collection (saved, peers notified); the
+ * node whose tag turns active checks the database at once for a newer
+ * generation (a notice to itself, so a crash failover does not wait for
+ * the poll). The clusterer calls back in whichever process changed the
+ * tag (MI, a BIN reader); the callback only sets request bits and wakes
+ * the maintenance process, which does the database work.
+ *
  * Without db_url, perf_save, perf_load and perf_sync are still commands
  * (the MI table is static): they answer with an error naming the missing
  * parameter.
@@ -173,6 +182,18 @@ static void cdbp_sync_wake(int sender, void *param)
     cdbp_sync_tick();
 }
 
+/* Any process: makes the maintenance process run its sync check now. */
+static void cdbp_sync_wake_maint(void)
+{
+    int dst = *cdbp_maint_proc_no;
+    if (dst < 0 || dst == process_no || __atomic_exchange_n(cdbp_wake_pending, 1, __ATOMIC_SEQ_CST))
+        return; /* its 100 ms tick runs the check; or a wake-up is on its way */
+    if (ipc_send_rpc(dst, cdbp_sync_wake, NULL) < 0) {
+        __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
+        LM_DBG("cluster sync: cannot wake the maintenance process (its tick will run)\n");
+    }
+}
+
 /* In a BIN reader process: records the notice and wakes the maintenance
  * process. Nothing here reads the database or changes data: whatever the
  * packet says, the maintenance process only reloads what the database
@@ -215,13 +236,7 @@ static void cdbp_sync_recv(bin_packet_t *pkt)
     }
     LM_DBG("cluster sync: node %d says %.*s is at generation %llu\n", pkt->src_id, coll.len, coll.s,
            gen);
-    int dst = *cdbp_maint_proc_no;
-    if (dst < 0 || dst == process_no || __atomic_exchange_n(cdbp_wake_pending, 1, __ATOMIC_SEQ_CST))
-        return; /* its 100 ms tick runs the check; or a wake-up is on its way */
-    if (ipc_send_rpc(dst, cdbp_sync_wake, NULL) < 0) {
-        __atomic_store_n(cdbp_wake_pending, 0, __ATOMIC_SEQ_CST);
-        LM_DBG("cluster sync: cannot wake the maintenance process (its tick will run)\n");
-    }
+    cdbp_sync_wake_maint();
 }
 
 static void cdbp_sync_cl_event(enum clusterer_event ev, int node_id)
@@ -230,13 +245,89 @@ static void cdbp_sync_cl_event(enum clusterer_event ev, int node_id)
         LM_DBG("cluster sync: node %d is %s\n", node_id, ev == CLUSTER_NODE_UP ? "up" : "down");
 }
 
+/* ---- sync_shtag ----------------------------------------------------------- */
+static str cdbp_shtag;      /* the tag's name (points into the modparam) */
+static int cdbp_shtag_cid;  /* its cluster */
+
+/* The clusterer's callback, in the process that changed the tag (see the
+ * file's comment): request bits and a wake-up only. */
+static void cdbp_shtag_cb(str *tag, int state, int c_id, void *param)
+{
+    (void)param;
+    if (cdbp_persist == NULL)
+        return;
+    unsigned n = 0;
+    for (unsigned i = 0; i < pc_coll_count(cdbp_cache); i++) {
+        pc_coll *coll = pc_coll_at(cdbp_cache, i);
+        if (!pc_persist_is_persisted(cdbp_persist, coll))
+            continue;
+        n++;
+        if (state == SHTAG_STATE_BACKUP) {
+            cdbp_sync_request(coll);
+            continue;
+        }
+        /* active: one generation above this copy's makes the next check read
+         * the database's; a reload follows only if the database is newer */
+        pc_sync_stats st;
+        const char *name = pc_coll_name(coll);
+        if (pc_persist_sync_stats(cdbp_persist, coll, &st) == 0)
+            pc_persist_sync_notice(cdbp_persist, name, strlen(name), st.generation + 1,
+                                   "sync_shtag");
+    }
+    if (state != SHTAG_STATE_BACKUP)
+        cdbp_sync_wake_maint();
+    LM_INFO("sync_shtag %.*s/%d is now %s: %s of %u persisted collection(s) queued\n", tag->len,
+            tag->s, c_id, state == SHTAG_STATE_BACKUP ? "backup" : "active",
+            state == SHTAG_STATE_BACKUP ? "perf_sync" : "a check of the database", n);
+}
+
+/* sync_shtag "name/cluster_id": parsed and registered with the clusterer
+ * (bound by the caller). 0 or -1 (logged). */
+static int cdbp_shtag_setup(void)
+{
+    if (cdbp_sync_shtag == NULL || cdbp_sync_shtag[0] == '\0')
+        return 0;
+    char *slash = strrchr(cdbp_sync_shtag, '/');
+    char *end = NULL;
+    long cid = slash != NULL ? strtol(slash + 1, &end, 10) : 0;
+    if (slash == NULL || slash == cdbp_sync_shtag || end == slash + 1 || *end != '\0' ||
+        cid <= 0 || cid > 65535) {
+        LM_ERR("sync_shtag \"%s\": expected name/cluster_id, as in clusterer's sharing_tag\n",
+               cdbp_sync_shtag);
+        return -1;
+    }
+    if (cdbp_db_url == NULL || cdbp_db_url[0] == '\0') {
+        LM_ERR("sync_shtag needs db_url (the failover moves the cache through the store)\n");
+        return -1;
+    }
+    cdbp_shtag.s = cdbp_sync_shtag;
+    cdbp_shtag.len = (int)(slash - cdbp_sync_shtag);
+    cdbp_shtag_cid = (int)cid;
+    if (cdbp_cl.shtag_register_callback(&cdbp_shtag, cdbp_shtag_cid, NULL, cdbp_shtag_cb) < 0) {
+        LM_ERR("sync_shtag %s: cannot register with the clusterer\n", cdbp_sync_shtag);
+        return -1;
+    }
+    LM_INFO("sync_shtag %.*s/%d: a failover saves on the node turning backup and checks the "
+            "database on the node turning active\n",
+            cdbp_shtag.len, cdbp_shtag.s, cdbp_shtag_cid);
+    return 0;
+}
+
 /* ---- setup (mod_init, before pc_persist_open) ---------------------------- */
 int cdbp_sync_setup(pc_persist_config *pcfg)
 {
     pcfg->sync_poll_ms = (unsigned)cdbp_sync_poll_period * 1000u;
-    if (cdbp_sync_cluster_id == 0)
+    if (cdbp_sync_cluster_id == 0) {
+        if (cdbp_sync_shtag != NULL && cdbp_sync_shtag[0] != '\0') {
+            LM_ERR("sync_shtag needs sync_cluster_id (the peers are told through it)\n");
+            return -1;
+        }
         return 0;
+    }
     if (load_clusterer_api(&cdbp_cl) < 0) {
+        if (cdbp_sync_shtag != NULL && cdbp_sync_shtag[0] != '\0')
+            LM_WARN("sync_shtag %s is set but the clusterer module is not loaded: no failover "
+                    "sync\n", cdbp_sync_shtag);
         LM_WARN("sync_cluster_id is %d but the clusterer module is not loaded: perf_sync "
                 "degrades to a save and peers learn of it by their poll only\n",
                 cdbp_sync_cluster_id);
@@ -249,6 +340,8 @@ int cdbp_sync_setup(pc_persist_config *pcfg)
         return -1;
     }
     cdbp_cl_loaded = 1;
+    if (cdbp_shtag_setup() != 0)
+        return -1;
     snprintf(cdbp_node_id, sizeof cdbp_node_id, "%d", cdbp_cl.get_my_id());
     pcfg->node_id = cdbp_node_id;
     pcfg->sync_push = cdbp_sync_push;

@@ -7,7 +7,8 @@ if(TARGET pcached)
   foreach(name test_resp test_process test_jsonrpc_config test_hostile test_instances
                test_journal_bound test_crash_all test_mgmt_door test_buffers
                test_group_commit test_systemd test_config_alias
-               test_txn test_hello test_atomic test_clients
+               test_txn test_txn_refused test_txn_node_clients test_isolation test_hello
+               test_atomic test_clients
                test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance
                test_evict test_readme test_command_meta test_redis_replies test_swapdb
                test_keep_data test_start_messages test_monitoring)
@@ -42,6 +43,17 @@ if(TARGET pcached)
   set_tests_properties(server_test_diskfull PROPERTIES TIMEOUT 600 LABELS "server"
     SKIP_RETURN_CODE 77
     ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHECTL=$<TARGET_FILE:pcachectl>;PYTHONDONTWRITEBYTECODE=1")
+  # issue 34 F1/F2: orders of start / kill -9 / fill / free on loop-mounted ext4
+  add_test(NAME server_test_health_orders
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_health_orders.py)
+  set_tests_properties(server_test_health_orders PROPERTIES TIMEOUT 600 LABELS "server"
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
+  # issue 34 F3: kill -9 of the master alone, restart at once, 20 times
+  add_test(NAME server_test_master_kill
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_master_kill.py)
+  set_tests_properties(server_test_master_kill PROPERTIES TIMEOUT 600 LABELS "server"
+    ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PYTHONDONTWRITEBYTECODE=1")
 endif()
 
 # The RESP parser against a guard page, fed whole and byte by byte.

@@ -13,11 +13,22 @@
  *                                  get_pct % get, the rest set; spread 1
  *                                  picks each key at random, 0 walks them
  *                                  in order from a seed-chosen start;
- *                                  $var(res) = "<ns per op> hits=<n>"
+ *                                  $var(res) = "<ns per op> hits=<n>
+ *                                  cpu=<CPU ns per op> frags=<pkg heap
+ *                                  fragments after the loop>"
  *                                  url "none" times the loop alone (key
  *                                  choice and formatting), to subtract
+ *   cdbbench_run_buf(...)          the same loop, its gets through get_buf
+ *                                  into a buffer on the stack (no pkg copy)
+ *                                  where the tree and the backend offer it
+ *                                  (CACHEDB_HAVE_GET_BUF, CACHEDB_CAP_GET_BUF);
+ *                                  $var(res) = "nobuf" where they do not
  *   cdbbench_check(url, $var(res))  the fetch path's edge cases (w_check);
  *                                  the end-to-end test calls it
+ *   cdbbench_check_buf(url, $var(res))
+ *                                  every return case of get_buf (w_check_buf);
+ *                                  "absent: ..." when the core or backend
+ *                                  has no get_buf
  *
  * A get pays what every cachedb caller pays: the backend's pkg copy of the
  * value and its pkg_free. Timing is CLOCK_MONOTONIC around the loop only.
@@ -78,6 +89,50 @@ static void cb_key(char *k, unsigned i)
 
 #define CB_KLEN 15
 
+/* One get of the timed loop: through get (the backend's pkg copy and its
+ * pkg_free, what every cachedb caller pays) or through get_buf (the value
+ * copied into the caller's buffer, hit 0). 1 on a hit. */
+static inline int cb_get_one(struct cb_con *c, str *k, bool buf)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    if (buf) {
+        char out[4 * CB_VLEN];
+        unsigned vlen = 0, needed = 0;
+        return c->f.get_buf(c->con, k, out, sizeof out, &vlen, &needed) == 0;
+    }
+#else
+    (void)buf;
+#endif
+    str r = {NULL, 0};
+    /* a hit is 1 from most backends, 0 from the original cachedb_perf */
+    if (c->f.get(c->con, k, &r) >= 0 && r.s != NULL) {
+        pkg_free(r.s);
+        return 1;
+    }
+    return 0;
+}
+
+/* The tree and the backend both offer get_buf. */
+static bool cb_has_buf(struct cb_con *c)
+{
+#ifdef CACHEDB_HAVE_GET_BUF
+    return c->f.get_buf != NULL && CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF);
+#else
+    (void)c;
+    return false;
+#endif
+}
+
+static int cb_set_res(struct sip_msg *msg, pv_spec_t *out, const char *s)
+{
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    pv.rs.s = (char *)s;
+    pv.rs.len = (int)strlen(s);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static int w_fill(struct sip_msg *msg, str *url, int *n)
 {
     (void)msg;
@@ -101,8 +156,8 @@ static int w_fill(struct sip_msg *msg, str *url, int *n)
 /* The key count comes with every run, not from the fill: the fill and the
  * runs may land in different SIP workers, and a count kept per process
  * made a worker that had not filled walk another size's keys. */
-static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
-                 int *nkeys, pv_spec_t *out)
+static int cb_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                  int *nkeys, pv_spec_t *out, bool buf)
 {
     struct cb_con *c = NULL;
     if (*nkeys <= 0) {
@@ -112,14 +167,19 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
     const unsigned cb_nkeys = (unsigned)*nkeys;
     if (!(url->len == 4 && memcmp(url->s, "none", 4) == 0) && (c = cb_get(url)) == NULL)
         return -1;
+    if (buf && c != NULL && !cb_has_buf(c))
+        return cb_set_res(msg, out, "nobuf");
     char kbuf[CB_KLEN], vbuf[CB_VLEN];
     memset(vbuf, 'w', sizeof vbuf);
     str v = {vbuf, CB_VLEN};
     uint64_t x = (uint64_t)*seed * 2654435761u + 1;
     unsigned hits = 0, next = (unsigned)(x % cb_nkeys), pct = (unsigned)*get_pct;
     volatile unsigned sink = 0;
-    struct timespec t0, t1;
+    /* wall time, and the process's CPU time: on a loaded machine a loop is
+     * descheduled for most of its wall time, the CPU time is its own cost */
+    struct timespec t0, t1, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (int i = 0; i < *ops; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         unsigned ki;
@@ -137,24 +197,40 @@ static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pc
         } else if (!is_get) {
             c->f.set(c->con, &k, &v, 0);
         } else {
-            str r = {NULL, 0};
-            if (c->f.get(c->con, &k, &r) > 0 && r.s != NULL) {
-                hits++;
-                pkg_free(r.s);
-            }
+            hits += (unsigned)cb_get_one(c, &k, buf);
         }
     }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     (void)sink;
     double ns =
         ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)*ops;
-    pv_value_t pv;
-    memset(&pv, 0, sizeof pv);
-    char nbuf[64];
-    pv.rs.s = nbuf;
-    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%.1f hits=%u", ns, hits);
-    pv.flags = PV_VAL_STR;
-    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+    double cpu =
+        ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / (double)*ops;
+    /* the pkg heap's fragment count: what tells a fresh heap (one large
+     * free fragment) from one that carried SIP traffic */
+    unsigned long frags = 0;
+#ifdef PKG_MALLOC
+    struct mem_info mi;
+    memset(&mi, 0, sizeof mi);
+    pkg_info(&mi);
+    frags = mi.total_frags;
+#endif
+    char nbuf[96];
+    snprintf(nbuf, sizeof nbuf, "%.1f hits=%u cpu=%.1f frags=%lu", ns, hits, cpu, frags);
+    return cb_set_res(msg, out, nbuf);
+}
+
+static int w_run(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct, int *spread,
+                 int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, false);
+}
+
+static int w_run_buf(struct sip_msg *msg, str *url, int *ops, int *seed, int *get_pct,
+                     int *spread, int *nkeys, pv_spec_t *out)
+{
+    return cb_run(msg, url, ops, seed, get_pct, spread, nkeys, out, true);
 }
 
 /* The fetch path through the core's vtable, as a cachedb caller sees it:
@@ -230,6 +306,121 @@ static int w_check(struct sip_msg *msg, str *url, pv_spec_t *out)
     return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
 }
 
+#ifdef CACHEDB_HAVE_GET_BUF
+/* One get_buf call with *vlen / *needed set to garbage first (the contract
+ * zeroes them), checked against the expected return, length and need.
+ * want_vlen is also compared byte for byte with want. NULL or what failed. */
+static const char *cb_buf_case(struct cb_con *c, const char *key, int klen, char *buf,
+                               unsigned buflen, int use_needed, int want_rc, const char *want,
+                               unsigned want_vlen, unsigned want_needed)
+{
+    str k = {(char *)key, klen};
+    unsigned vlen = 0xdeadbeefu, needed = 0xdeadbeefu;
+    int rc = c->f.get_buf(c->con, &k, buf, buflen, &vlen, use_needed ? &needed : NULL);
+    if (rc != want_rc)
+        return "an unexpected return code";
+    if (rc != 0 && vlen != 0)
+        return "*vlen not zeroed";
+    if (use_needed && needed != want_needed)
+        return rc == -3 ? "*needed is not the size required" : "*needed not zeroed";
+    if (rc == 0 && (vlen != want_vlen || (vlen > 0 && memcmp(buf, want, vlen) != 0)))
+        return "the value read differs from the stored one";
+    return NULL;
+}
+
+/* Every case of get_buf's contract (cachedb.h) through the core's vtable:
+ * a hit into an exact-size buffer (binary, NUL bytes), too small by one
+ * byte (-3, *needed, with and without needed), the empty value in a
+ * zero-length buffer, the largest value (1 MiB) and one byte short, the
+ * longest key and one byte more (-1), a counter as text, a miss, an
+ * expired key (-2), a NULL buffer (-1); *vlen / *needed zeroed each time. */
+static const char *cb_check_buf(struct cb_con *c)
+{
+    static char big[1 << 20], key[65536];
+    char bin[300], small[8];
+    const char *f = NULL;
+    for (unsigned i = 0; i < sizeof bin; i++)
+        bin[i] = (char)(i % 7 == 0 ? 0 : i * 31);
+    for (unsigned i = 0; i < sizeof big; i++)
+        big[i] = (char)(i * 17 + (i >> 11));
+    memset(key, 'k', sizeof key);
+    struct {
+        const char *key;
+        int klen;
+        char *val;
+        int len;
+    } fills[] = {{"buf-bin", 7, bin, (int)sizeof bin}, {"buf-empty", 9, bin, 0},
+                {"buf-max", 7, big, (int)sizeof big}, {key, 65535, bin, 5}};
+    for (unsigned i = 0; i < sizeof fills / sizeof fills[0]; i++) {
+        str k = {(char *)fills[i].key, fills[i].klen}, v = {fills[i].val, fills[i].len};
+        if (c->f.set(c->con, &k, &v, 0) < 0)
+            return "set failed";
+    }
+    static char out[1 << 20];
+    if ((f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin, 1, 0, bin, sizeof bin, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof out, 0, 0, bin, sizeof bin, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin - 1, 1, -3, NULL, 0, sizeof bin)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, out, sizeof bin - 1, 0, -3, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-bin", 7, small, 0, 1, -3, NULL, 0, sizeof bin)) ||
+        (f = cb_buf_case(c, "buf-empty", 9, small, 0, 1, 0, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-max", 7, out, sizeof big, 1, 0, big, sizeof big, 0)) ||
+        (f = cb_buf_case(c, "buf-max", 7, out, sizeof big - 1, 1, -3, NULL, 0, sizeof big)) ||
+        (f = cb_buf_case(c, key, 65535, small, sizeof small, 1, 0, bin, 5, 0)) ||
+        (f = cb_buf_case(c, key, 65536, small, sizeof small, 1, -1, NULL, 0, 0)) ||
+        (f = cb_buf_case(c, "buf-absent", 10, small, sizeof small, 1, -2, NULL, 0, 0)))
+        return f;
+    str k = {"buf-ctr", 7}, v = {"x", 1};
+    int n = 0;
+    c->f.remove(c->con, &k);
+    if (c->f.add(c->con, &k, 42, 0, &n) < 0 ||
+        (f = cb_buf_case(c, "buf-ctr", 7, small, sizeof small, 1, 0, "42", 2, 0)) ||
+        (f = cb_buf_case(c, "buf-ctr", 7, small, 1, 1, -3, NULL, 0, 2)))
+        return f ? f : "add";
+    /* a NULL buffer is a malformed request even for an empty value */
+    if ((f = cb_buf_case(c, "buf-empty", 9, NULL, 0, 1, -1, NULL, 0, 0)))
+        return f;
+    /* expiry: a one-second TTL, polled (at most 5 s) until it lapses */
+    k = (str){"buf-ttl", 7};
+    if (c->f.set(c->con, &k, &v, 1) < 0 ||
+        (f = cb_buf_case(c, "buf-ttl", 7, small, sizeof small, 1, 0, "x", 1, 0)))
+        return f ? f : "set with a TTL";
+    struct timespec t0, now, pause = {0, 20 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned vlen = 0;
+    while (c->f.get_buf(c->con, &k, small, sizeof small, &vlen, NULL) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 5)
+            return "a key with a one-second TTL still hits after 5 s";
+        nanosleep(&pause, NULL);
+    }
+    return cb_buf_case(c, "buf-ttl", 7, small, sizeof small, 1, -2, NULL, 0, 0);
+}
+#endif
+
+static int w_check_buf(struct sip_msg *msg, str *url, pv_spec_t *out)
+{
+    struct cb_con *c = cb_get(url);
+    const char *res = "no connection";
+    if (c != NULL) {
+#ifdef CACHEDB_HAVE_GET_BUF
+        if (c->f.get_buf == NULL || !CACHEDB_CAPABILITY(&c->f, CACHEDB_CAP_GET_BUF))
+            res = "absent: the backend offers no get_buf";
+        else if ((res = cb_check_buf(c)) == NULL)
+            res = "ok";
+#else
+        res = "absent: the core has no get_buf (no CACHEDB_HAVE_GET_BUF)";
+#endif
+    }
+    pv_value_t pv;
+    memset(&pv, 0, sizeof pv);
+    char nbuf[128];
+    pv.rs.s = nbuf;
+    pv.rs.len = snprintf(nbuf, sizeof nbuf, "%s%s",
+                         strncmp(res, "ok", 2) && strncmp(res, "absent", 6) ? "fail: " : "", res);
+    pv.flags = PV_VAL_STR;
+    return pv_set_value(msg, out, 0, &pv) == 0 ? 1 : -1;
+}
+
 static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                      (cmd_function)w_fill,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_INT, 0, 0}, {0, 0, 0}},
@@ -245,11 +436,54 @@ static const cmd_export_t cmds[] = {{"cdbbench_fill",
                                       {CMD_PARAM_VAR, 0, 0},
                                       {0, 0, 0}},
                                      ALL_ROUTES},
+                                    {"cdbbench_run_buf",
+                                     (cmd_function)w_run_buf,
+                                     {{CMD_PARAM_STR, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_INT, 0, 0},
+                                      {CMD_PARAM_VAR, 0, 0},
+                                      {0, 0, 0}},
+                                     ALL_ROUTES},
                                     {"cdbbench_check",
                                      (cmd_function)w_check,
                                      {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
                                      ALL_ROUTES},
+                                    {"cdbbench_check_buf",
+                                     (cmd_function)w_check_buf,
+                                     {{CMD_PARAM_STR, 0, 0}, {CMD_PARAM_VAR, 0, 0}, {0, 0, 0}},
+                                     ALL_ROUTES},
                                     {0, 0, {{0, 0, 0}}, 0}};
+
+/* modparam shape_heap = N: each process, at child init, allocates N pkg
+ * blocks of pseudo-random sizes 16 .. 2015 bytes and frees every second
+ * one. The live half pins the freed half, so the heap holds free fragments
+ * of every small size class for the process's life: the state of a heap
+ * that keeps long-lived allocations between transient ones (a documented
+ * model of SIP traffic's heap; sipp traffic itself leaves F_MALLOC's heap
+ * with 2-3 fragments, since it frees all it allocates). 0: off. */
+static int cb_shape_heap;
+
+static int cb_child_init(int rank)
+{
+    (void)rank;
+    if (cb_shape_heap <= 0)
+        return 0;
+    void **blk = pkg_malloc(sizeof(void *) * (size_t)cb_shape_heap);
+    if (blk == NULL)
+        return -1;
+    for (int i = 0; i < cb_shape_heap; i++)
+        blk[i] = pkg_malloc(16 + (((unsigned)i * 2654435761u) >> 20) % 2000);
+    for (int i = 0; i < cb_shape_heap; i += 2)
+        if (blk[i] != NULL)
+            pkg_free(blk[i]);
+    /* blk itself and the odd blocks stay allocated on purpose */
+    return 0;
+}
+
+static const param_export_t params[] = {{"shape_heap", INT_PARAM, &cb_shape_heap}, {0, 0, 0}};
 
 struct module_exports exports = {"cdbbench",
                                  MOD_TYPE_DEFAULT,
@@ -259,6 +493,7 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  cmds,
                                  0,
+                                 params,
                                  0,
                                  0,
                                  0,
@@ -268,6 +503,5 @@ struct module_exports exports = {"cdbbench",
                                  0,
                                  0,
                                  0,
-                                 0,
-                                 0,
+                                 cb_child_init,
                                  0};

@@ -128,7 +128,7 @@ def timed(port, url, ops, workers, get_pct, spread, keys):
     if errs:
         raise errs[0]
     if url != "none":
-        hits = [int(o.split("hits=")[1]) for o in out]
+        hits = [int(o.split("hits=")[1].split()[0]) for o in out]
         if min(hits) < ops * get_pct / 100 * 0.9:
             raise RuntimeError("%s: too few hits %s: the keys are not resident" % (url, hits))
     return sum(float(o.split()[0]) for o in out) / workers

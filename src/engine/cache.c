@@ -197,6 +197,7 @@ void pc_cache_destroy(pc_cache *c)
     if (c == NULL)
         return;
     pc_region_destroy(c);
+    free(c->snap);
     free(c);
 }
 

@@ -403,6 +403,12 @@ struct pc_cache {
     pc_mutation_fn mut_fn; /* this process's mutation hook */
     void *mut_ctx;
     pc_txn *txn; /* bound transaction (pc_txn_bind): data operations route to it */
+    /* pc_snap_begin .. pc_snap_end: each lock-free read appends the bucket
+     * version it read under (process-local, grown outside any lock) */
+    bool snap_on;
+    bool snap_lost; /* an entry could not be recorded: the check fails */
+    unsigned snap_n, snap_cap;
+    struct pc_snap_ent *snap;
 };
 
 /* ---- small inline helpers ----------------------------------------------- */

@@ -323,6 +323,64 @@ static int pc_chain_read(pc_coll *coll, uint64_t h, const void *key, size_t klen
     return res;
 }
 
+/* ---- snapshot reads (pcache.h, pc_snap_begin) ----------------------------- */
+
+/* One read of a snapshot: the bucket, the version it was read under, the
+ * collection's routing then. */
+struct pc_snap_ent {
+    const struct pc_bucket_shm *b;
+    const struct pc_coll_shm *cs;
+    uint64_t route;
+    uint32_t ver;
+};
+
+/* Records a read of bucket b at version v (routing route). Cold: called
+ * only between pc_snap_begin and pc_snap_end, never under a lock. */
+__attribute__((noinline, cold)) static void pc_snap_note(pc_cache *c, const struct pc_coll_shm *cs,
+                                                         const struct pc_bucket_shm *b, uint32_t v,
+                                                         uint64_t route)
+{
+    if (c->snap_n == c->snap_cap) {
+        unsigned cap = c->snap_cap ? 2 * c->snap_cap : 64;
+        struct pc_snap_ent *e = realloc(c->snap, cap * sizeof *e);
+        if (e == NULL) {
+            c->snap_lost = true;
+            return;
+        }
+        c->snap = e;
+        c->snap_cap = cap;
+    }
+    c->snap[c->snap_n++] = (struct pc_snap_ent){b, cs, route, v};
+}
+
+void pc_snap_begin(pc_cache *c)
+{
+    if (c == NULL)
+        return;
+    c->snap_n = 0;
+    c->snap_lost = false;
+    c->snap_on = true;
+}
+
+int pc_snap_end(pc_cache *c)
+{
+    if (c == NULL)
+        return PC_EINVAL;
+    c->snap_on = false;
+    if (c->snap_lost)
+        return PC_ECONFLICT;
+    /* the reads' loads before the re-check's (the read path's own fence) */
+    atomic_thread_fence(memory_order_acquire);
+    for (unsigned i = 0; i < c->snap_n; i++) {
+        const struct pc_snap_ent *e = &c->snap[i];
+        if (atomic_load_explicit(&((struct pc_bucket_shm *)e->b)->version, memory_order_relaxed) !=
+                e->ver ||
+            pc_route_load(e->cs) != e->route)
+            return PC_ECONFLICT;
+    }
+    return 0;
+}
+
 /* The shared lookup of get, get_buf, probe and get_counter. Returns 0 on a
  * live hit (rd filled), PC_ENOTFOUND otherwise. */
 static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *rd)
@@ -354,6 +412,8 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
         if (res == PC_RD_RETRY) {
             retries++;
             pc_cpu_relax();
+        } else if (PC_UNLIKELY(coll->c->snap_on)) {
+            pc_snap_note(coll->c, cs, b, v, route);
         }
     }
     if (res == PC_RD_RETRY) { /* fallback: read under the bucket lock */
@@ -366,7 +426,10 @@ static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *
             pc_mark_ref(b, slot);
         if (res == PC_RD_MISS && ovf)
             res = pc_chain_read(coll, h, key, klen, rd);
+        uint64_t route = pc_route_load(cs); /* stable: a split takes this lock */
         pc_bucket_unlock(b);
+        if (PC_UNLIKELY(coll->c->snap_on))
+            pc_snap_note(coll->c, cs, b, v, route);
         rd->fallback = true;
     }
     rd->retries = retries;

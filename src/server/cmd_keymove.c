@@ -463,7 +463,7 @@ const cmd_def cmd_keymove_table[] = {
     {"COPY", -3, CMD_WRITE | CMD_ATOMIC, cmd_copy, 1, 2, 1},
     {"MOVE", 3, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_move, 1, 1, 1},
     {"RANDOMKEY", 1, CMD_READONLY, cmd_randomkey, 0, 0, 0},
-    {"TOUCH", -2, CMD_READONLY | CMD_FAST, cmd_touch, 1, -1, 1},
+    {"TOUCH", -2, CMD_READONLY | CMD_FAST | CMD_SNAPSHOT, cmd_touch, 1, -1, 1},
     {"EXPIRETIME", 2, CMD_READONLY | CMD_FAST, cmd_expiretime, 1, 1, 1},
     {"PEXPIRETIME", 2, CMD_READONLY | CMD_FAST, cmd_pexpiretime, 1, 1, 1},
     {"TIME", 1, CMD_FAST, cmd_time, 0, 0, 0},

@@ -18,7 +18,11 @@
 
 static void cmd_del(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
-    (void)w;
+    if (argc > 2 && !c->atomic) {
+        /* several keys go at one instant, as in Redis (cmd_txn_atomic) */
+        cmd_txn_atomic(w, c, cmd_del, argc, argv, argl);
+        return;
+    }
     int64_t n = 0;
     for (unsigned i = 1; i < argc; i++)
         n += pc_remove(c->coll, argv[i], argl[i]) == 0;
@@ -369,7 +373,7 @@ static void cmd_flushall(srv_worker *w, conn *c, unsigned argc, const char **arg
 const cmd_def cmd_keys_table[] = {
     {"DEL", -2, CMD_WRITE, cmd_del, 1, -1, 1},
     {"UNLINK", -2, CMD_WRITE | CMD_FAST, cmd_del, 1, -1, 1},
-    {"EXISTS", -2, CMD_READONLY | CMD_FAST, cmd_exists, 1, -1, 1},
+    {"EXISTS", -2, CMD_READONLY | CMD_FAST | CMD_SNAPSHOT, cmd_exists, 1, -1, 1},
     {"TYPE", 2, CMD_READONLY | CMD_FAST, cmd_type, 1, 1, 1},
     {"EXPIRE", -3, CMD_WRITE | CMD_FAST, cmd_expire, 1, 1, 1},
     {"PEXPIRE", -3, CMD_WRITE | CMD_FAST, cmd_pexpire, 1, 1, 1},

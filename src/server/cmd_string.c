@@ -395,7 +395,7 @@ const cmd_def cmd_string_table[] = {
     {"SETNX", 3, CMD_WRITE | CMD_FAST, cmd_setnx, 1, 1, 1},
     {"GETDEL", 2, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_getdel, 1, 1, 1},
     {"GETEX", -2, CMD_WRITE | CMD_FAST | CMD_ATOMIC, cmd_getex, 1, 1, 1},
-    {"MGET", -2, CMD_READONLY | CMD_FAST, cmd_mget, 1, -1, 1},
+    {"MGET", -2, CMD_READONLY | CMD_FAST | CMD_SNAPSHOT, cmd_mget, 1, -1, 1},
     {"MSET", -3, CMD_WRITE | CMD_ATOMIC, cmd_mset, 1, -1, 2},
     {"INCR", 2, CMD_WRITE | CMD_FAST, cmd_incr, 1, 1, 1},
     {"DECR", 2, CMD_WRITE | CMD_FAST, cmd_decr, 1, 1, 1},

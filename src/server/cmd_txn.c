@@ -395,6 +395,23 @@ static int atomic_attempt(void *ctx)
     return 0;
 }
 
+#define TXN_SNAP_TRIES 8u /* lock-free snapshot attempts before the locked read */
+
+void cmd_txn_snapshot(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
+                      const size_t *argl)
+{
+    size_t keep = c->out.len - c->out.off;
+    for (unsigned a = 0; a < TXN_SNAP_TRIES; a++) {
+        pc_snap_begin(w->s->cache);
+        fn(w, c, argc, argv, argl);
+        if (pc_snap_end(w->s->cache) == 0)
+            return;
+        c->out.len = c->out.off + keep; /* a write came between two reads */
+        txn_backoff(a);
+    }
+    cmd_txn_atomic(w, c, fn, argc, argv, argl);
+}
+
 void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
                     const size_t *argl)
 {

@@ -267,6 +267,8 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     int64_t t0 = pc_mono_us();
     if (d->flags & CMD_ATOMIC)
         cmd_txn_atomic(w, c, d->fn, argc, argv, argl);
+    else if ((d->flags & CMD_SNAPSHOT) && argc > 2)
+        cmd_txn_snapshot(w, c, d->fn, argc, argv, argl);
     else
         d->fn(w, c, argc, argv, argl);
     int64_t t1 = pc_mono_us();

@@ -26,6 +26,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 int srv_pidfile_lock(srv *s)
@@ -165,7 +168,36 @@ static void addr_text(const struct sockaddr *sa, char *buf, size_t cap)
     }
 }
 
-int srv_port_probe(const struct sockaddr *sa, socklen_t len)
+/* Whether pid is gone or on its way out: exited, a zombie, or with a
+ * SIGKILL pending (a child of a killed master, PR_SET_PDEATHSIG). */
+static bool pid_dying(long pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return true;
+    bool dying = false;
+    while (!dying && fgets(line, sizeof line, f) != NULL) {
+        unsigned long long mask;
+        if (strncmp(line, "State:", 6) == 0)
+            dying = strchr(line, 'Z') != NULL || strchr(line, 'X') != NULL;
+        else if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
+                  sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+                 (mask & (1ull << (SIGKILL - 1))) != 0)
+            dying = true;
+    }
+    fclose(f);
+    return dying;
+}
+
+/* A listener of a killed master's children may outlive it for a moment:
+ * how long a start waits for such a holder to go before it gives up. */
+#define PORT_WAIT_MS 3000
+
+/* One try: 0 free, -1 refused (logged), 1 held by a process on its way
+ * out while wait allows (logged once through *said). */
+static int port_probe1(const struct sockaddr *sa, socklen_t len, bool wait, bool *said)
 {
     unsigned port = sa->sa_family == AF_INET6
                         ? ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port)
@@ -193,6 +225,15 @@ int srv_port_probe(const struct sockaddr *sa, socklen_t len)
         return -1;
     }
     long pid = listener_pid(port);
+    if (wait && (pid == 0 || pid_dying(pid))) {
+        if (!*said)
+            srv_log(PC_LOG_WARN,
+                    "listen on %s: the port is held by a process on its way out (of an "
+                    "earlier start?): waiting up to %d ms for it to exit",
+                    addr, PORT_WAIT_MS);
+        *said = true;
+        return 1;
+    }
     if (pid > 0)
         srv_log(PC_LOG_ERR,
                 "listen on %s: the port is in use by another process (pid %ld); "
@@ -203,6 +244,18 @@ int srv_port_probe(const struct sockaddr *sa, socklen_t len)
                 addr);
     errno = e;
     return -1;
+}
+
+int srv_port_probe(const struct sockaddr *sa, socklen_t len)
+{
+    int64_t t0 = pc_mono_ms();
+    for (bool said = false;;) {
+        int rc = port_probe1(sa, len, pc_mono_ms() - t0 < PORT_WAIT_MS, &said);
+        if (rc <= 0)
+            return rc;
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
 }
 
 int srv_unix_socket_free(const char *key, const char *path)

@@ -258,7 +258,6 @@ int srv_maint_listen(srv *s)
 void srv_maint_main(srv *s)
 {
     srv_log_role("maint");
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     /* A save's walk and compression are background work: below the
      * workers' priority they take the CPU the workers leave, so on a core
      * shared with a worker the save slows down instead of the traffic. The
@@ -305,7 +304,9 @@ void srv_maint_main(srv *s)
         _exit(0);
     /* requests that a previous maintenance process left unanswered */
     uint64_t one = 1;
-    int64_t next_maint = 0, next_tick = pc_mono_ms() + 1000;
+    /* the first persistence tick at once: it starts the journal's drainer,
+     * which is what notices that a failing journal writes again */
+    int64_t next_maint = 0, next_tick = pc_mono_ms();
     int64_t next_periodic = s->cfg.snapshot_period_s
                                 ? pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000
                                 : INT64_MAX;
@@ -385,7 +386,13 @@ void srv_maint_main(srv *s)
             next_maint = now + s->cfg.maint_interval_ms;
         }
         if (now >= next_tick) {
-            next_tick = now + 1000;
+            /* a start on a full disk holds the journal until the tick
+             * records its boot generation: tick faster meanwhile, so writes
+             * resume well within a second of space returning */
+            pc_journal_health jh = {0};
+            int held = s->persist != NULL && pc_persist_journal_health(s->persist, &jh) == 0 &&
+                        jh.held;
+            next_tick = now + (held ? 200 : 1000);
             if (s->persist != NULL) {
                 int due = now >= next_periodic;
                 if (due)

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -65,12 +66,21 @@ static int master_sfd = -1;
 
 static pid_t spawn(srv *s, int role)
 {
+    pid_t master = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         srv_log(PC_LOG_ERR, "fork: %m");
         return -1;
     }
     if (pid == 0) {
+        /* A child dies with the master (kill -9 of the master alone): it
+         * holds the store's and the journal's locks, so a child that lived
+         * on would refuse the next start. SIGKILL, not a graceful stop: the
+         * store and journal are made for kill -9 (an everysec ring outlives
+         * it in journal/rings). The getppid check covers a master that died
+         * before the prctl. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != master)
+            _exit(0);
         close(master_sfd);
         if (role < 0)
             srv_maint_main(s);

@@ -209,6 +209,7 @@ typedef struct cmd_def {
 #define CMD_FAST 0x10u
 #define CMD_ATOMIC 0x20u   /* a read-modify-write or several keys: cmd_txn_atomic */
 #define CMD_NO_MULTI 0x40u /* refused inside MULTI, as Redis's no-multi commands */
+#define CMD_SNAPSHOT 0x80u /* reads several keys at one moment: cmd_txn_snapshot */
 
 /* cmd_string.c, cmd_keys.c, cmd_server.c */
 extern const cmd_def cmd_string_table[];
@@ -252,6 +253,13 @@ int cmd_txn_multi(const conn *c);
  * CMD_ATOMIC are run through it by cmd_dispatch. */
 void cmd_txn_atomic(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
                     const size_t *argl);
+/* Runs a handler that only reads several keys (MGET, EXISTS, TOUCH) so
+ * that its replies come from one moment: lock-free reads checked by
+ * pc_snap_end, again on a change, then through cmd_txn_atomic (whose
+ * commit takes the buckets' locks). Commands flagged CMD_SNAPSHOT are run
+ * through it by cmd_dispatch. */
+void cmd_txn_snapshot(srv_worker *w, conn *c, cmd_fn fn, unsigned argc, const char **argv,
+                      const size_t *argl);
 /* Leaves MULTI (the queue dropped) and drops the watches, as DISCARD plus
  * UNWATCH do without a reply (for RESET). */
 void cmd_txn_reset_conn(conn *c);

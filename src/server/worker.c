@@ -470,8 +470,10 @@ void conn_process(srv_worker *w, conn *c)
             atomic_fetch_add_explicit(&w->st->proto_errors, 1, memory_order_relaxed);
             break;
         }
-        if (r == RESP_REFUSED)
+        if (r == RESP_REFUSED) {
+            cmd_txn_flag(c); /* inside MULTI: a refused command aborts the EXEC */
             continue;
+        }
         if (c->nargs > w->argcap) {
             unsigned cap = c->nargs < 64 ? 64 : c->nargs;
             const char **av = realloc(w->argv, cap * sizeof *av);
@@ -756,7 +758,6 @@ void srv_worker_main(srv *s, unsigned slot)
     char role[16];
     snprintf(role, sizeof role, "worker%u", slot);
     srv_log_role(role);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     srv_resp_close(s, (int)slot);
     nlsn = 0;
     for (unsigned j = 0; j < s->nbinds; j++)

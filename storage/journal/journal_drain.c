@@ -38,6 +38,11 @@
 
 #define PC_JDRAIN_WAIT_MS 50 /* the drainer's idle period */
 #define PC_JSYNC_MS 1000     /* the drainer's fdatasync period */
+/* ... and while the journal is failing: writes resume at the first sync
+ * pass whose probe succeeds, so this bounds how long after space returns
+ * writes stay refused (well under the second the docs promise); few
+ * records arrive while writes are refused, so the passes cost little */
+#define PC_JSYNC_FAILING_MS 250
 
 /* ---- the drainer ------------------------------------------------------------ */
 
@@ -212,7 +217,8 @@ static void pc_jpass_locked(pc_journal *j, bool sync)
         pc_jsync_scan(j);
         j->last_sync = now;
         /* failing: writes resume once a whole pass wrote and synced every
-         * ring and a probe write + fdatasync succeeds (once a second) */
+         * ring and a probe write + fdatasync succeeds (every
+         * PC_JSYNC_FAILING_MS) */
         if (j->pass_err == 0 && pc_jhealth_failing(j) && pc_jall_drained(j)) {
             int perr = pc_jhealth_probe(j);
             if (perr == 0 && pc_jhealth_ok(j))
@@ -232,7 +238,8 @@ static void *pc_jdrainer_main(void *arg)
     while (!atomic_load(&j->dstop)) {
         uint32_t seq = atomic_load_explicit(&j->shm->drain_futex, memory_order_acquire);
         pthread_mutex_lock(&j->dmu);
-        pc_jpass_locked(j, pc_mono_coarse_ms() - j->last_sync >= PC_JSYNC_MS);
+        int64_t period = pc_jhealth_failing(j) ? PC_JSYNC_FAILING_MS : PC_JSYNC_MS;
+        pc_jpass_locked(j, pc_mono_coarse_ms() - j->last_sync >= period);
         pthread_mutex_unlock(&j->dmu);
         struct timespec ts = {0, PC_JDRAIN_WAIT_MS * 1000000L};
         syscall(SYS_futex, &j->shm->drain_futex, FUTEX_WAIT, seq, &ts, NULL, 0);

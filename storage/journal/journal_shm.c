@@ -360,6 +360,16 @@ int pc_jshm_open(pc_journal *j)
     h->slot_size = sizeof(struct pc_jslot_shm);
     h->area_bytes = j->shm_bytes;
     pc_jboot_id(h->boot_id);
+    /* the health state is the live host's (docs/journal-format.md §6.4): a
+     * host killed while failing, or while its start held the journal, left
+     * its flags and failure time here, and nobody else would clear them.
+     * The rings lock above says no process of that host runs any more. */
+    atomic_store(&h->h_hold, 0);
+    atomic_store(&h->h_failing, 0);
+    atomic_store(&h->h_err, 0);
+    atomic_store(&h->h_since_wall_ms, 0);
+    atomic_store(&h->h_lost, 0);
+    atomic_store(&h->h_failures, 0);
     j->slots = (struct pc_jslot_shm *)((uint8_t *)h + pc_jshm_slots_at());
     j->rings = (uint8_t *)h + j->rings_at;
     return 0;

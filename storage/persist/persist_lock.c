@@ -21,11 +21,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The pid that holds a flock on the file (dev, ino), read from
@@ -51,6 +53,66 @@ static long pp_flock_holder(dev_t dev, ino_t ino)
     return pid;
 }
 
+/* Whether pid is gone or on its way out: exited, a zombie, or with a
+ * SIGKILL pending. */
+static bool pp_pid_dying(long pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return true;
+    bool dying = false;
+    while (!dying && fgets(line, sizeof line, f) != NULL) {
+        unsigned long long mask;
+        if (strncmp(line, "State:", 6) == 0)
+            dying = strchr(line, 'Z') != NULL || strchr(line, 'X') != NULL;
+        else if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
+                  sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+                 (mask & (1ull << (SIGKILL - 1))) != 0)
+            dying = true;
+    }
+    fclose(f);
+    return dying;
+}
+
+/* How long a start waits for the processes of an earlier one to exit: the
+ * children of a master killed with SIGKILL die with it (pcached sets
+ * PR_SET_PDEATHSIG), but their exit - tearing down the shared mappings -
+ * may take a moment on a busy machine, and only then is the lock dropped. */
+#define PP_LOCK_WAIT_MS 3000
+
+/* flock(LOCK_EX) on fd, waiting up to PP_LOCK_WAIT_MS while another
+ * process holds it (saying so once); 0, or -1 with errno set. */
+static int pp_flock_wait(pc_persist *p, int fd, const char *path)
+{
+    int64_t t0 = pc_mono_ms();
+    for (bool said = false;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK)
+            return -1;
+        int64_t ms = pc_mono_ms() - t0;
+        struct stat st;
+        long holder = fstat(fd, &st) == 0 ? pp_flock_holder(st.st_dev, st.st_ino) : 0;
+        /* the lock's recorded owner (the master that took it) alive and
+         * not being killed: another server, refused at once */
+        if (ms >= PP_LOCK_WAIT_MS || (holder > 0 && !pp_pid_dying(holder))) {
+            errno = EWOULDBLOCK;
+            return -1;
+        }
+        if (!said) {
+            pc_log_emit(&p->log, PC_LOG_WARN,
+                        "db_url '%.200s': the store is held by process %ld (a process of an "
+                        "earlier start may still be exiting): waiting up to %d ms for it to exit",
+                        path, holder, PP_LOCK_WAIT_MS);
+            said = true;
+        }
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
 int pp_lock_store(pc_persist *p, const char *db_url, char *err, size_t errlen)
 {
     const char *path = strncmp(db_url, "lmdb://", 7) == 0 ? db_url + 7 : db_url;
@@ -64,7 +126,7 @@ int pp_lock_store(pc_persist *p, const char *db_url, char *err, size_t errlen)
         return pp_fail(err, errlen, errno == ENOTDIR ? PC_ESTORE : PC_EIO,
                        "db_url '%.200s': cannot open the store directory: %s", path,
                        strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (pp_flock_wait(p, fd, path) != 0) {
         int e = errno;
         struct stat st;
         long holder = fstat(fd, &st) == 0 ? pp_flock_holder(st.st_dev, st.st_ino) : 0;

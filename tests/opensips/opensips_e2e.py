@@ -38,6 +38,7 @@ import json
 import os
 import sqlite3
 import random
+import re
 import shutil
 import signal
 import socket
@@ -49,6 +50,9 @@ import time
 import urllib.request
 
 SKIP = 77
+# How long an OpenSIPS may take to report itself running (sr_get_status):
+# about 1 s when idle, several when two busy cores fork its processes.
+START_DEADLINE = 60
 ALL_PARTS = "lmdb,odbc,sync"
 CHECKS = 0
 # What this run could not do (a reason each): a run that skipped anything
@@ -70,6 +74,40 @@ def check(cond, what):
     CHECKS += 1
     if not cond:
         raise AssertionError(what)
+
+
+def core_has_get_buf(src):
+    """1 when the OpenSIPS tree declares get_buf (CACHEDB_HAVE_GET_BUF in
+    cachedb/cachedb_cap.h: pull request 4118), 0 when it does not (4.0.1),
+    None when there is no tree to look in."""
+    try:
+        with open(os.path.join(src, "cachedb", "cachedb_cap.h")) as f:
+            return 1 if re.search(r"^#define\s+CACHEDB_HAVE_GET_BUF\b", f.read(), re.M) else 0
+    except OSError:
+        return None
+
+
+def check_get_buf(args, a):
+    """get_buf through the core's vtable (cdbbench_check_buf): on a core
+    that declares it, every return case must hold; on one that does not,
+    the module must build and run without it."""
+    have = core_has_get_buf(args.src) if args.src else None
+    # the two calls refused by contract log why: a NULL buffer, a key over 64 KiB
+    a.allow_error("get_buf: NULL buffer", "get_buf of kkkk")
+    r = a.sip("check_buf")
+    if have == 1:
+        check(r == "ok", "get_buf (the core declares CACHEDB_HAVE_GET_BUF): %s" % r)
+        print("ok  get_buf: hit 0 into an exact-size buffer (NUL bytes), -3 with *needed "
+              "(one byte short, zero-length buffer, needed NULL), empty value, 1 MiB and "
+              "1 MiB - 1, 65535-byte key and 65536 (-1), counter as text, miss and "
+              "expired -2, NULL buffer -1, *vlen/*needed zeroed")
+    elif have == 0:
+        check(r.startswith("absent: the core has no get_buf"),
+              "get_buf on a core without CACHEDB_HAVE_GET_BUF: %s" % r)
+        print("ok  get_buf: the core declares none (no CACHEDB_HAVE_GET_BUF); built without it")
+    else:
+        check(r == "ok" or r.startswith("absent:"), "get_buf: %s" % r)
+        print("ok  get_buf: %s (no source tree to say whether the core declares it)" % r)
 
 
 def free_port(kind):
@@ -139,6 +177,8 @@ route {
             $var(r) = "n:" + $var(n);
     } else if ($var(op) == "check") {
         cdbbench_check("perf:///sessions", $var(r));
+    } else if ($var(op) == "check_buf") {
+        cdbbench_check_buf("perf://", $var(r));
     } else if ($var(op) == "counter") {
         if (cache_counter_fetch("perf", "$var(k)", $var(n)))
             $var(r) = "n:" + $var(n);
@@ -297,7 +337,7 @@ class OpenSIPS:
              "-P", os.path.join(self.work, self.name + ".pid"), "-m", "64", "-M", "8"],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             env=dict(os.environ, ODBCINI=os.path.join(self.work, "odbc.ini")))
-        deadline = time.time() + 20
+        deadline = time.time() + START_DEADLINE
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 if expect_fail:
@@ -320,7 +360,8 @@ class OpenSIPS:
         if expect_fail:
             self.stop()
             raise AssertionError("%s started although it should have failed" % self.name)
-        raise AssertionError("%s: MI did not answer in 20 s:\n%s" % (self.name, self.tail()))
+        raise AssertionError("%s: MI did not answer in %d s:\n%s"
+                             % (self.name, START_DEADLINE, self.tail()))
 
     def tail(self, n=40):
         with open(self.log, errors="replace") as f:
@@ -526,6 +567,7 @@ def run_lmdb(args, work, cap, nodes):
         check(r == "ok", "the cachedb vtable's fetch path: %s" % r)
         print("ok  cachedb vtable fetch: binary with NUL, empty, 1 MiB, 1 MiB + 1 refused, "
               "counters, miss")
+        check_get_buf(args, a)
         check(a.sip("add", "hits", "5") == "n:5", "cache_add new counter")
         check(a.sip("add", "hits", "3") == "n:8", "cache_add")
         check(a.sip("sub", "hits", "2") == "n:6", "cache_sub")
@@ -1084,6 +1126,35 @@ def wait_for(cond, timeout, step=0.005):
     return None
 
 
+# How long a clusterer link may take to come up: the nodes ping every
+# second (ping_interval 1) and a link is Up after a ping and its reply; on
+# a loaded 2-core machine a first attempt can be lost to a peer still
+# starting. A state is waited for, never a time: a healthy run waits 1-3 s.
+LINK_DEADLINE = 120
+
+
+def links_up(node):
+    """node_id -> True for every peer whose link clusterer_list reports as
+    Up and enabled (MI, parsed: not a substring match)."""
+    rep = node.mi("clusterer_list")
+    up = {}
+    for cl in rep.get("result", {}).get("Clusters", []):
+        for n in cl.get("Nodes", []):
+            up[n.get("node_id")] = n.get("link_state") == "Up" and n.get("state") == "enabled"
+    return up
+
+
+def wait_links(nodes, peers, what):
+    """Waits (LINK_DEADLINE) until each node sees `peers` peers with their
+    link Up; fails with every node's clusterer_list otherwise."""
+    t = wait_for(lambda: all(sum(links_up(n).values()) >= peers for n in nodes),
+                 LINK_DEADLINE, 0.2)
+    check(t is not None, "%s: the clusterer links did not come up in %d s:\n%s"
+          % (what, LINK_DEADLINE,
+             "\n".join("%s: %s" % (n.name, json.dumps(n.mi("clusterer_list"))) for n in nodes)))
+    return t
+
+
 def start_pg(work):
     """A private PostgreSQL on 127.0.0.1 (tests/support/odbc_servers.sh, the ODBC
     tests' helper; a watcher stops it and removes its directory once this
@@ -1177,10 +1248,7 @@ def run_pull(args, work, cap, nodes):
         check("cross-node pull: capability cachedb-perf-pull" in n.logtext(),
               "%s: the pull is announced at startup:\n%s" % (n.name, n.tail()))
 
-    def all_up(n):
-        return json.dumps(n.mi("clusterer_list")).count('"Up"') >= 2
-    t = wait_for(lambda: all(all_up(n) for n in (a, b, c)), 30, 0.2)
-    check(t is not None, "the three-node mesh did not come up: %s" % json.dumps(a.mi("clusterer_list")))
+    wait_links((a, b, c), 2, "the three-node mesh")
 
     # a key stored on A is served on B through a pull, then is B's own
     check(a.sip("store", "pk-1", "value-1", ttl=600) == "stored", "A: store pk-1")
@@ -1303,7 +1371,11 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     def cluster_node(name, nid, peer, node_poll, suffix=""):
         mods = (CLUSTER_MODS.replace("@BIN_PORT@", str(bins[name]))
                 .replace("@NODE_ID@", str(nid)).replace("@NEIGHBORS@", neighbor(3 - nid, bins[peer])))
+        # one sharing tag, active on node 1: moving it moves the cache (sync_shtag)
+        mods += ('modparam("clusterer", "sharing_tag", "vip/1=%s")\n'
+                 % ("active" if nid == 1 else "backup"))
         params = ('modparam("cachedb_perf", "sync_cluster_id", 1)\n'
+                  'modparam("cachedb_perf", "sync_shtag", "vip/1")\n'
                   'modparam("cachedb_perf", "sync_poll_period", %d)' % node_poll)
         return OpenSIPS(args, work, label + name + suffix, db_url=db_url, journal=None,
                         extra_mods=mods, extra_params=params, ports=ports[name], db_mode=1)
@@ -1321,11 +1393,7 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     check("clusterer module is not loaded" in c.logtext(),
           "node C warns that clusterer is absent:\n" + c.tail())
 
-    def link_up(n):
-        return '"Up"' in json.dumps(n.mi("clusterer_list"))
-    t = wait_for(lambda: link_up(a) and link_up(b), 20, 0.2)
-    check(t is not None, "clusterer link A<->B did not come up:\n%s\n%s"
-          % (json.dumps(a.mi("clusterer_list")), b.tail()))
+    wait_links((a, b), 1, "clusterer link A<->B")
     caps = result(cap.mi(a, "clusterer_list_cap"), "clusterer_list_cap")
     check("cachedb-perf-sync" in json.dumps(caps), "capability listed: %s" % caps)
 
@@ -1435,6 +1503,26 @@ def run_sync_on(args, work, cap, nodes, label, db_url):
     check("nosuch" in b.logtext(), "the unknown collection's notice was logged")
     print("ok  a replayed and a forged notice (generation 10^15) changed nothing on node 2: "
           "generation %d, notices +1, rejected +1" % gen2)
+
+    # ---- sync_shtag: the tag moved to node 2 (a graceful failover) moves the
+    # cache: node 1, turned backup, saves and pushes; node 2 reloads
+    check(a.sip("store", "shtag-moved", "with-the-tag", ttl=0) == "stored", "A: store")
+    g0 = coll_stats(b, "sessions")["generation"]
+    t0 = time.time()
+    result(b.mi("clusterer_shtag_set_active", ["vip/1"]), "B clusterer_shtag_set_active vip/1")
+    ts = wait_for(lambda: coll_stats(b, "sessions")["generation"] > g0, 30, 0.05)
+    check(ts is not None, "node 2 reloaded after the sharing tag moved to it:\n%s\n%s"
+          % (a.tail(8), b.tail(8)))
+    check("sync_shtag vip/1 is now backup: perf_sync" in a.logtext() and
+          "sync_shtag vip/1 is now active" in b.logtext(),
+          "the tag's callbacks ran on both nodes:\n%s\n%s" % (a.tail(5), b.tail(5)))
+    eb = entries(b)
+    check(eb.get("shtag-moved", ("",))[0] == "with-the-tag" and "local-only" not in eb,
+          "node 2 holds node 1's key stored before the failover: %r" % (eb.get("shtag-moved"),))
+    same_entries(entries(a), eb, "node 2 after the sharing tag moved")
+    gen2 = coll_stats(b, "sessions")["generation"]
+    print("ok  sync_shtag: the tag moved to node 2; node 1 (now backup) saved and pushed, node 2 "
+          "reloaded generation %d in %.0f ms" % (gen2, ts * 1000))
 
     # ---- node 2, restarted with a 1 s poll, drops the cluster's packets
     # (clusterer_set_status disabled): the push is lost, the poll converges it

@@ -331,21 +331,29 @@ class DiskFullExt4(DiskFull):
 
     def mount(self):
         img = os.path.join(self.tmp.name, "ext4-%s.img" % self._testMethodName)
-        with open(img, "wb") as f:
-            f.truncate(32 << 20)
-        steps = (["mkfs.ext4", "-q", "-F", "-m", "0", img],
-                 ["mount", "-t", "ext4", "-o", "loop", img, self.mnt])
-        for cmd in steps:
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True)
-                err = p.stderr.strip() if p.returncode != 0 else None
-            except OSError as e:
-                err = str(e)
-            if err is not None:
-                print("SKIPPED: cannot make an ext4 file system on a loop device (%s: %s)"
-                      % (cmd[0], err), file=sys.stderr)
-                raise unittest.SkipTest("no loop-mounted ext4: " + err)
+        err = mount_ext4(img, self.mnt, 32)
+        if err is not None:
+            print("SKIPPED: cannot make an ext4 file system on a loop device (%s)" % err,
+                  file=sys.stderr)
+            raise unittest.SkipTest("no loop-mounted ext4: " + err)
 
+
+def mount_ext4(img, mnt, mb):
+    """Makes an ext4 file system of mb MiB in the file img and mounts it on
+    mnt through a loop device; returns None, or why it could not."""
+    with open(img, "wb") as f:
+        f.truncate(mb << 20)
+    steps = (["mkfs.ext4", "-q", "-F", "-m", "0", img],
+             ["mount", "-t", "ext4", "-o", "loop", img, mnt])
+    for cmd in steps:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            err = p.stderr.strip() if p.returncode != 0 else None
+        except OSError as e:
+            err = str(e)
+        if err is not None:
+            return "%s: %s" % (cmd[0], err)
+    return None
 
 if __name__ == "__main__":
     probe = tempfile.mkdtemp(prefix="pcached-diskfull-probe-")

@@ -13,7 +13,9 @@
  * checks it is still waiting, completes the write, releases, and the reader
  * returns the whole new value, counted as retries and one lock fallback;
  * through pc_get_alloc too, whose read under the lock has no room yet and
- * must get it outside the lock and read again.
+ * must get it outside the lock and read again; and through a bound
+ * transaction (pc_txn_bind), whose reads take their own lookup (txn.c,
+ * tx_lookup) with its own "writer inside" test.
  *
  * The version re-check (the version changed while the value was copied):
  * the page in the middle of the stored value is made unreadable, so the
@@ -79,6 +81,8 @@ struct reader {
     size_t vlen, need;
     int rc;
     int use_alloc; /* pc_get_alloc instead of pc_get_buf */
+    int use_txn;   /* pc_get_buf inside a bound transaction (tx_lookup) */
+    pc_cache *c;
     _Atomic int done;
 };
 
@@ -106,6 +110,17 @@ static void *reader_main(void *arg)
         if (r->rc == PC_OK && r->vlen <= VLEN)
             memcpy(r->buf, v, r->vlen);
         free(v);
+    } else if (r->use_txn) {
+        /* the transaction observes the key (and copies its value) with
+         * tx_lookup; binding is per handle, and the holding thread's
+         * test hooks do not route through it */
+        pc_txn *t = NULL;
+        r->rc = pc_txn_begin(r->c, &t);
+        if (r->rc == PC_OK && (r->rc = pc_txn_bind(r->c, t)) == PC_OK) {
+            r->rc = pc_get_buf(r->co, KEY, KLEN, r->buf, VLEN, &r->vlen, &r->need, NULL);
+            (void)pc_txn_bind(r->c, NULL);
+        }
+        pc_txn_free(t);
     } else {
         r->rc = pc_get_buf(r->co, KEY, KLEN, r->buf, VLEN, &r->vlen, &r->need, NULL);
     }
@@ -113,7 +128,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void reader_waits_for_an_open_bracket(int use_alloc)
+static void reader_waits_for_an_open_bracket(int use_alloc, int use_txn)
 {
     pc_coll *co;
     pc_cache *c = mk_cache(&co);
@@ -131,7 +146,8 @@ static void reader_waits_for_an_open_bracket(int use_alloc)
     assert_int_equal(vl, VLEN);
     memset(val, 'B', VLEN / 2);
 
-    struct reader r = {.co = co, .buf = malloc(VLEN), .use_alloc = use_alloc};
+    struct reader r = {
+        .co = co, .buf = malloc(VLEN), .use_alloc = use_alloc, .use_txn = use_txn, .c = c};
     assert_non_null(r.buf);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, reader_main, &r), 0);
@@ -171,13 +187,19 @@ static void reader_waits_for_an_open_bracket(int use_alloc)
 static void test_reader_waits_for_an_open_bracket(void **state)
 {
     (void)state;
-    reader_waits_for_an_open_bracket(0);
+    reader_waits_for_an_open_bracket(0, 0);
 }
 
 static void test_alloc_reader_waits_for_an_open_bracket(void **state)
 {
     (void)state;
-    reader_waits_for_an_open_bracket(1);
+    reader_waits_for_an_open_bracket(1, 0);
+}
+
+static void test_txn_reader_waits_for_an_open_bracket(void **state)
+{
+    (void)state;
+    reader_waits_for_an_open_bracket(0, 1);
 }
 
 /* ---- a write during the copy: the re-check ------------------------------ */
@@ -268,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_waits_for_an_open_bracket),
         cmocka_unit_test(test_alloc_reader_waits_for_an_open_bracket),
+        cmocka_unit_test(test_txn_reader_waits_for_an_open_bracket),
         cmocka_unit_test(test_write_during_the_copy_is_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -528,6 +528,103 @@ static void forked_commits_with_plain_writers(void **state)
     assert_int_equal(counter(f->a, "plain"), 40000);
 }
 
+/* Snapshot reads (pc_snap_begin/pc_snap_end): a write to a key read, or to
+ * an absent key read, between the first read and the end is a conflict;
+ * reads alone, or writes to buckets not read, are not; a snapshot holds
+ * more reads than its first allocation; reads through a bound transaction
+ * record nothing. */
+static void snapshot_reads(void **state)
+{
+    struct fx *f = *state;
+    check_rc(pc_set(f->a, S("x"), S("1"), 0, 0), PC_OK);
+    check_rc(pc_set(f->b, S("y"), S("1"), 0, 0), PC_OK);
+    pc_snap_begin(f->c);
+    expect_val(f->a, "x", "1");
+    expect_val(f->b, "y", "1");
+    expect_val(f->a, "absent", NULL);
+    check_rc(pc_snap_end(f->c), PC_OK);
+
+    pc_snap_begin(f->c);
+    expect_val(f->a, "x", "1");
+    check_rc(pc_set(f->a, S("x"), S("2"), 0, 0), PC_OK); /* another writer */
+    expect_val(f->b, "y", "1");
+    check_rc(pc_snap_end(f->c), PC_ECONFLICT);
+
+    pc_snap_begin(f->c);
+    expect_val(f->a, "absent", NULL);
+    assert_int_equal(counter(f->b, "y"), 1);
+    check_rc(pc_set(f->a, S("absent"), S("now"), 0, 0), PC_OK);
+    check_rc(pc_snap_end(f->c), PC_ECONFLICT);
+
+    pc_snap_begin(f->c);
+    char k[16];
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof k, "many%d", i);
+        size_t len = 0, need = 0;
+        (void)pc_get_buf(f->a, k, strlen(k), k, sizeof k, &len, &need, NULL);
+    }
+    check_rc(pc_snap_end(f->c), PC_OK);
+
+    /* the counter is written: recorded reads of it now conflict */
+    pc_snap_begin(f->c);
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof k, "many%d", i);
+        check_rc(pc_probe(f->a, k, strlen(k), NULL), PC_ENOTFOUND);
+    }
+    check_rc(pc_add(f->a, S("many299"), 1, 0, NULL), PC_OK);
+    check_rc(pc_snap_end(f->c), PC_ECONFLICT);
+
+    /* a bound transaction's reads are its own business */
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    pc_snap_begin(f->c);
+    expect_val(f->a, "x", "2");
+    check_rc(pc_set(f->a, S("x"), S("3"), 0, 0), PC_OK); /* staged */
+    check_rc(pc_snap_end(f->c), PC_OK);
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    pc_txn_clear(f->t);
+    check_rc(pc_snap_end(NULL), PC_EINVAL);
+}
+
+/* A process committing incr_pair (both counters +1 in one commit) and a
+ * reader reading them as one snapshot: every snapshot that pc_snap_end
+ * accepts holds two equal counters. */
+static void snapshot_against_forked_commits(void **state)
+{
+    struct fx *f = *state;
+    struct pair p = {f->a, f->b};
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (int n = 0; n < 2000; n++)
+            if (pc_txn_run(f->c, incr_pair, &p, 1000000) != 0)
+                _exit(1);
+        _exit(0);
+    }
+    long ok = 0, retried = 0;
+    int st = 0;
+    for (;;) {
+        int done = waitpid(pid, &st, WNOHANG) == pid;
+        int64_t va = 0, vb = 0;
+        pc_snap_begin(f->c);
+        int rb = pc_get_counter(f->b, S("pair"), &vb);
+        int ra = pc_get_counter(f->a, S("pair"), &va);
+        if (pc_snap_end(f->c) != 0) {
+            retried++;
+        } else {
+            ok++;
+            if (ra != rb || va != vb)
+                fail_msg("snapshot a=%lld (rc %d) b=%lld (rc %d)", (long long)va, ra, (long long)vb,
+                         rb);
+        }
+        if (done)
+            break;
+    }
+    print_message("snapshots: %ld accepted, %ld refused\n", ok, retried);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(counter(f->a, "pair"), 2000);
+}
+
 static void bad_arguments(void **state)
 {
     struct fx *f = *state;
@@ -561,6 +658,8 @@ int main(void)
         T(hook_called_per_key),
         T(run_retries_to_success),
         T(forked_commits_with_plain_writers),
+        T(snapshot_reads),
+        T(snapshot_against_forked_commits),
         T(bad_arguments),
     };
 #undef T

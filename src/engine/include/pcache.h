@@ -593,6 +593,26 @@ int pc_txn_commit(pc_txn *t);
 typedef int (*pc_txn_fn)(void *ctx);
 int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts);
 
+/* ---- snapshot reads of several keys (table.c) -----------------------------
+ * A read of several keys (pcached's MGET) that must see one moment - all of
+ * a committed transaction's writes or none - without taking locks: between
+ * pc_snap_begin and pc_snap_end, every read of this process's handle
+ * (pc_get_buf, pc_get, pc_get_alloc, pc_probe, pc_get_counter) records the
+ * version of the bucket it read and the table's routing; pc_snap_end checks
+ * that none changed since. A commit opens the brackets of all its buckets
+ * before it closes any (pc_txn_commit), so if every bucket read is
+ * unchanged at the end, there was an instant (between the last read and
+ * the first re-check) at which every value read was the current one.
+ * Reads made through a bound transaction record nothing (its commit checks
+ * them). Not nestable; one thread of a handle at a time, as pc_txn_bind.
+ * The caller that gets PC_ECONFLICT discards what it read and reads again,
+ * or reads through a transaction (pc_txn_run), whose commit locks. */
+void pc_snap_begin(pc_cache *c);
+/* Stops recording. 0: the reads since pc_snap_begin are of one moment;
+ * PC_ECONFLICT: a bucket read changed (or the record of one read could not
+ * be kept: no memory). PC_EINVAL when c is NULL. */
+int pc_snap_end(pc_cache *c);
+
 /* ---- eviction (evict.c) ---------------------------------------------------
  * A collection's policy says whether a write that finds the arena full
  * (or at the cap of pc_set_maxmemory) may make room by removing other keys,

@@ -53,41 +53,21 @@ int cdbp_maxmemory_param(modparam_t type, void *val)
     return 0;
 }
 
-/* Redis's units (memtoull): digits and an optional b, k (1000), kb (1024),
- * m, mb, g, gb, any case. 0 or -1. */
+/* Redis's units (memtoull, pc_parse_bytes), with blanks around the value
+ * allowed as OpenSIPS's script passes them. 0 or -1. */
 static int cdbp_parse_bytes(const char *s, uint64_t *out)
 {
-    static const struct {
-        const char *unit;
-        uint64_t mul;
-    } units[] = {{"", 1},
-                 {"b", 1},
-                 {"k", 1000},
-                 {"kb", 1024},
-                 {"m", 1000 * 1000},
-                 {"mb", 1024 * 1024},
-                 {"g", 1000ull * 1000 * 1000},
-                 {"gb", 1024ull * 1024 * 1024}};
     while (*s == ' ' || *s == '\t')
         s++;
-    if (!isdigit((unsigned char)s[0]))
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    char *v = strndup(s, n);
+    if (v == NULL)
         return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    size_t ulen = strcspn(end, " \t");
-    if (end[ulen + strspn(end + ulen, " \t")] != '\0')
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strlen(units[i].unit) == ulen && strncasecmp(end, units[i].unit, ulen) == 0) {
-            if (v > UINT64_MAX / units[i].mul)
-                return -1;
-            *out = (uint64_t)v * units[i].mul;
-            return 0;
-        }
-    return -1;
+    int rc = pc_parse_bytes(v, out);
+    free(v);
+    return rc;
 }
 
 /* Redis's policies pcache does not have, and what to write instead. */

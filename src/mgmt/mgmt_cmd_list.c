@@ -20,13 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        int rc_ = (x);                                                                             \
-        if (rc_ != 0)                                                                              \
-            return rc_;                                                                            \
-    } while (0)
-
 int64_t pc_mgmt_ttl_s(int64_t ttl_ms)
 {
     if (ttl_ms < 0)

@@ -21,13 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        int rc_ = (x);                                                                             \
-        if (rc_ != 0)                                                                              \
-            return rc_;                                                                            \
-    } while (0)
-
 /* Rounds a ratio to 4 decimals so replies stay short and stable. */
 static double pc_round4(double x)
 {

@@ -81,6 +81,15 @@ int pc_json_member_bin(pc_json *j, const void *name, size_t nlen, const void *v,
 /* Moves the finished text out of j (caller-owned, free()); j is reset. */
 int pc_json_take(pc_json *j, char **text, size_t *len);
 
+/* Returns from the calling function with x's code when x fails: the result
+ * builders chain many pc_result_ops calls, each of which can fail. */
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        int rc_ = (x);                                                                             \
+        if (rc_ != 0)                                                                              \
+            return rc_;                                                                            \
+    } while (0)
+
 /* ---- the collector: entries copied out of a walk, bounded -------------- */
 struct pc_mgmt_item {
     size_t koff, klen, voff, vlen; /* offsets into bytes */

@@ -420,6 +420,54 @@ static uint64_t errors_total(const srv *s, unsigned k)
     return n;
 }
 
+/* # Errorstats: the replies of each error code, over every worker. */
+static void sec_errorstats(const srv *s, struct info_buf *b)
+{
+    ib_add(b, "# Errorstats\r\n");
+    for (unsigned k = 0; k < SRV_ERR_CODES; k++) {
+        uint64_t n = errors_total(s, k);
+        if (n > 0)
+            ib_add(b, "errorstat_%s:count=%llu\r\n", err_codes[k], (unsigned long long)n);
+    }
+    ib_add(b, "\r\n");
+}
+
+/* # Keyspace: the SELECT indexes whose collection holds entries. */
+static void sec_keyspace(srv_worker *w, struct info_buf *b)
+{
+    ib_add(b, "# Keyspace\r\n");
+    for (unsigned d = 0; d < w->s->ndbs; d++) {
+        pc_coll_stats st;
+        if (pc_coll_stats_get(w->dbcoll[d], &st) == 0 && st.entries > 0)
+            ib_add(b, "db%u:keys=%llu,expires=0,avg_ttl=0\r\n", d, (unsigned long long)st.entries);
+    }
+    ib_add(b, "\r\n");
+}
+
+/* # Pcache: each collection's engine counters (cs: ncoll of them). */
+static void sec_pcache(const srv *s, const pc_coll_stats *cs, unsigned ncoll, struct info_buf *b)
+{
+    ib_add(b, "# Pcache\r\n");
+    for (unsigned i = 0; i < ncoll; i++) {
+        const pc_coll_stats *st = &cs[i];
+        ib_add(b,
+               "coll_%s:entries=%llu,buckets=%llu,overflow=%llu,hits=%llu,misses=%llu,"
+               "stores=%llu,removes=%llu,expired=%llu,destroyed=%llu,reads=%llu,"
+               "seqlock_retries=%llu,lock_fallbacks=%llu,nomem=%llu,splits=%llu,"
+               "evicted=%llu,eviction=%s\r\n",
+               pc_coll_name(pc_coll_at(s->cache, i)), (unsigned long long)st->entries,
+               (unsigned long long)st->buckets, (unsigned long long)st->overflow,
+               (unsigned long long)st->hits, (unsigned long long)st->misses,
+               (unsigned long long)st->stores, (unsigned long long)st->removes,
+               (unsigned long long)st->expired, (unsigned long long)st->destroyed,
+               (unsigned long long)st->reads, (unsigned long long)st->seqlock_retries,
+               (unsigned long long)st->lock_fallbacks, (unsigned long long)st->nomem,
+               (unsigned long long)st->splits, (unsigned long long)st->evicted,
+               pc_evict_policy_name(pc_coll_eviction(pc_coll_at(s->cache, i))));
+    }
+    ib_add(b, "\r\n");
+}
+
 void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     srv *s = w->s;
@@ -492,48 +540,14 @@ void cmd_info(srv_worker *w, conn *c, unsigned argc, const char **argv, const si
         sec_commandstats(w, &b);
         ib_add(&b, "\r\n");
     }
-    if (want[S_ERRORSTATS]) {
-        ib_add(&b, "# Errorstats\r\n");
-        for (unsigned k = 0; k < SRV_ERR_CODES; k++) {
-            uint64_t n = errors_total(s, k);
-            if (n > 0)
-                ib_add(&b, "errorstat_%s:count=%llu\r\n", err_codes[k], (unsigned long long)n);
-        }
-        ib_add(&b, "\r\n");
-    }
+    if (want[S_ERRORSTATS])
+        sec_errorstats(s, &b);
     if (want[S_CLUSTER])
         ib_add(&b, "# Cluster\r\ncluster_enabled:0\r\n\r\n");
-    if (want[S_KEYSPACE]) {
-        ib_add(&b, "# Keyspace\r\n");
-        for (unsigned d = 0; d < s->ndbs; d++) {
-            pc_coll_stats st;
-            if (pc_coll_stats_get(w->dbcoll[d], &st) == 0 && st.entries > 0)
-                ib_add(&b, "db%u:keys=%llu,expires=0,avg_ttl=0\r\n", d,
-                       (unsigned long long)st.entries);
-        }
-        ib_add(&b, "\r\n");
-    }
-    if (want[S_PCACHE]) {
-        ib_add(&b, "# Pcache\r\n");
-        for (unsigned i = 0; i < ncoll; i++) {
-            const pc_coll_stats *st = &cs[i];
-            ib_add(&b,
-                   "coll_%s:entries=%llu,buckets=%llu,overflow=%llu,hits=%llu,misses=%llu,"
-                   "stores=%llu,removes=%llu,expired=%llu,destroyed=%llu,reads=%llu,"
-                   "seqlock_retries=%llu,lock_fallbacks=%llu,nomem=%llu,splits=%llu,"
-                   "evicted=%llu,eviction=%s\r\n",
-                   pc_coll_name(pc_coll_at(s->cache, i)), (unsigned long long)st->entries,
-                   (unsigned long long)st->buckets, (unsigned long long)st->overflow,
-                   (unsigned long long)st->hits, (unsigned long long)st->misses,
-                   (unsigned long long)st->stores, (unsigned long long)st->removes,
-                   (unsigned long long)st->expired, (unsigned long long)st->destroyed,
-                   (unsigned long long)st->reads, (unsigned long long)st->seqlock_retries,
-                   (unsigned long long)st->lock_fallbacks, (unsigned long long)st->nomem,
-                   (unsigned long long)st->splits, (unsigned long long)st->evicted,
-                   pc_evict_policy_name(pc_coll_eviction(pc_coll_at(s->cache, i))));
-        }
-        ib_add(&b, "\r\n");
-    }
+    if (want[S_KEYSPACE])
+        sec_keyspace(w, &b);
+    if (want[S_PCACHE])
+        sec_pcache(s, cs, ncoll, &b);
     if (want[S_METRICS]) { /* metrics.c: /metrics's figures */
         char *mt;
         size_t ml;

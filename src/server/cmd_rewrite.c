@@ -50,16 +50,25 @@ static int read_scratch(srv_worker *w, pc_coll *coll, const char *k, size_t kl, 
 
 /* ---- APPEND, SETRANGE ------------------------------------------------------------ */
 
+/* read_scratch where an absent key reads as the empty string. */
+static int read_or_empty(srv_worker *w, pc_coll *coll, const char *k, size_t kl, size_t *len)
+{
+    int rc = read_scratch(w, coll, k, kl, len, NULL);
+    if (rc == PC_ENOTFOUND) {
+        *len = 0;
+        rc = 0;
+    }
+    return rc;
+}
+
 /* APPEND's read-modify-write: *total = the new length. 1 when the result
  * would pass PC_VALUE_MAX (nothing written). */
 static int rmw_append(srv_worker *w, pc_coll *coll, const char *k, size_t kl, const char *v,
                       size_t vl, size_t *total)
 {
     size_t len = 0;
-    int rc = read_scratch(w, coll, k, kl, &len, NULL);
-    if (rc == PC_ENOTFOUND)
-        len = 0;
-    else if (rc != 0)
+    int rc = read_or_empty(w, coll, k, kl, &len);
+    if (rc != 0)
         return rc;
     if (vl > PC_VALUE_MAX - len)
         return 1;
@@ -91,10 +100,8 @@ static int rmw_setrange(srv_worker *w, pc_coll *coll, const char *k, size_t kl, 
                         const char *v, size_t vl, size_t *total)
 {
     size_t len = 0;
-    int rc = read_scratch(w, coll, k, kl, &len, NULL);
-    if (rc == PC_ENOTFOUND)
-        len = 0;
-    else if (rc != 0)
+    int rc = read_or_empty(w, coll, k, kl, &len);
+    if (rc != 0)
         return rc;
     if (vl == 0) {
         *total = len;

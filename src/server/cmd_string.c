@@ -233,19 +233,24 @@ static void cmd_setnx(srv_worker *w, conn *c, unsigned argc, const char **argv, 
         reply_pc_error(c, rc);
 }
 
+/* read_value, answering the client itself when there is no value: nil
+ * for an absent key, the error otherwise. 0 when *len bytes were read. */
+static int read_or_reply(srv_worker *w, conn *c, const char *k, size_t kl, size_t *len)
+{
+    int rc = read_value(w, c, k, kl, len);
+    if (rc == PC_ENOTFOUND)
+        reply_nil(c);
+    else if (rc != 0)
+        reply_pc_error(c, rc);
+    return rc;
+}
+
 static void cmd_getdel(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)argc;
     size_t len = 0;
-    int rc = read_value(w, c, argv[1], argl[1], &len);
-    if (rc == PC_ENOTFOUND) {
-        reply_nil(c);
+    if (read_or_reply(w, c, argv[1], argl[1], &len) != 0)
         return;
-    }
-    if (rc != 0) {
-        reply_pc_error(c, rc);
-        return;
-    }
     (void)pc_remove(c->coll, argv[1], argl[1]);
     reply_bulk(c, w->scratch, len);
 }
@@ -273,15 +278,8 @@ static void cmd_getex(srv_worker *w, conn *c, unsigned argc, const char **argv, 
         past = r == 1;
     }
     size_t len = 0;
-    int rc = read_value(w, c, argv[1], argl[1], &len);
-    if (rc == PC_ENOTFOUND) {
-        reply_nil(c);
+    if (read_or_reply(w, c, argv[1], argl[1], &len) != 0)
         return;
-    }
-    if (rc != 0) {
-        reply_pc_error(c, rc);
-        return;
-    }
     if (past)
         (void)pc_remove(c->coll, argv[1], argl[1]);
     else if (ttl >= 0)

@@ -159,36 +159,6 @@ int srv_log_level_parse(const char *s)
     return -1;
 }
 
-int srv_parse_bytes(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *unit;
-        uint64_t mul;
-    } units[] = {{"", 1},
-                 {"b", 1},
-                 {"k", 1000},
-                 {"kb", 1024},
-                 {"m", 1000 * 1000},
-                 {"mb", 1024 * 1024},
-                 {"g", 1000ull * 1000 * 1000},
-                 {"gb", 1024ull * 1024 * 1024}};
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcasecmp(end, units[i].unit) == 0) {
-            if (v > UINT64_MAX / units[i].mul)
-                return -1;
-            *out = (uint64_t)v * units[i].mul;
-            return 0;
-        }
-    return -1;
-}
-
 static const srv_key *cfg_find(const char *name)
 {
     for (unsigned i = 0; i < SRV_NKEYS; i++)
@@ -340,7 +310,7 @@ static int cfg_apply(srv_config *cfg, const srv_key *k, const char *value, const
     }
     if (k->type == CK_BYTES) {
         uint64_t b;
-        if (srv_parse_bytes(value, &b) != 0)
+        if (pc_parse_bytes(value, &b) != 0)
             return cfg_err(err, errlen,
                            "%s: %s: '%.100s' is not a byte count (digits and an optional unit: b, "
                            "k, kb, m, mb, g, gb)",

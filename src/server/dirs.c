@@ -111,17 +111,26 @@ int srv_dir_writable(const char *pfx, const char *dir, char *err, size_t errlen)
     return -1;
 }
 
-int srv_file_dir_writable(const char *key, const char *path, char *err, size_t errlen)
+/* The directory of the file path into dir, and the prefix of every message
+ * about it ("key: path") into pfx. -1 with err set when path is too long. */
+static int file_dir(const char *key, const char *path, char dir[1100], char pfx[1200], char *err,
+                    size_t errlen)
 {
-    char dir[1100];
-    if (path[0] == '\0')
-        return 0;
-    if (dir_of(path, dir, sizeof dir) != 0) {
+    if (dir_of(path, dir, 1100) != 0) {
         snprintf(err, errlen, "%s: '%.100s...': path too long", key, path);
         return -1;
     }
-    char pfx[1200];
-    snprintf(pfx, sizeof pfx, "%s: %.1000s", key, path);
+    snprintf(pfx, 1200, "%s: %.1000s", key, path);
+    return 0;
+}
+
+int srv_file_dir_writable(const char *key, const char *path, char *err, size_t errlen)
+{
+    char dir[1100], pfx[1200];
+    if (path[0] == '\0')
+        return 0;
+    if (file_dir(key, path, dir, pfx, err, errlen) != 0)
+        return -1;
     if (srv_dir_writable(pfx, dir, err, errlen) != 0)
         return -1;
     /* an existing file is appended to (log_file): it must be writable itself */
@@ -139,17 +148,13 @@ int srv_file_dir_writable(const char *key, const char *path, char *err, size_t e
 int srv_rundir_ready(const char *key, const char *path, int make, char *note, size_t notelen,
                      char *err, size_t errlen)
 {
-    char dir[1100], parent[1100];
+    char dir[1100], parent[1100], pfx[1200];
     if (note != NULL && notelen > 0)
         note[0] = '\0';
     if (path[0] == '\0')
         return 0;
-    if (dir_of(path, dir, sizeof dir) != 0) {
-        snprintf(err, errlen, "%s: '%.100s...': path too long", key, path);
+    if (file_dir(key, path, dir, pfx, err, errlen) != 0)
         return -1;
-    }
-    char pfx[1200];
-    snprintf(pfx, sizeof pfx, "%s: %.1000s", key, path);
     if (writable(pfx, dir, err, errlen) == 0)
         return 0;
     if (errno != ENOENT)

@@ -32,6 +32,63 @@ static const char *hdr_value(const char *p, const char *e, const char *name, siz
     return v;
 }
 
+/* The header lines from first to end (the blank line's CR): the ones
+ * pcached reads into r, *have_len and *clen; 0, or the HTTP status that
+ * refuses the request with *why. */
+static int http_headers(const char *first, const char *end, struct http_req *r, int *have_len,
+                        unsigned long long *clen, const char **why)
+{
+    for (const char *p = first; p < end;) {
+        const char *e = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
+        if (e == NULL)
+            e = end;
+        if (memchr(p, '\0', (size_t)(e - p)) != NULL || memchr(p, '\r', (size_t)(e - p)) ||
+            memchr(p, '\n', (size_t)(e - p))) {
+            *why = "a header line holds a NUL or a bare CR or LF";
+            return 400;
+        }
+        if (p < e && (*p == ' ' || *p == '\t')) {
+            *why = "folded header lines are not accepted";
+            return 400;
+        }
+        size_t vl = 0;
+        const char *v;
+        if ((v = hdr_value(p, e, "Content-Length", &vl)) != NULL) {
+            if (*have_len) {
+                *why = "more than one Content-Length";
+                return 400;
+            }
+            *have_len = 1;
+            if (vl == 0 || vl > 10) {
+                *why = "a Content-Length up to 1 MiB is required";
+                return vl == 0 ? 400 : 413;
+            }
+            for (size_t i = 0; i < vl; i++) {
+                if (v[i] < '0' || v[i] > '9') {
+                    *why = "Content-Length is not a number";
+                    return 400;
+                }
+                *clen = *clen * 10 + (unsigned)(v[i] - '0');
+            }
+        } else if ((v = hdr_value(p, e, "Transfer-Encoding", &vl)) != NULL) {
+            *why = "Transfer-Encoding is not supported: send a Content-Length";
+            return 501;
+        } else if ((v = hdr_value(p, e, "Accept", &vl)) != NULL) {
+            r->accept = v;
+            r->accept_len = vl;
+        } else if ((v = hdr_value(p, e, "Authorization", &vl)) != NULL) {
+            if (r->auth != NULL) {
+                *why = "more than one Authorization";
+                return 400;
+            }
+            r->auth = v;
+            r->auth_len = vl;
+        }
+        p = e + 2;
+    }
+    return 0;
+}
+
 int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body, struct http_req *r,
                    const char **why)
 {
@@ -78,54 +135,9 @@ int srv_http_frame(const char *buf, size_t len, size_t max_hdr, size_t max_body,
     }
     int have_len = 0;
     unsigned long long clen = 0;
-    for (const char *p = line_end + 2; p < end;) {
-        const char *e = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
-        if (e == NULL)
-            e = end;
-        if (memchr(p, '\0', (size_t)(e - p)) != NULL || memchr(p, '\r', (size_t)(e - p)) ||
-            memchr(p, '\n', (size_t)(e - p))) {
-            *why = "a header line holds a NUL or a bare CR or LF";
-            return 400;
-        }
-        if (p < e && (*p == ' ' || *p == '\t')) {
-            *why = "folded header lines are not accepted";
-            return 400;
-        }
-        size_t vl = 0;
-        const char *v;
-        if ((v = hdr_value(p, e, "Content-Length", &vl)) != NULL) {
-            if (have_len) {
-                *why = "more than one Content-Length";
-                return 400;
-            }
-            have_len = 1;
-            if (vl == 0 || vl > 10) {
-                *why = "a Content-Length up to 1 MiB is required";
-                return vl == 0 ? 400 : 413;
-            }
-            for (size_t i = 0; i < vl; i++) {
-                if (v[i] < '0' || v[i] > '9') {
-                    *why = "Content-Length is not a number";
-                    return 400;
-                }
-                clen = clen * 10 + (unsigned)(v[i] - '0');
-            }
-        } else if ((v = hdr_value(p, e, "Transfer-Encoding", &vl)) != NULL) {
-            *why = "Transfer-Encoding is not supported: send a Content-Length";
-            return 501;
-        } else if ((v = hdr_value(p, e, "Accept", &vl)) != NULL) {
-            r->accept = v;
-            r->accept_len = vl;
-        } else if ((v = hdr_value(p, e, "Authorization", &vl)) != NULL) {
-            if (r->auth != NULL) {
-                *why = "more than one Authorization";
-                return 400;
-            }
-            r->auth = v;
-            r->auth_len = vl;
-        }
-        p = e + 2;
-    }
+    int st = http_headers(line_end + 2, end, r, &have_len, &clen, why);
+    if (st != 0)
+        return st;
     if (r->get) { /* a GET has no body */
         if (have_len && clen != 0) {
             *why = "a GET carries no body";

@@ -255,16 +255,58 @@ int srv_maint_listen(srv *s)
     return 0;
 }
 
-void srv_maint_main(srv *s)
+/* The persistence tick (journal sync, periodic snapshots, the journal's
+ * bound), with the periodic save's facts for BGSAVE, LASTSAVE and INFO.
+ * Returns when the next tick is due. */
+static int64_t maint_tick(srv *s, int64_t now, int64_t *next_periodic)
 {
-    srv_log_role("maint");
-    /* A save's walk and compression are background work: below the
-     * workers' priority they take the CPU the workers leave, so on a core
-     * shared with a worker the save slows down instead of the traffic. The
-     * store's compression threads, created later, inherit the value. */
-    if (s->cfg.maint_nice > 0 && setpriority(PRIO_PROCESS, 0, (int)s->cfg.maint_nice) != 0)
-        srv_log(PC_LOG_WARN, "maint_nice %u: %m", s->cfg.maint_nice);
-    srv_resp_close(s, -1);
+    /* a start on a full disk holds the journal until the tick records its
+     * boot generation: tick faster meanwhile, so writes resume well within
+     * a second of space returning */
+    pc_journal_health jh = {0};
+    int held = s->persist != NULL && pc_persist_journal_health(s->persist, &jh) == 0 && jh.held;
+    int64_t next_tick = now + (held ? 200 : 1000);
+    if (s->persist == NULL)
+        return next_tick;
+    int due = now >= *next_periodic;
+    if (due)
+        atomic_store(&s->shm->saving, 1);
+    int trc = pc_persist_tick(s->persist);
+    if (due) {
+        atomic_store(&s->shm->saving, 0);
+        *next_periodic = pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000;
+        atomic_store(&s->shm->last_save_rc, trc);
+        if (trc == 0) {
+            atomic_store(&s->shm->last_save, (int64_t)time(NULL));
+            atomic_fetch_add(&s->shm->saves, 1);
+        } else {
+            atomic_fetch_add(&s->shm->save_failures, 1);
+        }
+    }
+    return next_tick;
+}
+
+/* Requests of the workers' slots that are pending: served, and each
+ * worker woken through its eventfd. */
+static void maint_slots(srv *s, pc_mgmt *m)
+{
+    uint64_t one = 1;
+    for (unsigned i = 0; i < s->cfg.workers; i++) {
+        struct srv_slot_shm *sl = &s->shm->slots[i];
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) != SRV_SLOT_PENDING)
+            continue;
+        srv_maint_serve_slot(s, m, sl);
+        ssize_t r = write(s->done_efd[i], &one, sizeof one);
+        (void)r;
+    }
+}
+
+/* The maintenance process's store handle, its management handle (the
+ * return: the commands it serves for the slots and the door), the
+ * events it listens to, and what a predecessor killed during a save left.
+ * Exits the process when one cannot be had. */
+static pc_mgmt *maint_setup(srv *s)
+{
     char err[512];
     if (s->persist != NULL && pc_persist_after_fork(s->persist, err, sizeof err) != 0) {
         srv_log(PC_LOG_ERR, "cannot open the store in the maintenance process: %s", err);
@@ -294,6 +336,20 @@ void srv_maint_main(srv *s)
     pc_event_handler(s->cache, maint_event, NULL);
     pc_event_subscribe(s->cache, PC_EV_RELOADED, 1);
     atomic_store(&s->shm->maint_pid, (int64_t)getpid());
+    return m;
+}
+
+void srv_maint_main(srv *s)
+{
+    srv_log_role("maint");
+    /* A save's walk and compression are background work: below the
+     * workers' priority they take the CPU the workers leave, so on a core
+     * shared with a worker the save slows down instead of the traffic. The
+     * store's compression threads, created later, inherit the value. */
+    if (s->cfg.maint_nice > 0 && setpriority(PRIO_PROCESS, 0, (int)s->cfg.maint_nice) != 0)
+        srv_log(PC_LOG_WARN, "maint_nice %u: %m", s->cfg.maint_nice);
+    srv_resp_close(s, -1);
+    pc_mgmt *m = maint_setup(s);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -302,8 +358,6 @@ void srv_maint_main(srv *s)
     int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (getppid() == 1)
         _exit(0);
-    /* requests that a previous maintenance process left unanswered */
-    uint64_t one = 1;
     /* the first persistence tick at once: it starts the journal's drainer,
      * which is what notices that a failing journal writes again */
     int64_t next_maint = 0, next_tick = pc_mono_ms();
@@ -359,14 +413,7 @@ void srv_maint_main(srv *s)
             ssize_t r = read(s->maint_efd, &v, sizeof v);
             (void)r;
         }
-        for (unsigned i = 0; i < s->cfg.workers; i++) {
-            struct srv_slot_shm *sl = &s->shm->slots[i];
-            if (atomic_load_explicit(&sl->state, memory_order_acquire) != SRV_SLOT_PENDING)
-                continue;
-            srv_maint_serve_slot(s, m, sl);
-            ssize_t r = write(s->done_efd[i], &one, sizeof one);
-            (void)r;
-        }
+        maint_slots(s, m); /* with those a previous maintenance process left */
         /* the management door: its connections first (the entries are
          * theirs as polled), then new ones */
         srv_door_serve(s, door, m, pf + 6, n > 0 ? nconn : 0);
@@ -385,31 +432,7 @@ void srv_maint_main(srv *s)
             (void)pc_maintain(s->cache, PC_MAINT_ALL, &rep);
             next_maint = now + s->cfg.maint_interval_ms;
         }
-        if (now >= next_tick) {
-            /* a start on a full disk holds the journal until the tick
-             * records its boot generation: tick faster meanwhile, so writes
-             * resume well within a second of space returning */
-            pc_journal_health jh = {0};
-            int held =
-                s->persist != NULL && pc_persist_journal_health(s->persist, &jh) == 0 && jh.held;
-            next_tick = now + (held ? 200 : 1000);
-            if (s->persist != NULL) {
-                int due = now >= next_periodic;
-                if (due)
-                    atomic_store(&s->shm->saving, 1);
-                int trc = pc_persist_tick(s->persist);
-                if (due) {
-                    atomic_store(&s->shm->saving, 0);
-                    next_periodic = pc_mono_ms() + (int64_t)s->cfg.snapshot_period_s * 1000;
-                    atomic_store(&s->shm->last_save_rc, trc);
-                    if (trc == 0) {
-                        atomic_store(&s->shm->last_save, (int64_t)time(NULL));
-                        atomic_fetch_add(&s->shm->saves, 1);
-                    } else {
-                        atomic_fetch_add(&s->shm->save_failures, 1);
-                    }
-                }
-            }
-        }
+        if (now >= next_tick)
+            next_tick = maint_tick(s, now, &next_periodic);
     }
 }

@@ -124,9 +124,6 @@ int srv_config_arg(srv_config *cfg, const char *a, const char *next, char *err, 
  * Returns 0 or -1 with err set. */
 int srv_config_set(srv_config *cfg, const char *key, const char *value, const char *where,
                    char *err, size_t errlen);
-/* Parses a byte count as Redis's memtoll does: digits and an optional
- * unit, any case: b, k (1000), kb (1024), m, mb, g, gb. 0 or -1. */
-int srv_parse_bytes(const char *s, uint64_t *out);
 /* Checks cross-key rules (a worker count in range, db_mode with a db_url,
  * the shared memory within what one cache can address...). */
 int srv_config_check(const srv_config *cfg, char *err, size_t errlen);

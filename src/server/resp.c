@@ -253,6 +253,75 @@ static int parse_inline(conn *c, const resp_limits *lim)
     return RESP_CMD;
 }
 
+/* The multibulk header "*<n>\r\n" of a new command (or an inline one):
+ * RESP_CMD when the arguments may be read (c set up for them), else what
+ * resp_parse returns. */
+static int parse_head(conn *c, const resp_limits *lim, const char *base, size_t avail)
+{
+    if (avail == 0) {
+        c->want = 1;
+        return RESP_NEED;
+    }
+    if (base[0] != '*')
+        return parse_inline(c, lim);
+    int64_t n;
+    long h = resp_parse_header(base, avail, &n);
+    if (h == 0) {
+        c->want = avail + 1;
+        return RESP_NEED;
+    }
+    if (h < 0 || n > (int64_t)RESP_MULTIBULK_HARD)
+        return proto_error(c, "invalid multibulk length");
+    if (lim->preauth && n > RESP_PREAUTH_ARGS)
+        return proto_error(c, "unauthenticated multibulk length");
+    if (n <= 0) { /* "*0" / "*-1": nothing to run */
+        c->in.off += (size_t)h;
+        return RESP_REFUSED;
+    }
+    if ((uint64_t)n > lim->max_args) {
+        c->in.off += (size_t)h;
+        c->discard_bulks = (uint64_t)n;
+        reply_error(c, "ERR too many arguments: %" PRId64 " (max_args is %u)", n, lim->max_args);
+        int r = skip_refused(c);
+        if (r == RESP_PROTO)
+            return r;
+        return RESP_REFUSED;
+    }
+    if (args_reserve(c, (size_t)n) != 0)
+        return proto_error(c, "out of memory");
+    c->need_args = n;
+    c->nargs = 0;
+    c->bulk_len = -1;
+    c->ppos = (size_t)h;
+    return RESP_CMD;
+}
+
+/* A bulk of len bytes (its header h bytes) past max_bulk or max_request:
+ * what was parsed is dropped, this bulk and the rest are skipped as they
+ * arrive, and the client gets Redis's error. RESP_REFUSED or RESP_PROTO. */
+static int refuse_bulk(conn *c, const resp_limits *lim, long h, int64_t len)
+{
+    c->in.off += c->ppos + (size_t)h;
+    c->discard_bytes = (uint64_t)len + 2;
+    c->discard_bulks = (uint64_t)(c->need_args - (int64_t)c->nargs - 1);
+    c->need_args = -1;
+    c->ppos = 0;
+    if ((uint64_t)len > lim->max_bulk)
+        /* Redis's words for a string past its limit (APPEND,
+         * SETRANGE); max_bulk is its proto-max-bulk-len */
+        reply_error(c,
+                    "ERR string exceeds maximum allowed size (an argument of %" PRId64
+                    " bytes; max_bulk is %u)",
+                    len, lim->max_bulk);
+    else
+        reply_error(c, "ERR request too large: more than %" PRIu64 " bytes (max_request_mb)",
+                    lim->max_request);
+    int r = skip_refused(c);
+    if (r == RESP_PROTO)
+        return r;
+    return RESP_REFUSED;
+}
+
 int resp_parse(conn *c, const resp_limits *lim)
 {
     if (c->discard_bytes > 0 || c->discard_bulks > 0) {
@@ -265,42 +334,9 @@ int resp_parse(conn *c, const resp_limits *lim)
     const char *base = c->in.p + c->in.off;
     size_t avail = c->in.len - c->in.off;
     if (c->need_args < 0) {
-        if (avail == 0) {
-            c->want = 1;
-            return RESP_NEED;
-        }
-        if (base[0] != '*')
-            return parse_inline(c, lim);
-        int64_t n;
-        long h = resp_parse_header(base, avail, &n);
-        if (h == 0) {
-            c->want = avail + 1;
-            return RESP_NEED;
-        }
-        if (h < 0 || n > (int64_t)RESP_MULTIBULK_HARD)
-            return proto_error(c, "invalid multibulk length");
-        if (lim->preauth && n > RESP_PREAUTH_ARGS)
-            return proto_error(c, "unauthenticated multibulk length");
-        if (n <= 0) { /* "*0" / "*-1": nothing to run */
-            c->in.off += (size_t)h;
-            return RESP_REFUSED;
-        }
-        if ((uint64_t)n > lim->max_args) {
-            c->in.off += (size_t)h;
-            c->discard_bulks = (uint64_t)n;
-            reply_error(c, "ERR too many arguments: %" PRId64 " (max_args is %u)", n,
-                        lim->max_args);
-            int r = skip_refused(c);
-            if (r == RESP_PROTO)
-                return r;
-            return RESP_REFUSED;
-        }
-        if (args_reserve(c, (size_t)n) != 0)
-            return proto_error(c, "out of memory");
-        c->need_args = n;
-        c->nargs = 0;
-        c->bulk_len = -1;
-        c->ppos = (size_t)h;
+        int r = parse_head(c, lim, base, avail);
+        if (r != RESP_CMD)
+            return r;
     }
     while ((int64_t)c->nargs < c->need_args) {
         if (c->bulk_len < 0) {
@@ -321,29 +357,8 @@ int resp_parse(conn *c, const resp_limits *lim)
                 return proto_error(c, "invalid bulk length");
             if (lim->preauth && len > RESP_PREAUTH_BULK)
                 return proto_error(c, "unauthenticated bulk length");
-            if ((uint64_t)len > lim->max_bulk || c->ppos + (uint64_t)len > lim->max_request) {
-                /* refuse: drop what was parsed, skip this bulk and the rest */
-                c->in.off += c->ppos + (size_t)h;
-                c->discard_bytes = (uint64_t)len + 2;
-                c->discard_bulks = (uint64_t)(c->need_args - (int64_t)c->nargs - 1);
-                c->need_args = -1;
-                c->ppos = 0;
-                if ((uint64_t)len > lim->max_bulk)
-                    /* Redis's words for a string past its limit (APPEND,
-                     * SETRANGE); max_bulk is its proto-max-bulk-len */
-                    reply_error(c,
-                                "ERR string exceeds maximum allowed size (an argument of %" PRId64
-                                " bytes; max_bulk is %u)",
-                                len, lim->max_bulk);
-                else
-                    reply_error(
-                        c, "ERR request too large: more than %" PRIu64 " bytes (max_request_mb)",
-                        lim->max_request);
-                int r = skip_refused(c);
-                if (r == RESP_PROTO)
-                    return r;
-                return RESP_REFUSED;
-            }
+            if ((uint64_t)len > lim->max_bulk || c->ppos + (uint64_t)len > lim->max_request)
+                return refuse_bulk(c, lim, h, len);
             c->bulk_len = len;
             c->ppos += (size_t)h;
         }

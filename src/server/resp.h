@@ -132,6 +132,7 @@ int srv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int
 typedef struct srv_worker {
     srv *s;
     unsigned slot;
+    struct srv_wloop *loop; /* worker.c: the event loop's own state, on its stack */
     pc_mgmt *mgmt;                  /* mgmt_cfg[0] */
     pc_mgmt *mgmt_cfg[SRV_MAX_DBS]; /* per configured db (s->dbs): its collection the default */
     /* The database map as of generation dbmap_gen (dbmap.c): per SELECT

@@ -616,33 +616,43 @@ static void conn_addrs(const srv *s, conn *c)
     srv_conn_addr(s, c->fd, 0, c->addr, sizeof c->addr);
 }
 
-/* Tags for the non-connection fds in epoll (connections carry their conn *).
- * The listeners' tags are the entries of lsn: this worker's TCP listener
- * of each bind address, then the shared unix socket. */
+/* Tags for the non-connection fds in epoll (connections carry their conn *;
+ * the listeners' tags are their entries of srv_wloop.lsn). Constant: only
+ * their addresses are used. */
 static char tag_signal, tag_slot, tag_commit, tag_gctimer, tag_kill;
-static int lsn[SRV_MAX_BINDS + 1];
-static unsigned nlsn;
 
-static int lsn_index(const void *p)
+/* The event loop's own state, process-local: srv_worker_main keeps it on
+ * its stack for the worker's life and w->loop points at it. */
+struct srv_wloop {
+    /* this worker's TCP listener of each bind address, then the shared
+     * unix socket; an entry's address is its epoll tag */
+    int lsn[SRV_MAX_BINDS + 1];
+    unsigned nlsn;
+    int unix_off;          /* the unix socket is out of this worker's epoll set */
+    int64_t unix_off_ms;   /* since when */
+    int sfd;               /* signalfd of TERM, INT and HUP */
+    int64_t next_tick;     /* monotonic ms of the next once-a-second tick */
+    int64_t stop_deadline; /* monotonic ms: the drain ends by then */
+};
+#define W_UNIX_OFF_MAX_MS 100 /* back in after this, whatever the others do */
+
+static int lsn_index(const struct srv_wloop *l, const void *p)
 {
     const int *q = p;
-    return q >= lsn && q < lsn + nlsn ? (int)(q - lsn) : -1;
+    return q >= l->lsn && q < l->lsn + l->nlsn ? (int)(q - l->lsn) : -1;
 }
-
-static int unix_off;          /* the unix socket is out of this worker's epoll set */
-static int64_t unix_off_ms;   /* since when */
-#define W_UNIX_OFF_MAX_MS 100 /* back in after this, whatever the others do */
 
 /* EPOLLEXCLUSIVE on the shared unix socket: one worker woken per arrival. */
 static void lsn_watch(srv_worker *w, unsigned i)
 {
-    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &lsn[i]};
-    if (i == nlsn - 1 && w->s->resp_unix_fd >= 0) {
-        if (unix_off)
+    struct srv_wloop *l = w->loop;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &l->lsn[i]};
+    if (i == l->nlsn - 1 && w->s->resp_unix_fd >= 0) {
+        if (l->unix_off)
             return;
         e.events |= EPOLLEXCLUSIVE;
     }
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, lsn[i], &e);
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->lsn[i], &e);
 }
 
 /* The kernel wakes the first idle exclusive waiter, so an idle worker would
@@ -664,13 +674,14 @@ static void unix_balance(srv_worker *w, int64_t now)
             least = n < least ? n : least;
         }
     int over = mine > least + 1;
-    if (!unix_off && over) {
+    struct srv_wloop *l = w->loop;
+    if (!l->unix_off && over) {
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, s->resp_unix_fd, NULL);
-        unix_off = 1;
-        unix_off_ms = now;
-    } else if (unix_off && (!over || now - unix_off_ms >= W_UNIX_OFF_MAX_MS)) {
-        unix_off = 0;
-        lsn_watch(w, nlsn - 1);
+        l->unix_off = 1;
+        l->unix_off_ms = now;
+    } else if (l->unix_off && (!over || now - l->unix_off_ms >= W_UNIX_OFF_MAX_MS)) {
+        l->unix_off = 0;
+        lsn_watch(w, l->nlsn - 1);
     }
 }
 
@@ -688,8 +699,8 @@ static void accept_all(srv_worker *w, int lfd, int is_unix)
                  * leave it out of epoll for a moment instead of spinning. */
                 srv_log(PC_LOG_WARN, "accept: %m (%u connections): pausing accepts for 100 ms",
                         w->nconns);
-                for (unsigned i = 0; i < nlsn; i++)
-                    epoll_ctl(w->epfd, EPOLL_CTL_DEL, lsn[i], NULL);
+                for (unsigned i = 0; i < w->loop->nlsn; i++)
+                    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->loop->lsn[i], NULL);
                 w->accept_resume_ms = pc_mono_ms() + 100;
             } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 srv_log(PC_LOG_WARN, "accept: %m");
@@ -744,38 +755,30 @@ static void begin_stop(srv_worker *w)
     if (w->stopping)
         return;
     w->stopping = 1;
-    for (unsigned i = 0; i < nlsn; i++) {
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, lsn[i], NULL);
-        close(lsn[i]);
+    for (unsigned i = 0; i < w->loop->nlsn; i++) {
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->loop->lsn[i], NULL);
+        close(w->loop->lsn[i]);
     }
     srv_log(PC_LOG_INFO, "stopping: draining %u connection(s)", w->nconns);
     for (conn *c = w->conns; c != NULL; c = c->next)
         conn_process(w, c); /* runs what is buffered, then closes once flushed */
 }
 
-void srv_worker_main(srv *s, unsigned slot)
+/* The worker's handles: its management and JSON handles per database, the
+ * scratch buffer, group commit, the client table, and the slot's state a
+ * dead predecessor left. Exits the process when one cannot be had. */
+static void worker_setup(srv_worker *w)
 {
-    char role[16];
-    snprintf(role, sizeof role, "worker%u", slot);
-    srv_log_role(role);
-    srv_resp_close(s, (int)slot);
-    nlsn = 0;
-    for (unsigned j = 0; j < s->nbinds; j++)
-        if (s->listen_fds[slot][j] >= 0)
-            lsn[nlsn++] = s->listen_fds[slot][j];
-    if (s->resp_unix_fd >= 0)
-        lsn[nlsn++] = s->resp_unix_fd;
-
-    srv_worker wk;
-    memset(&wk, 0, sizeof wk);
-    srv_worker *w = &wk;
-    w->s = s;
-    w->slot = slot;
-    w->st = &s->shm->wstats[slot];
+    srv *s = w->s;
     (void)srv_runtime_poll(s); /* what CONFIG SET changed before this worker started */
     cmd_config_limits(w);
     w->scratch_cap = PC_VALUE_MAX + 64;
     w->scratch = malloc(w->scratch_cap);
+    if (w->scratch == NULL) {
+        srv_log(PC_LOG_ERR, "worker setup failed: no memory for the %zu-byte value buffer",
+                w->scratch_cap);
+        _exit(1);
+    }
     int rc = 0;
     for (unsigned d = 0; d < s->ndbs && rc == 0; d++) {
         rc = pc_mgmt_create(s->cache, pc_coll_name(s->dbs[d]), &w->mgmt_cfg[d]);
@@ -788,7 +791,7 @@ void srv_worker_main(srv *s, unsigned slot)
     srv_dbmap_worker_init(w);
     if (rc == 0)
         rc = pc_json_create(&w->json);
-    if (rc != 0 || w->scratch == NULL) {
+    if (rc != 0) {
         srv_log(PC_LOG_ERR, "worker setup failed: %s", pc_store_strerror(rc));
         _exit(1);
     }
@@ -800,157 +803,223 @@ void srv_worker_main(srv *s, unsigned slot)
         _exit(1);
     }
     atomic_store(&w->st->pid, (int64_t)getpid());
-    struct srv_slot_shm *sl = &s->shm->slots[slot];
+    struct srv_slot_shm *sl = &s->shm->slots[w->slot];
     uint32_t st = atomic_load(&sl->state);
     if (st == SRV_SLOT_DONE)
         atomic_store(&sl->state, SRV_SLOT_FREE); /* answered for the worker that died */
     else if (st == SRV_SLOT_PENDING)
         w->slot_orphan = 1;
+}
 
+/* The descriptors the loop waits on: the listeners, the signals, the
+ * slot's answer, CLIENT KILL's wake-up and group commit's. Exits the
+ * process when epoll or the signalfd cannot be had. */
+static void worker_watch(srv_worker *w)
+{
+    srv *s = w->s;
+    struct srv_wloop *l = w->loop;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
-    int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    l->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (sfd < 0 || w->epfd < 0) {
+    if (l->sfd < 0 || w->epfd < 0) {
         srv_log(PC_LOG_ERR, "worker setup failed: %m");
         _exit(1);
     }
-    for (unsigned i = 0; i < nlsn; i++)
+    for (unsigned i = 0; i < l->nlsn; i++)
         lsn_watch(w, i);
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_signal};
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, sfd, &e);
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->sfd, &e);
     e.data.ptr = &tag_slot;
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[slot], &e);
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->done_efd[w->slot], &e);
     e.data.ptr = &tag_kill;
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->kill_efd[slot], &e);
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->kill_efd[w->slot], &e);
     if (w->gc != NULL) {
         e.data.ptr = &tag_commit;
         epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_efd, &e);
         e.data.ptr = &tag_gctimer;
         epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->gc_tfd, &e);
     }
+}
+
+/* One ready descriptor of the loop: a listener, a signal, group commit's
+ * timer or wake-up, CLIENT KILL, the slot's answer, or a connection. */
+static void worker_event(srv_worker *w, const struct epoll_event *ev)
+{
+    srv *s = w->s;
+    struct srv_wloop *l = w->loop;
+    void *p = ev->data.ptr;
+    int li = lsn_index(l, p);
+    uint64_t v;
+    if (li >= 0) {
+        if (!w->stopping)
+            accept_all(w, l->lsn[li], l->lsn[li] == s->resp_unix_fd);
+    } else if (p == &tag_signal) {
+        struct signalfd_siginfo si;
+        while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGHUP) {
+                srv_log_reopen();
+            } else {
+                begin_stop(w);
+                l->stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
+            }
+        }
+    } else if (p == &tag_gctimer) {
+        if (read(w->gc_tfd, &v, sizeof v) == (ssize_t)sizeof v) {
+            w->gc_armed = 0;
+            w->gc_due = 1; /* gc_kick at the end of the turn starts the batch */
+        }
+    } else if (p == &tag_commit) {
+        if (read(w->gc_efd, &v, sizeof v) == (ssize_t)sizeof v)
+            gc_finish(w);
+    } else if (p == &tag_kill) {
+        srv_ctab_reap(w, conn_close); /* another worker ran CLIENT KILL */
+    } else if (p == &tag_slot) {
+        if (read(s->done_efd[w->slot], &v, sizeof v) == (ssize_t)sizeof v)
+            cmd_slot_answered(w);
+    } else {
+        conn *c = p;
+        if (c->fd < 0)
+            return; /* closed earlier in this turn */
+        if (ev->events & (EPOLLERR | EPOLLHUP) && !(ev->events & EPOLLIN)) {
+            conn_close(w, c);
+            return;
+        }
+        if (ev->events & EPOLLOUT)
+            if (conn_flush(w, c) < 0)
+                return;
+        if (ev->events & EPOLLIN)
+            conn_read(w, c);
+    }
+}
+
+/* Once a second: CONFIG SET of other workers, the journal's worker tick,
+ * idle connections closed and idle input buffers freed, and the wake-ups
+ * an eventfd write may have lost. */
+static void worker_tick(srv_worker *w, int64_t now)
+{
+    srv *s = w->s;
+    if (srv_runtime_poll(s)) /* another worker ran CONFIG SET */
+        cmd_config_limits(w);
+    if (s->persist != NULL)
+        (void)pc_persist_worker_tick(s->persist);
+    if (s->cfg.idle_timeout_s > 0)
+        for (conn *c = w->conns; c != NULL; c = c->next)
+            if (!c->blocked && now - c->last_ms > (int64_t)s->cfg.idle_timeout_s * 1000)
+                conn_close(w, c);
+    /* an idle connection keeps no input buffer (Redis frees an idle
+     * client's query buffer after 2 s too): 10,000 idle clients
+     * would otherwise hold 32 KiB each */
+    for (conn *c = w->conns; c != NULL; c = c->next)
+        if (c->in.p != NULL && c->in.off == c->in.len && c->need_args < 0 && !c->blocked &&
+            now - c->last_ms >= W_IDLE_FREE_MS) {
+            free(c->in.p);
+            c->in.p = NULL;
+            c->in.cap = c->in.off = c->in.len = 0;
+        }
+    /* a lost eventfd write costs at most a second */
+    if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
+        cmd_slot_answered(w);
+    gc_finish(w);
+    srv_ctab_reap(w, conn_close); /* a lost eventfd write costs a second */
+}
+
+/* The drain is over (every connection gone, or its deadline passed):
+ * what is left is closed and freed, and the process exits. */
+static void worker_shutdown(srv_worker *w) __attribute__((noreturn));
+static void worker_shutdown(srv_worker *w)
+{
+    srv *s = w->s;
+    if (w->nconns > 0)
+        srv_log(PC_LOG_WARN, "drain deadline: closing %u connection(s)", w->nconns);
+    gc_teardown(w);
+    srv_log(PC_LOG_INFO, "stopped");
+    while (w->conns != NULL)
+        conn_close(w, w->conns);
+    while (w->graveyard != NULL) {
+        conn *g = w->graveyard;
+        w->graveyard = g->gnext;
+        conn_free(g);
+    }
+    pc_json_destroy(w->json);
+    for (unsigned d = 0; d < s->ndbs; d++)
+        pc_mgmt_destroy(w->mgmt_cfg[d]);
+    free(w->scratch);
+    free(w->argv);
+    free(w->argl);
+    exit(0);
+}
+
+/* The end of a loop turn: the unix socket's balance, accepts resumed,
+ * the tick when due, group commit started, closed connections freed once
+ * off the commit lists; the shutdown once a drain is over. */
+static void worker_turn_end(srv_worker *w)
+{
+    struct srv_wloop *l = w->loop;
+    int64_t now = pc_mono_ms();
+    unix_balance(w, now);
+    if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
+        for (unsigned i = 0; i < l->nlsn; i++)
+            lsn_watch(w, i);
+        w->accept_resume_ms = 0;
+    }
+    if (now >= l->next_tick) {
+        l->next_tick = now + 1000;
+        worker_tick(w, now);
+    }
+    gc_kick(w);
+    /* a closed connection still on a group commit list is freed once off it */
+    for (conn **pg = &w->graveyard; *pg != NULL;) {
+        conn *g = *pg;
+        if (g->held || g->infl) {
+            pg = &g->gnext;
+            continue;
+        }
+        *pg = g->gnext;
+        conn_free(g);
+    }
+    if (w->stopping && (w->conns == NULL || now >= l->stop_deadline))
+        worker_shutdown(w);
+}
+
+void srv_worker_main(srv *s, unsigned slot)
+{
+    char role[16];
+    snprintf(role, sizeof role, "worker%u", slot);
+    srv_log_role(role);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    srv_resp_close(s, (int)slot);
+    struct srv_wloop loop;
+    memset(&loop, 0, sizeof loop);
+    for (unsigned j = 0; j < s->nbinds; j++)
+        if (s->listen_fds[slot][j] >= 0)
+            loop.lsn[loop.nlsn++] = s->listen_fds[slot][j];
+    if (s->resp_unix_fd >= 0)
+        loop.lsn[loop.nlsn++] = s->resp_unix_fd;
+
+    srv_worker wk;
+    memset(&wk, 0, sizeof wk);
+    srv_worker *w = &wk;
+    w->s = s;
+    w->slot = slot;
+    w->st = &s->shm->wstats[slot];
+    w->loop = &loop;
+    worker_setup(w);
+    worker_watch(w);
     if (getppid() == 1)
         _exit(0); /* the master died before PDEATHSIG was set */
 
-    int64_t next_tick = pc_mono_ms() + 1000, stop_deadline = 0;
+    loop.next_tick = pc_mono_ms() + 1000;
     struct epoll_event evs[256];
     for (;;) {
         srv_dbmap_turn_end(w); /* no command runs while we wait (dbmap.c) */
-        int n = epoll_wait(w->epfd, evs, 256, unix_off ? W_UNIX_OFF_MAX_MS : 200);
+        int n = epoll_wait(w->epfd, evs, 256, loop.unix_off ? W_UNIX_OFF_MAX_MS : 200);
         srv_dbmap_turn_begin(w);
-        for (int i = 0; i < n; i++) {
-            void *p = evs[i].data.ptr;
-            int li = lsn_index(p);
-            if (li >= 0) {
-                if (!w->stopping)
-                    accept_all(w, lsn[li], lsn[li] == s->resp_unix_fd);
-            } else if (p == &tag_signal) {
-                struct signalfd_siginfo si;
-                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGHUP) {
-                        srv_log_reopen();
-                    } else {
-                        begin_stop(w);
-                        stop_deadline = pc_mono_ms() + s->cfg.drain_timeout_ms;
-                    }
-                }
-            } else if (p == &tag_gctimer) {
-                uint64_t v;
-                if (read(w->gc_tfd, &v, sizeof v) == (ssize_t)sizeof v) {
-                    w->gc_armed = 0;
-                    w->gc_due = 1; /* gc_kick at the end of the turn starts the batch */
-                }
-            } else if (p == &tag_commit) {
-                uint64_t v;
-                if (read(w->gc_efd, &v, sizeof v) == (ssize_t)sizeof v)
-                    gc_finish(w);
-            } else if (p == &tag_kill) {
-                srv_ctab_reap(w, conn_close); /* another worker ran CLIENT KILL */
-            } else if (p == &tag_slot) {
-                uint64_t v;
-                if (read(s->done_efd[slot], &v, sizeof v) == (ssize_t)sizeof v)
-                    cmd_slot_answered(w);
-            } else {
-                conn *c = p;
-                if (c->fd < 0)
-                    continue; /* closed earlier in this turn */
-                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
-                    conn_close(w, c);
-                    continue;
-                }
-                if (evs[i].events & EPOLLOUT)
-                    if (conn_flush(w, c) < 0)
-                        continue;
-                if (evs[i].events & EPOLLIN)
-                    conn_read(w, c);
-            }
-        }
-        int64_t now = pc_mono_ms();
-        unix_balance(w, now);
-        if (w->accept_resume_ms != 0 && now >= w->accept_resume_ms && !w->stopping) {
-            for (unsigned i = 0; i < nlsn; i++)
-                lsn_watch(w, i);
-            w->accept_resume_ms = 0;
-        }
-        if (now >= next_tick) {
-            next_tick = now + 1000;
-            if (srv_runtime_poll(s)) /* another worker ran CONFIG SET */
-                cmd_config_limits(w);
-            if (s->persist != NULL)
-                (void)pc_persist_worker_tick(s->persist);
-            if (s->cfg.idle_timeout_s > 0)
-                for (conn *c = w->conns; c != NULL; c = c->next)
-                    if (!c->blocked && now - c->last_ms > (int64_t)s->cfg.idle_timeout_s * 1000)
-                        conn_close(w, c);
-            /* an idle connection keeps no input buffer (Redis frees an idle
-             * client's query buffer after 2 s too): 10,000 idle clients
-             * would otherwise hold 32 KiB each */
-            for (conn *c = w->conns; c != NULL; c = c->next)
-                if (c->in.p != NULL && c->in.off == c->in.len && c->need_args < 0 && !c->blocked &&
-                    now - c->last_ms >= W_IDLE_FREE_MS) {
-                    free(c->in.p);
-                    c->in.p = NULL;
-                    c->in.cap = c->in.off = c->in.len = 0;
-                }
-            /* a lost eventfd write costs at most a second */
-            if (w->slot_waiter != NULL || w->slot_async || w->slot_orphan)
-                cmd_slot_answered(w);
-            gc_finish(w);
-            srv_ctab_reap(w, conn_close); /* a lost eventfd write costs a second */
-        }
-        gc_kick(w);
-        /* a closed connection still on a group commit list is freed once off it */
-        for (conn **pg = &w->graveyard; *pg != NULL;) {
-            conn *g = *pg;
-            if (g->held || g->infl) {
-                pg = &g->gnext;
-                continue;
-            }
-            *pg = g->gnext;
-            conn_free(g);
-        }
-        if (w->stopping && (w->conns == NULL || now >= stop_deadline)) {
-            if (w->nconns > 0)
-                srv_log(PC_LOG_WARN, "drain deadline: closing %u connection(s)", w->nconns);
-            gc_teardown(w);
-            srv_log(PC_LOG_INFO, "stopped");
-            while (w->conns != NULL)
-                conn_close(w, w->conns);
-            while (w->graveyard != NULL) {
-                conn *g = w->graveyard;
-                w->graveyard = g->gnext;
-                conn_free(g);
-            }
-            pc_json_destroy(w->json);
-            for (unsigned d = 0; d < s->ndbs; d++)
-                pc_mgmt_destroy(w->mgmt_cfg[d]);
-            free(w->scratch);
-            free(w->argv);
-            free(w->argl);
-            exit(0);
-        }
+        for (int i = 0; i < n; i++)
+            worker_event(w, &evs[i]);
+        worker_turn_end(w);
     }
 }

@@ -7,6 +7,7 @@
 #include "pcache_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 size_t pc_log_vformat(char *buf, size_t cap, const char *prefix, const char *fmt, va_list ap)
 {
@@ -53,4 +54,14 @@ void pc_log_put(const pc_logger *lg, int level, const char *msg)
 {
     if (pc_log_enabled(lg, level))
         lg->fn(lg->ctx, level, msg);
+}
+
+void pc_invariant_fail(const pc_logger *lg, const char *inv, const char *cond, const char *file,
+                       int line)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "pcache: invariant %s violated at %s:%d: %s", inv, file, line, cond);
+    pc_log_put(lg, PC_LOG_ERR, buf);
+    fprintf(stderr, "%s\n", buf);
+    abort();
 }

@@ -212,14 +212,11 @@ static int pc_jrotation_state(pc_journal *j, const pc_mutation *r, pc_mutation *
     if (m.ttl_ms >= 0)
         out->expires_mono_ms = pc_mono_ms() + (m.ttl_ms > 0 ? m.ttl_ms : 1);
     if (m.is_counter) {
-        /* the engine formats a counter as a decimal int64 */
-        const char *p = (const char *)j->scratch;
-        bool neg = got > 0 && p[0] == '-';
-        uint64_t v = 0;
-        for (size_t i = neg ? 1 : 0; i < got; i++)
-            v = v * 10 + (uint64_t)(p[i] - '0');
+        /* the engine formats a counter as the canonical text of an int64,
+         * which its own parser reads back exactly */
+        if (pc_parse_i64(j->scratch, got, &out->counter) != 0)
+            return 0;
         out->op = PC_MUT_COUNTER;
-        out->counter = neg ? (int64_t)(0 - v) : (int64_t)v;
     } else {
         out->op = PC_MUT_SET;
         out->val = j->scratch;

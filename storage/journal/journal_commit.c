@@ -123,6 +123,7 @@ int pc_jbatch_start(pc_journal *j, pc_journal_batch *b)
             continue;
         p->on = false;
         const struct pc_jseg_shm *g = &s->seg[c];
+        PC_ASSERT(j, J2, b->n < j->ncoll && b->n < PC_MAX_COLLECTIONS);
         struct pc_jbseg *e = &b->seg[b->n++];
         *e = (struct pc_jbseg){.fd = -1, .coll = c, .n = p->n, .epoch = p->epoch};
         e->current = g->n == p->n && g->epoch == p->epoch;
@@ -181,6 +182,7 @@ int pc_jbatch_finish(pc_journal *j, pc_journal_batch *b)
             struct pc_jseg_shm *g = &s->seg[e->coll];
             if (!e->current || g->n != e->n || g->epoch != e->epoch)
                 continue;
+            PC_ASSERT(j, J1, e->bytes <= g->bytes);
             if (b->err != 0) { /* as pc_jseg_sync_locked: the pages may be gone */
                 g->n = -1;
                 pc_jfd_close(&j->own[e->coll]);

@@ -19,6 +19,20 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/* ---- invariants ------------------------------------------------------------
+ * Debug builds check them with PC_ASSERT where the code relies on them
+ * ("checked" names where). A damaged segment is never one of them: the
+ * replay returns and quarantines it.
+ *  J1  A segment only grows while it is current (same n and epoch in its
+ *      slot): the append offset a group-commit batch read at start is at
+ *      most the offset at finish, so marking it synced never claims bytes
+ *      that were not written. Checked: pc_jbatch_finish.
+ *  J2  A batch holds at most one entry per collection (each pending
+ *      segment is taken once, under the slot's lock). Checked:
+ *      pc_jbatch_start.
+ * j is the pc_journal (its logger reports a failure). */
+#define PC_ASSERT(j, inv, cond) PC_INVARIANT(&(j)->log, inv, cond)
+
 /* ---- the on-disk format (docs/journal-format.md) -------------------------
  * For the writer, the replay and the tests (testing/pc_journal_testing.h):
  * pure functions over bytes, every input treated as hostile. All integers

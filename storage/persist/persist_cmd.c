@@ -75,15 +75,27 @@ static const char *pp_errmsg(const pc_persist *p, const pp_target *t)
     return t != NULL ? pp_target_errmsg(t) : p->backend != NULL ? p->backend->errmsg(p->bh) : "";
 }
 
-static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
-                       pc_mgmt_err *err)
+/* One perf_save or perf_load call: the collections it names, each saved to
+ * or loaded from its store in turn, stopping at the first failure. */
+struct pp_run {
+    pc_persist *p;
+    int load;    /* perf_load, else perf_save */
+    pp_target t; /* the call's [store] when use */
+    int use;
+    unsigned n;       /* collections done */
+    uint64_t rows;    /* saved or loaded */
+    uint64_t expired; /* perf_load: skipped as expired */
+    double secs;
+};
+
+/* Runs the call over its collections into r. On a failure the error names
+ * the collection and what was done before it; r's target is closed. */
+static int pp_run_each(struct pp_run *r, const pc_mgmt_call *call, pc_mgmt_err *err)
 {
-    pc_persist *p = ctx;
+    pc_persist *p = r->p;
+    const char *cmd = r->load ? "perf_load" : "perf_save";
     pc_coll *only = pc_mgmt_call_coll(call, 0);
-    unsigned n = 0;
-    uint64_t saved = 0;
-    pp_target t;
-    int use = 0, rc = pp_call_target(p, call, 1, &t, &use, "perf_save", err);
+    int rc = pp_call_target(p, call, !r->load, &r->t, &r->use, cmd, err);
     if (rc != 0)
         return rc;
     const double t0 = pc_mono_sec();
@@ -91,89 +103,69 @@ static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops 
         pc_coll *coll = pc_coll_at(p->cache, i);
         if (only != NULL && coll != only)
             continue;
-        pc_persist_result r;
-        rc = use ? pp_target_save(&t, coll, &r) : pc_persist_save_coll(p, coll, &r);
+        pc_persist_result res;
+        memset(&res, 0, sizeof res);
+        if (!r->load)
+            rc = r->use ? pp_target_save(&r->t, coll, &res) : pc_persist_save_coll(p, coll, &res);
+        else if (!r->use)
+            rc = pp_load_coll(p, coll, &res);
+        else if ((rc = pp_target_load(&r->t, coll, &res)) == PC_ENOTFOUND)
+            rc = 0; /* never saved there: nothing to load, as configured */
         if (rc != 0) {
-            const char *why = pp_errmsg(p, use ? &t : NULL);
-            rc =
-                pc_mgmt_errorf(err, rc,
-                               "perf_save: saving collection \"%s\" failed: %s "
-                               "(its previous snapshot stands; %u collection(s) saved "
-                               "before it)%s%.300s",
-                               pc_coll_name(coll), pc_store_strerror(rc), n, *why ? ": " : "", why);
-            if (use)
-                pp_target_close(&t);
+            const char *why = pp_errmsg(p, r->use ? &r->t : NULL);
+            rc = pc_mgmt_errorf(err, rc,
+                                r->load ? "%s: loading collection \"%s\" failed: %s "
+                                          "(%u collection(s) loaded before it)%s%.300s"
+                                        : "%s: saving collection \"%s\" failed: %s "
+                                          "(its previous snapshot stands; %u collection(s) saved "
+                                          "before it)%s%.300s",
+                                cmd, pc_coll_name(coll), pc_store_strerror(rc), r->n,
+                                *why ? ": " : "", why);
+            if (r->use)
+                pp_target_close(&r->t);
             return rc;
         }
-        n++;
-        saved += r.rows;
+        r->n++;
+        r->rows += res.rows;
+        r->expired += res.skipped_expired;
     }
-    double secs = pc_mono_sec() - t0;
-    rc = ops->obj_begin(rctx, NULL);
-    rc = rc ? rc : ops->u64(rctx, "collections", n);
-    rc = rc ? rc : ops->u64(rctx, "saved", saved);
-    rc = rc ? rc : ops->dbl(rctx, "duration", secs);
-    rc = rc ? rc : ops->dbl(rctx, "rate", secs > 0 ? (double)saved / secs : 0);
-    const char *path = pp_describe(p, use ? &t : NULL);
+    r->secs = pc_mono_sec() - t0;
+    return 0;
+}
+
+/* The result of a call that succeeded, then its target closed. */
+static int pp_run_result(struct pp_run *r, const pc_result_ops *ops, void *rctx)
+{
+    int rc = ops->obj_begin(rctx, NULL);
+    rc = rc ? rc : ops->u64(rctx, "collections", r->n);
+    rc = rc ? rc : ops->u64(rctx, r->load ? "loaded" : "saved", r->rows);
+    if (r->load)
+        rc = rc ? rc : ops->u64(rctx, "skipped_expired", r->expired);
+    rc = rc ? rc : ops->dbl(rctx, "duration", r->secs);
+    if (!r->load)
+        rc = rc ? rc : ops->dbl(rctx, "rate", r->secs > 0 ? (double)r->rows / r->secs : 0);
+    const char *path = pp_describe(r->p, r->use ? &r->t : NULL);
     rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
     rc = rc ? rc : ops->obj_end(rctx);
-    if (use)
-        pp_target_close(&t);
+    if (r->use)
+        pp_target_close(&r->t);
     return rc;
+}
+
+static int pp_cmd_save(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
+                       pc_mgmt_err *err)
+{
+    struct pp_run r = {.p = ctx, .load = 0};
+    int rc = pp_run_each(&r, call, err);
+    return rc != 0 ? rc : pp_run_result(&r, ops, rctx);
 }
 
 static int pp_cmd_load(void *ctx, const pc_mgmt_call *call, const pc_result_ops *ops, void *rctx,
                        pc_mgmt_err *err)
 {
-    pc_persist *p = ctx;
-    pc_coll *only = pc_mgmt_call_coll(call, 0);
-    unsigned n = 0;
-    uint64_t loaded = 0, expired = 0;
-    pp_target t;
-    int use = 0, rc = pp_call_target(p, call, 0, &t, &use, "perf_load", err);
-    if (rc != 0)
-        return rc;
-    const double t0 = pc_mono_sec();
-    for (unsigned i = 0; i < pc_coll_count(p->cache); i++) {
-        pc_coll *coll = pc_coll_at(p->cache, i);
-        if (only != NULL && coll != only)
-            continue;
-        pc_persist_result r;
-        memset(&r, 0, sizeof r);
-        if (use) {
-            rc = pp_target_load(&t, coll, &r);
-            if (rc == PC_ENOTFOUND) /* never saved there: nothing to load, as configured */
-                rc = 0;
-        } else {
-            rc = pp_load_coll(p, coll, &r);
-        }
-        if (rc != 0) {
-            const char *why = pp_errmsg(p, use ? &t : NULL);
-            rc =
-                pc_mgmt_errorf(err, rc,
-                               "perf_load: loading collection \"%s\" failed: %s "
-                               "(%u collection(s) loaded before it)%s%.300s",
-                               pc_coll_name(coll), pc_store_strerror(rc), n, *why ? ": " : "", why);
-            if (use)
-                pp_target_close(&t);
-            return rc;
-        }
-        n++;
-        loaded += r.rows;
-        expired += r.skipped_expired;
-    }
-    const double secs = pc_mono_sec() - t0;
-    rc = ops->obj_begin(rctx, NULL);
-    rc = rc ? rc : ops->u64(rctx, "collections", n);
-    rc = rc ? rc : ops->u64(rctx, "loaded", loaded);
-    rc = rc ? rc : ops->u64(rctx, "skipped_expired", expired);
-    rc = rc ? rc : ops->dbl(rctx, "duration", secs);
-    const char *path = pp_describe(p, use ? &t : NULL);
-    rc = rc ? rc : ops->str(rctx, "store", path, strlen(path));
-    rc = rc ? rc : ops->obj_end(rctx);
-    if (use)
-        pp_target_close(&t);
-    return rc;
+    struct pp_run r = {.p = ctx, .load = 1};
+    int rc = pp_run_each(&r, call, err);
+    return rc != 0 ? rc : pp_run_result(&r, ops, rctx);
 }
 
 /* perf_stats: the last save and load of each collection. */

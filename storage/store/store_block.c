@@ -7,7 +7,6 @@
  * block header's XXH3-64 of the payload is checked before decompressing and
  * the XXH3-64 of the raw records after.
  */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -27,7 +26,10 @@ int pc_sb_raw_add(pc_sb_raw *b, const pc_sf_rec *r, uint64_t order)
         b->buf = nb;
         b->cap = cap;
     }
-    b->len += pc_sf_rec_encode(b->buf + b->len, r);
+    PC_INVARIANT(NULL, S1, b->count == 0 || order >= b->last);
+    size_t wrote = pc_sf_rec_encode(b->buf + b->len, r);
+    PC_INVARIANT(NULL, S2, wrote == need);
+    b->len += wrote;
     if (b->count == 0)
         b->first = order;
     b->last = order;
@@ -94,7 +96,7 @@ int pc_sb_pack(void *zstd_cctx, int level, const pc_sb_raw *b, const char *name,
     h.payload_sum = pc_sf_hash(payload, z);
     h.raw_sum = pc_sf_hash(b->buf, b->len);
     size_t hl = pc_sf_block_hdr_encode(&h, out->val);
-    assert(hl == PC_SF_BLOCK_HDR);
+    PC_INVARIANT(NULL, S2, hl == PC_SF_BLOCK_HDR);
     out->val_len = hl + z;
     out->klen = pc_sf_bkey(out->key, name, nlen, b->last);
     out->raw_sum = h.raw_sum;

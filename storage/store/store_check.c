@@ -39,7 +39,7 @@
 #include "store_int.h"
 
 /* ---- the forked child ----------------------------------------------------- */
-static int pc_write_all(int fd, const void *p, size_t n)
+int pc_store_write_all(int fd, const void *p, size_t n)
 {
     const uint8_t *b = p;
     while (n > 0) {
@@ -151,7 +151,7 @@ static void pc_ck_add(struct pc_ck *c, int kind, const char *coll, uint64_t firs
     p.first = first;
     p.last = last;
     snprintf(p.message, sizeof p.message, "%s", msg);
-    if (pc_write_all(c->fd, &p, sizeof p) != 0)
+    if (pc_store_write_all(c->fd, &p, sizeof p) != 0)
         c->write_failed = 1;
     c->nprob++;
 }
@@ -381,7 +381,7 @@ static int pc_ck_child(void *ctx, int fd)
     end.last = c.w.free_pages;
     end.klen = (size_t)(rc < 0 ? -rc : 0);
     if (!c.write_failed)
-        pc_write_all(fd, &end, sizeof end);
+        pc_store_write_all(fd, &end, sizeof end);
     /* Released before _exit: LMDB records a reader slot per process in
      * lock.mdb, and a slot left by this (dead) child is what the next
      * opener's mdb_reader_check reports as "released N reader slots of dead

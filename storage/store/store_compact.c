@@ -243,6 +243,81 @@ static int pc_cp_fsync_dir(const char *dir)
     return r;
 }
 
+/* 1. byte 0 of lock.mdb, exclusively, without waiting: *lfd holds it
+ * (closing it releases it). mode: data.mdb's, for a lock.mdb made here. */
+static int pc_cp_lock(struct pc_cp *c, mode_t mode, int *lfd)
+{
+    *lfd = open(c->lock, O_RDWR | O_CREAT | O_CLOEXEC, mode & 0666);
+    if (*lfd < 0)
+        return pc_cp_fail(c, PC_EIO, "store %s: lock.mdb: %s", c->dir, strerror(errno));
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    if (fcntl(*lfd, F_SETLK, &fl) == 0)
+        return 0;
+    struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    long holder = fcntl(*lfd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK ? (long)q.l_pid : 0;
+    return pc_cp_fail(c, PC_EBUSY,
+                      "store %s is open in another process (pid %ld): compaction needs the "
+                      "store to itself; stop the processes that use it",
+                      c->dir, holder);
+}
+
+/* 3. the compacted copy of env in c->tmp, with data.mdb's (dst) mode and
+ * owner, durable; *tst its size. *created once the file exists (the
+ * caller removes it unless it is installed). */
+static int pc_cp_copy(struct pc_cp *c, MDB_env *env, const struct stat *dst, struct stat *tst,
+                      int *created)
+{
+    /* a stray copy of a compaction that died is removed, not reused: its
+     * mode and owner are not data.mdb's */
+    if (unlink(c->tmp) != 0 && errno != ENOENT)
+        return pc_cp_fail(c, PC_EIO, "store %s: cannot remove a stale %s: %s", c->dir, c->tmp,
+                          strerror(errno));
+    int tfd = open(c->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dst->st_mode & 0777);
+    if (tfd < 0)
+        return pc_cp_fail(c, PC_EIO, "store %s: cannot create %s: %s", c->dir, c->tmp,
+                          strerror(errno));
+    *created = 1;
+    int rc = 0, mrc;
+    if (fchmod(tfd, dst->st_mode & 07777) != 0) /* the umask applied at open */
+        rc = pc_cp_fail(c, PC_EIO, "store %s: cannot give the copy data.mdb's mode: %s", c->dir,
+                        strerror(errno));
+    else if (fchown(tfd, dst->st_uid, dst->st_gid) != 0 &&
+             (dst->st_uid != geteuid() || dst->st_gid != getegid()))
+        rc = pc_cp_fail(c, PC_EIO, "store %s: cannot give the copy data.mdb's owner: %s", c->dir,
+                        strerror(errno));
+    else if ((mrc = mdb_env_copyfd2(env, tfd, MDB_CP_COMPACT)) != 0)
+        rc = pc_cp_fail(c, PC_EIO, "store %s: compacting copy failed: %s", c->dir,
+                        mdb_strerror(mrc));
+    else if (fsync(tfd) != 0)
+        rc = pc_cp_fail(c, PC_EIO, "store %s: fsync of the copy: %s", c->dir, strerror(errno));
+    else if (fstat(tfd, tst) != 0)
+        rc = pc_cp_fail(c, PC_EIO, "store %s: stat of the copy: %s", c->dir, strerror(errno));
+    close(tfd);
+    return rc;
+}
+
+/* 6. the reader table reset from the new file (size bytes) while byte 0
+ * is still ours. */
+static int pc_cp_reopen(struct pc_cp *c, off_t size)
+{
+    MDB_env *fresh = NULL;
+    int mrc = mdb_env_create(&fresh);
+    if (mrc == 0)
+        mrc = mdb_env_set_maxdbs(fresh, 4);
+    if (mrc == 0)
+        mrc = mdb_env_set_mapsize(fresh, (size_t)size + (1u << 20));
+    if (mrc == 0)
+        mrc = mdb_env_open(fresh, c->dir, MDB_RDONLY | MDB_NOTLS, 0640);
+    if (fresh != NULL)
+        mdb_env_close(fresh);
+    if (mrc != 0)
+        return pc_cp_fail(c, PC_EIO,
+                          "store %s: compacted, but re-opening it failed: %s (the next opener "
+                          "re-initialises lock.mdb)",
+                          c->dir, mdb_strerror(mrc));
+    return 0;
+}
+
 int pc_store_compact(const char *where, pc_store_compact_result *result, char *errbuf,
                      size_t errlen)
 {
@@ -251,30 +326,16 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
         errbuf[0] = 0;
     if (where == NULL)
         return PC_EINVAL;
-    int rc = pc_cp_paths(&c, where), lfd = -1, tfd = -1, created = 0, installed = 0;
+    int rc = pc_cp_paths(&c, where), lfd = -1, created = 0, installed = 0;
     MDB_env *env = NULL;
     if (rc != 0)
         return rc;
-    struct stat dst;
+    struct stat dst, tst;
     if (stat(c.data, &dst) != 0)
         return pc_cp_fail(&c, errno == ENOENT ? PC_ESTORE : PC_EIO, "store %s: data.mdb: %s", c.dir,
                           strerror(errno));
-    /* 1. byte 0 of lock.mdb, exclusively, without waiting */
-    lfd = open(c.lock, O_RDWR | O_CREAT | O_CLOEXEC, dst.st_mode & 0666);
-    if (lfd < 0) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: lock.mdb: %s", c.dir, strerror(errno));
+    if ((rc = pc_cp_lock(&c, dst.st_mode, &lfd)) != 0)
         goto out;
-    }
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-    if (fcntl(lfd, F_SETLK, &fl) != 0) {
-        struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-        long holder = fcntl(lfd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK ? (long)q.l_pid : 0;
-        rc = pc_cp_fail(&c, PC_EBUSY,
-                        "store %s is open in another process (pid %ld): compaction needs the "
-                        "store to itself; stop the processes that use it",
-                        c.dir, holder);
-        goto out;
-    }
     /* 2. the structure (nobody can write: byte 0 is ours, so LMDB's reader
      * table is not used by the check either), then the store, read without
      * LMDB's locks */
@@ -289,53 +350,11 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
                         "store %s: cannot open the LMDB environment: %s", c.dir, mdb_strerror(mrc));
         goto out;
     }
-    if ((rc = pc_cp_check_store(&c, env)) != 0)
-        goto out;
-    /* 3. the compacted copy */
-    /* a stray copy of a compaction that died is removed, not reused: its
-     * mode and owner are not data.mdb's */
-    if (unlink(c.tmp) != 0 && errno != ENOENT) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot remove a stale %s: %s", c.dir, c.tmp,
-                        strerror(errno));
-        goto out;
-    }
-    tfd = open(c.tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dst.st_mode & 0777);
-    if (tfd < 0) {
-        rc =
-            pc_cp_fail(&c, PC_EIO, "store %s: cannot create %s: %s", c.dir, c.tmp, strerror(errno));
-        goto out;
-    }
-    created = 1;
-    if (fchmod(tfd, dst.st_mode & 07777) != 0) { /* the umask applied at open */
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot give the copy data.mdb's mode: %s", c.dir,
-                        strerror(errno));
-        goto out;
-    }
-    if (fchown(tfd, dst.st_uid, dst.st_gid) != 0 &&
-        (dst.st_uid != geteuid() || dst.st_gid != getegid())) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: cannot give the copy data.mdb's owner: %s", c.dir,
-                        strerror(errno));
-        goto out;
-    }
-    if ((mrc = mdb_env_copyfd2(env, tfd, MDB_CP_COMPACT)) != 0) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: compacting copy failed: %s", c.dir,
-                        mdb_strerror(mrc));
-        goto out;
-    }
-    if (fsync(tfd) != 0) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: fsync of the copy: %s", c.dir, strerror(errno));
-        goto out;
-    }
-    struct stat tst;
-    if (fstat(tfd, &tst) != 0) {
-        rc = pc_cp_fail(&c, PC_EIO, "store %s: stat of the copy: %s", c.dir, strerror(errno));
-        goto out;
-    }
-    close(tfd);
-    tfd = -1;
-    /* 4. the copy holds exactly what the store holds */
+    /* 4. after the copy (3): it holds exactly what the store holds */
     uint64_t entries = 0;
-    if ((rc = pc_cp_compare(&c, env, &entries)) != 0)
+    if ((rc = pc_cp_check_store(&c, env)) != 0 ||
+        (rc = pc_cp_copy(&c, env, &dst, &tst, &created)) != 0 ||
+        (rc = pc_cp_compare(&c, env, &entries)) != 0)
         goto out;
     mdb_env_close(env);
     env = NULL;
@@ -349,34 +368,15 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
         rc = pc_cp_fail(&c, PC_EIO, "store %s: fsync of the directory: %s", c.dir, strerror(errno));
         goto out;
     }
-    /* 6. reset the reader table from the new file while byte 0 is ours */
-    MDB_env *fresh = NULL;
-    mrc = mdb_env_create(&fresh);
-    if (mrc == 0)
-        mrc = mdb_env_set_maxdbs(fresh, 4);
-    if (mrc == 0)
-        mrc = mdb_env_set_mapsize(fresh, (size_t)tst.st_size + (1u << 20));
-    if (mrc == 0)
-        mrc = mdb_env_open(fresh, c.dir, MDB_RDONLY | MDB_NOTLS, 0640);
-    if (fresh != NULL)
-        mdb_env_close(fresh);
-    if (mrc != 0) {
-        rc = pc_cp_fail(&c, PC_EIO,
-                        "store %s: compacted, but re-opening it failed: %s (the next opener "
-                        "re-initialises lock.mdb)",
-                        c.dir, mdb_strerror(mrc));
+    if ((rc = pc_cp_reopen(&c, tst.st_size)) != 0)
         goto out;
-    }
     if (result != NULL) {
         memset(result, 0, sizeof *result);
         result->bytes_before = (uint64_t)dst.st_size;
         result->bytes_after = (uint64_t)tst.st_size;
         result->entries = entries;
     }
-    rc = 0;
 out:
-    if (tfd >= 0)
-        close(tfd);
     if (env != NULL)
         mdb_env_close(env);
     if (rc != 0 && created && !installed)

@@ -105,6 +105,7 @@ int pc_store_check_pid(const pc_store *s)
 
 int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn)
 {
+    PC_ASSERT(s, S4, (flags & MDB_RDONLY) != 0 || (s->flags & PC_STORE_RDONLY) == 0);
     int mrc = 0;
     for (int tries = 0; tries < 4; tries++) {
         mrc = mdb_txn_begin(s->env, NULL, flags, txn);
@@ -136,6 +137,19 @@ size_t pc_store_used_bytes(pc_store *s)
     if (mdb_env_info(s->env, &ei) != 0)
         return 0;
     return (ei.me_last_pgno + 1) * (size_t)s->psize;
+}
+
+int pc_store_txn_finish(pc_store *s, MDB_txn *txn, int mrc, int commit, const char *what)
+{
+    if (mrc == 0 && commit)
+        mrc = mdb_txn_commit(txn);
+    else
+        mdb_txn_abort(txn);
+    if (mrc == MDB_MAP_FULL) {
+        int rc = pc_store_grow(s, 0);
+        return rc != 0 ? rc : PC_STORE_AGAIN;
+    }
+    return mrc != 0 ? pc_store_mdb_err(s, mrc, what) : 0;
 }
 
 int pc_store_grow(pc_store *s, size_t need)
@@ -886,18 +900,12 @@ int pc_store_next_boot_gen(pc_store *s, uint64_t *gen)
         uint8_t buf[PC_SF_HDR_SIZE];
         pc_sf_hdr_encode(&h, buf);
         MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, v = {sizeof buf, buf};
-        int mrc = mdb_put(txn, s->meta, &k, &v, 0);
-        if (mrc == 0)
-            mrc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
-        if (mrc == MDB_MAP_FULL) {
-            if ((rc = pc_store_grow(s, 0)) != 0)
-                return rc;
+        rc = pc_store_txn_finish(s, txn, mdb_put(txn, s->meta, &k, &v, 0), 1,
+                                 "commit the boot generation");
+        if (rc == PC_STORE_AGAIN)
             continue;
-        }
-        if (mrc != 0)
-            return pc_store_mdb_err(s, mrc, "commit the boot generation");
+        if (rc != 0)
+            return rc;
         *gen = h.boot_gen;
         return 0;
     }

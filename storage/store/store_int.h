@@ -36,6 +36,25 @@
 
 #include "store_format.h"
 
+/* ---- invariants ------------------------------------------------------------
+ * Debug builds check them with PC_ASSERT where the code relies on them
+ * ("checked" names where). Corruption of what is read from disk is never
+ * one of them: that is PC_ECORRUPT, returned.
+ *  S1  A block's records are in ascending order key, first <= each <=
+ *      last: load, verify and the offline reads seek blocks by that range.
+ *      Checked: pc_sb_raw_add.
+ *  S2  The codec writes exactly the sizes it announces: a record
+ *      pc_sf_rec_size bytes, a block header PC_SF_BLOCK_HDR bytes.
+ *      Checked: pc_sb_raw_add, pc_sb_pack.
+ *  S3  The pipe holds at most depth jobs and hands them back in the order
+ *      they were submitted: tail <= next <= head <= tail + depth. The
+ *      blocks of a save are written in walk order because of it.
+ *      Checked: pc_pipe_submit, pc_pipe_take_locked.
+ *  S4  A write transaction runs only on a read-write handle: every writing
+ *      entry point refuses a read-only one first. Checked: pc_store_txn_begin.
+ * s is the pc_store (its logger reports a failure). */
+#define PC_ASSERT(s, inv, cond) PC_INVARIANT(&(s)->log, inv, cond)
+
 /* ---- store_block.c: one block in memory ---------------------------------------- */
 /* Raw records being collected for one block, in record order. */
 typedef struct pc_sb_raw {
@@ -115,6 +134,12 @@ int pc_store_txn_begin(pc_store *s, unsigned flags, MDB_txn **txn);
 /* Grows the map (no transaction of this process may be open) to at least
  * need bytes, doubling at least. */
 int pc_store_grow(pc_store *s, size_t need);
+/* Ends a write transaction that ran to mrc (an LMDB code): commits it when
+ * commit and mrc is 0, else aborts it. 0 when done, PC_STORE_AGAIN when
+ * the map was full and has grown (run the transaction again), else a PC_E*
+ * code with what logged (pc_store_mdb_err). */
+#define PC_STORE_AGAIN 1
+int pc_store_txn_finish(pc_store *s, MDB_txn *txn, int mrc, int commit, const char *what);
 /* Clears reader slots of dead processes (mdb_reader_check): a reader that
  * died inside a read transaction would otherwise keep every page freed
  * since from being reused, and the file would grow. */
@@ -226,6 +251,9 @@ int pc_lw_run(pc_lw *w, uint64_t want_txnid, int use_want);
 void pc_lw_release(pc_lw *w);
 
 /* ---- store_check.c ---------------------------------------------------------- */
+/* Writes all n bytes of p to fd (a pipe to the parent), again after EINTR:
+ * 0, or -1 when the pipe failed. */
+int pc_store_write_all(int fd, const void *p, size_t n);
 /* Runs fn(ctx, fd) in a forked child, fd the write end of a pipe; the
  * parent collects everything written into *out (caller-owned, free) and
  * the child's wait status into *status. The child exits with _exit (no

@@ -276,6 +276,94 @@ static int pc_store_prune(pc_store *s, const char *name, size_t nlen, uint64_t g
                           uint8_t (*keys)[PC_SF_BKEY_MAX], const size_t *klens, size_t nkeys,
                           uint64_t *pruned);
 
+/* Every block of the collection, in key order, through the pipe (jobs:
+ * depth + 1 slots) into pc_ld_consume; then the blocks' totals against the
+ * meta (a mismatch marks the load bad). */
+static int pc_ld_blocks(struct pc_ld *ld, MDB_txn *txn, pc_pipe *pipe, struct pc_ld_job *jobs,
+                        unsigned depth)
+{
+    pc_store *s = ld->s;
+    MDB_cursor *cur = NULL;
+    int rc = 0, mrc = mdb_cursor_open(txn, s->blocks, &cur);
+    if (mrc != 0)
+        return pc_store_mdb_err(s, mrc, "open a cursor");
+    ld->now_ms = pc_wall_ms();
+    uint8_t pk[PC_SF_BKEY_MAX];
+    memcpy(pk, ld->name, ld->nlen);
+    pk[ld->nlen] = 0;
+    MDB_val k = {ld->nlen + 1, pk}, v;
+    uint64_t submitted = 0;
+    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size <= ld->nlen || memcmp(k.mv_data, pk, ld->nlen + 1) != 0)
+            break;
+        if (k.mv_size > PC_SF_BKEY_MAX) {
+            ld->bad = 1;
+            PC_SLOG(s, PC_LOG_ERR, "store %s: collection %s: a block key of %zu bytes; skipped",
+                    s->path, ld->name, k.mv_size);
+            continue;
+        }
+        struct pc_ld_job *j = &jobs[submitted++ % (depth + 1)], *done = NULL;
+        j->key = k;
+        j->val = v;
+        j->state = 0;
+        j->hdr_ok = 0;
+        pc_pipe_submit(pipe, j, (void **)&done);
+        if (done != NULL && (rc = pc_ld_consume(ld, done)) != 0)
+            break;
+        if (ld->res.blocks % 64 == 0)
+            ld->now_ms = pc_wall_ms();
+    }
+    for (void *j; (j = pc_pipe_next(pipe)) != NULL;) {
+        int crc = pc_ld_consume(ld, j);
+        if (rc == 0)
+            rc = crc;
+    }
+    mdb_cursor_close(cur);
+    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = pc_store_mdb_err(s, mrc, "read the blocks");
+    if (rc != 0)
+        return rc;
+    uint64_t sum = pc_sf_sum_final(&ld->sum);
+    if (ld->hdr_count != ld->meta.count || ld->res.blocks != ld->meta.blocks ||
+        sum != ld->meta.content_checksum) {
+        ld->bad = 1;
+        PC_SLOG(s, PC_LOG_ERR,
+                "store %s: collection %s generation %llu: the blocks hold %llu records in %llu "
+                "blocks (checksum %016llx) but the meta says %llu in %llu (checksum %016llx)",
+                s->path, ld->name, (unsigned long long)ld->meta.generation,
+                (unsigned long long)ld->hdr_count, (unsigned long long)ld->res.blocks,
+                (unsigned long long)sum, (unsigned long long)ld->meta.count,
+                (unsigned long long)ld->meta.blocks, (unsigned long long)ld->meta.content_checksum);
+    }
+    return 0;
+}
+
+/* After the read transaction: the prune of expired records, the result
+ * and its log line. */
+static void pc_ld_finish(struct pc_ld *ld, double t0)
+{
+    pc_store *s = ld->s;
+    if (ld->nprune > 0 && !ld->opts->no_prune && (s->flags & PC_STORE_RDONLY) == 0) {
+        int prc = pc_store_prune(s, ld->name, ld->nlen, ld->meta.generation, ld->prune,
+                                 ld->prune_len, ld->nprune, &ld->res.pruned);
+        if (prc != 0)
+            PC_SLOG(s, PC_LOG_WARN, "store %s: collection %s: prune not done: %s", s->path,
+                    ld->name, pc_store_strerror(prc));
+    }
+    ld->res.seconds = pc_mono_sec() - t0;
+    ld->res.rate = ld->res.seconds > 0 ? (double)ld->res.loaded / ld->res.seconds : 0;
+    ld->res.meta = ld->meta;
+    PC_SLOG(s, PC_LOG_INFO,
+            "store %s: loaded %s generation %llu: %llu records (%llu expired, %llu filtered, %llu "
+            "refused, %llu corrupt, %llu pruned) in %.3f s",
+            s->path, ld->name, (unsigned long long)ld->meta.generation,
+            (unsigned long long)ld->res.loaded, (unsigned long long)ld->res.skipped_expired,
+            (unsigned long long)ld->res.filtered, (unsigned long long)ld->res.failed,
+            (unsigned long long)ld->res.corrupt, (unsigned long long)ld->res.pruned,
+            ld->res.seconds);
+}
+
 int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
                   pc_store_load_result *result)
 {
@@ -299,7 +387,6 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
     unsigned depth = 2 * nw + 2;
     struct pc_ld_job *jobs = calloc(depth + 1, sizeof *jobs);
     MDB_txn *txn = NULL;
-    MDB_cursor *cur = NULL;
     pc_pipe *pipe = NULL;
     ld.ndctx = nw + 1;
     ld.dctx = calloc(ld.ndctx, sizeof *ld.dctx);
@@ -312,91 +399,16 @@ int pc_store_load(pc_store *s, pc_coll *coll, const pc_store_load_opts *opts,
             rc = PC_EHEAP;
             goto out;
         }
-    if ((rc = pc_sf_sum_init(&ld.sum)) != 0)
+    if ((rc = pc_sf_sum_init(&ld.sum)) != 0 ||
+        (rc = pc_store_txn_begin(s, MDB_RDONLY, &txn)) != 0 ||
+        (rc = pc_store_meta_read(s, txn, ld.name, ld.nlen, &ld.meta)) != 0 ||
+        (ld.opts->on_meta != NULL && (rc = ld.opts->on_meta(ld.opts->meta_ctx, &ld.meta)) != 0) ||
+        (rc = pc_pipe_create(nw, depth, pc_ld_run, &ld, &pipe)) != 0 ||
+        (rc = pc_ld_blocks(&ld, txn, pipe, jobs, depth)) != 0)
         goto out;
-    if ((rc = pc_store_txn_begin(s, MDB_RDONLY, &txn)) != 0)
-        goto out;
-    if ((rc = pc_store_meta_read(s, txn, ld.name, ld.nlen, &ld.meta)) != 0)
-        goto out;
-    if (ld.opts->on_meta != NULL && (rc = ld.opts->on_meta(ld.opts->meta_ctx, &ld.meta)) != 0)
-        goto out;
-    if ((rc = pc_pipe_create(nw, depth, pc_ld_run, &ld, &pipe)) != 0)
-        goto out;
-    int mrc = mdb_cursor_open(txn, s->blocks, &cur);
-    if (mrc != 0) {
-        rc = pc_store_mdb_err(s, mrc, "open a cursor");
-        goto out;
-    }
-    ld.now_ms = pc_wall_ms();
-    uint8_t pk[PC_SF_BKEY_MAX];
-    memcpy(pk, ld.name, ld.nlen);
-    pk[ld.nlen] = 0;
-    MDB_val k = {ld.nlen + 1, pk}, v;
-    uint64_t submitted = 0;
-    for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size <= ld.nlen || memcmp(k.mv_data, pk, ld.nlen + 1) != 0)
-            break;
-        if (k.mv_size > PC_SF_BKEY_MAX) {
-            ld.bad = 1;
-            PC_SLOG(s, PC_LOG_ERR, "store %s: collection %s: a block key of %zu bytes; skipped",
-                    s->path, ld.name, k.mv_size);
-            continue;
-        }
-        struct pc_ld_job *j = &jobs[submitted++ % (depth + 1)], *done = NULL;
-        j->key = k;
-        j->val = v;
-        j->state = 0;
-        j->hdr_ok = 0;
-        pc_pipe_submit(pipe, j, (void **)&done);
-        if (done != NULL && (rc = pc_ld_consume(&ld, done)) != 0)
-            break;
-        if (ld.res.blocks % 64 == 0)
-            ld.now_ms = pc_wall_ms();
-    }
-    for (void *j; (j = pc_pipe_next(pipe)) != NULL;) {
-        int crc = pc_ld_consume(&ld, j);
-        if (rc == 0)
-            rc = crc;
-    }
-    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = pc_store_mdb_err(s, mrc, "read the blocks");
-    if (rc != 0)
-        goto out;
-    uint64_t sum = pc_sf_sum_final(&ld.sum);
-    if (ld.hdr_count != ld.meta.count || ld.res.blocks != ld.meta.blocks ||
-        sum != ld.meta.content_checksum) {
-        ld.bad = 1;
-        PC_SLOG(s, PC_LOG_ERR,
-                "store %s: collection %s generation %llu: the blocks hold %llu records in %llu "
-                "blocks (checksum %016llx) but the meta says %llu in %llu (checksum %016llx)",
-                s->path, ld.name, (unsigned long long)ld.meta.generation,
-                (unsigned long long)ld.hdr_count, (unsigned long long)ld.res.blocks,
-                (unsigned long long)sum, (unsigned long long)ld.meta.count,
-                (unsigned long long)ld.meta.blocks, (unsigned long long)ld.meta.content_checksum);
-    }
-    mdb_cursor_close(cur);
-    cur = NULL;
     mdb_txn_abort(txn);
     txn = NULL;
-    /* prune outside the read transaction */
-    if (ld.nprune > 0 && !ld.opts->no_prune && (s->flags & PC_STORE_RDONLY) == 0) {
-        int prc = pc_store_prune(s, ld.name, ld.nlen, ld.meta.generation, ld.prune, ld.prune_len,
-                                 ld.nprune, &ld.res.pruned);
-        if (prc != 0)
-            PC_SLOG(s, PC_LOG_WARN, "store %s: collection %s: prune not done: %s", s->path, ld.name,
-                    pc_store_strerror(prc));
-    }
-    ld.res.seconds = pc_mono_sec() - t0;
-    ld.res.rate = ld.res.seconds > 0 ? (double)ld.res.loaded / ld.res.seconds : 0;
-    ld.res.meta = ld.meta;
-    PC_SLOG(s, PC_LOG_INFO,
-            "store %s: loaded %s generation %llu: %llu records (%llu expired, %llu filtered, %llu "
-            "refused, %llu corrupt, %llu pruned) in %.3f s",
-            s->path, ld.name, (unsigned long long)ld.meta.generation,
-            (unsigned long long)ld.res.loaded, (unsigned long long)ld.res.skipped_expired,
-            (unsigned long long)ld.res.filtered, (unsigned long long)ld.res.failed,
-            (unsigned long long)ld.res.corrupt, (unsigned long long)ld.res.pruned, ld.res.seconds);
+    pc_ld_finish(&ld, t0); /* prunes outside the read transaction */
     if (result != NULL)
         *result = ld.res;
     rc = ld.bad ? PC_ECORRUPT : 0;
@@ -406,8 +418,6 @@ out:
             ;
         pc_pipe_destroy(pipe);
     }
-    if (cur != NULL)
-        mdb_cursor_close(cur);
     if (txn != NULL)
         mdb_txn_abort(txn);
     pc_sf_sum_free(&ld.sum);

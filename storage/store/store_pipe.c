@@ -106,6 +106,7 @@ int pc_pipe_create(unsigned nworkers, unsigned depth, pc_pipe_run_fn run, void *
 /* Waits for job tail to finish and takes it back. Caller holds mu. */
 static void *pc_pipe_take_locked(pc_pipe *p)
 {
+    PC_INVARIANT(NULL, S3, p->tail < p->head && p->next <= p->head);
     struct pc_pipe_slot *sl = &p->ring[p->tail % p->depth];
     while (!sl->finished)
         pthread_cond_wait(&p->done, &p->mu);
@@ -135,6 +136,7 @@ void pc_pipe_submit(pc_pipe *p, void *job, void **done)
     pthread_mutex_lock(&p->mu);
     if (p->head - p->tail == p->depth)
         *done = pc_pipe_take_locked(p);
+    PC_INVARIANT(NULL, S3, p->tail <= p->next && p->head - p->tail < p->depth);
     struct pc_pipe_slot *sl = &p->ring[p->head % p->depth];
     sl->job = job;
     sl->finished = false;

@@ -147,17 +147,11 @@ int pc_store_drop(pc_store *s, const char *name)
             mdb_cursor_close(cur);
         if (mrc == MDB_NOTFOUND)
             mrc = 0;
-        if (mrc == 0 && found)
-            mrc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
-        if (mrc == MDB_MAP_FULL) {
-            if ((rc = pc_store_grow(s, 0)) != 0)
-                return rc;
+        rc = pc_store_txn_finish(s, txn, mrc, found, "drop a collection");
+        if (rc == PC_STORE_AGAIN)
             continue;
-        }
-        if (mrc != 0)
-            return pc_store_mdb_err(s, mrc, "drop a collection");
+        if (rc != 0)
+            return rc;
         if (found)
             PC_SLOG(s, PC_LOG_INFO, "store %s: collection %s dropped", s->path, name);
         return found ? 0 : PC_ENOTFOUND;
@@ -266,6 +260,50 @@ out:
 }
 
 /* ---- iteration --------------------------------------------------------------------- */
+/* The records of one unpacked block (hdr, raw) handed to fn, expired ones
+ * passed over unless flags include them; *seen counts the records decoded,
+ * *bad is set by one that does not decode (logged). fn's non-zero stops. */
+static int pc_it_block(pc_store *s, const char *name, const pc_sf_block *hdr, const uint8_t *raw,
+                       unsigned flags, int64_t now, pc_store_iter_fn fn, void *ctx,
+                       uint64_t *seen, int *bad)
+{
+    size_t off = 0, used;
+    int rc = 0;
+    for (uint32_t i = 0; i < hdr->count && off < hdr->raw_len && rc == 0; i++) {
+        pc_sf_rec r;
+        int key_ok;
+        const char *why = "";
+        if (pc_sf_rec_decode(raw + off, hdr->raw_len - off, &used, &r, &key_ok, &why) != 0) {
+            char ks[360] = "?";
+            if (key_ok)
+                pc_sf_keystr(r.key, r.klen, ks, sizeof ks);
+            PC_SLOG(s, PC_LOG_ERR, "store %s: collection %s: block %016llx..%016llx, key '%s': %s",
+                    s->path, name, (unsigned long long)hdr->first, (unsigned long long)hdr->last,
+                    ks, why);
+            *bad = 1;
+            if (!key_ok)
+                break;
+            off += used;
+            continue;
+        }
+        off += used;
+        (*seen)++;
+        if (r.expires_ms != 0 && (int64_t)r.expires_ms <= now &&
+            (flags & PC_STORE_INCLUDE_EXPIRED) == 0)
+            continue;
+        pc_store_record pr = {.key = r.key,
+                              .klen = r.klen,
+                              .val = r.val,
+                              .vlen = r.vlen,
+                              .expires_ms = (int64_t)r.expires_ms,
+                              .is_counter = (r.flags & PC_SF_REC_COUNTER) != 0,
+                              .stamp = r.stamp,
+                              .order = pc_sf_order(r.key, r.klen)};
+        rc = fn(ctx, &pr);
+    }
+    return rc;
+}
+
 int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_iter_fn fn, void *ctx)
 {
     size_t nlen;
@@ -312,38 +350,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
             bad = 1;
             continue;
         }
-        size_t off = 0, used;
-        for (uint32_t i = 0; i < hdr.count && off < hdr.raw_len && rc == 0; i++) {
-            pc_sf_rec r;
-            int key_ok;
-            if (pc_sf_rec_decode(raw + off, hdr.raw_len - off, &used, &r, &key_ok, &why) != 0) {
-                char ks[360] = "?";
-                if (key_ok)
-                    pc_sf_keystr(r.key, r.klen, ks, sizeof ks);
-                PC_SLOG(s, PC_LOG_ERR,
-                        "store %s: collection %s: block %016llx..%016llx, key '%s': %s", s->path,
-                        name, (unsigned long long)hdr.first, (unsigned long long)hdr.last, ks, why);
-                bad = 1;
-                if (!key_ok)
-                    break;
-                off += used;
-                continue;
-            }
-            off += used;
-            seen++;
-            if (r.expires_ms != 0 && (int64_t)r.expires_ms <= now &&
-                (flags & PC_STORE_INCLUDE_EXPIRED) == 0)
-                continue;
-            pc_store_record pr = {.key = r.key,
-                                  .klen = r.klen,
-                                  .val = r.val,
-                                  .vlen = r.vlen,
-                                  .expires_ms = (int64_t)r.expires_ms,
-                                  .is_counter = (r.flags & PC_SF_REC_COUNTER) != 0,
-                                  .stamp = r.stamp,
-                                  .order = pc_sf_order(r.key, r.klen)};
-            rc = fn(ctx, &pr);
-        }
+        rc = pc_it_block(s, name, &hdr, raw, flags, now, fn, ctx, &seen, &bad);
     }
     if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
         rc = pc_store_mdb_err(s, mrc, "iterate");
@@ -593,6 +600,95 @@ static int pc_vf_coll(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc, const char 
     return 0;
 }
 
+/* verify of one named collection: its meta (damaged or absent) and blocks. */
+static int pc_vf_one(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc, const char *name, size_t nlen)
+{
+    pc_store_coll_meta m;
+    int rc = pc_store_meta_read(vf->s, txn, name, nlen, &m);
+    if (rc == PC_ECORRUPT || rc == PC_EFORMAT) {
+        pc_vf_add(vf, PC_SP_META, name, NULL, NULL, 0, "meta record: %s", pc_store_strerror(rc));
+        return pc_vf_coll(vf, txn, dc, name, nlen, NULL);
+    }
+    if (rc == PC_ENOTFOUND) {
+        rc = pc_vf_coll(vf, txn, dc, name, nlen, NULL);
+        return rc == 0 && vf->n == 0 ? PC_ENOTFOUND : rc;
+    }
+    return rc == 0 ? pc_vf_coll(vf, txn, dc, name, nlen, &m) : rc;
+}
+
+/* verify of every collection that has a meta record. */
+static int pc_vf_metas(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc)
+{
+    pc_store *s = vf->s;
+    MDB_cursor *cur = NULL;
+    int rc = 0, mrc = mdb_cursor_open(txn, s->meta, &cur);
+    MDB_val k = {2, (void *)"c:"}, v;
+    for (mrc = mrc != 0 ? mrc : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && rc == 0;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size < 2 || memcmp(k.mv_data, "c:", 2) != 0)
+            break;
+        char nm[PC_COLL_NAME_MAX + 1];
+        size_t nl = k.mv_size - 2, l2;
+        snprintf(nm, sizeof nm, "%.*s", (int)(nl > PC_COLL_NAME_MAX ? PC_COLL_NAME_MAX : nl),
+                 (const char *)k.mv_data + 2);
+        if (pc_sf_name_ok(nm, &l2) != 0 || l2 != nl) {
+            pc_vf_add(vf, PC_SP_META, nm, NULL, NULL, 0, "a meta key that names no collection");
+            continue;
+        }
+        pc_store_coll_meta m;
+        int r = pc_store_meta_read(s, txn, nm, nl, &m);
+        if (r == PC_ECORRUPT || r == PC_EFORMAT)
+            pc_vf_add(vf, PC_SP_META, nm, NULL, NULL, 0, "meta record: %s", pc_store_strerror(r));
+        rc = pc_vf_coll(vf, txn, dc, nm, nl, r == 0 ? &m : NULL);
+    }
+    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = pc_store_mdb_err(s, mrc, "verify");
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    return rc;
+}
+
+/* verify of the blocks whose collection has no meta record: one name at a
+ * time. */
+static int pc_vf_orphans(struct pc_vf *vf, MDB_txn *txn, ZSTD_DCtx *dc)
+{
+    pc_store *s = vf->s;
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    int rc = 0, mrc = mdb_cursor_open(txn, s->blocks, &cur);
+    if (mrc == 0)
+        mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    while (mrc == 0 && rc == 0) {
+        const uint8_t *z = memchr(k.mv_data, 0, k.mv_size);
+        size_t nl = z != NULL ? (size_t)(z - (const uint8_t *)k.mv_data) : k.mv_size, l2;
+        char nm[PC_COLL_NAME_MAX + 1];
+        snprintf(nm, sizeof nm, "%.*s", (int)(nl > PC_COLL_NAME_MAX ? PC_COLL_NAME_MAX : nl),
+                 (const char *)k.mv_data);
+        uint8_t nk[PC_SF_BKEY_MAX + 1];
+        if (z == NULL || pc_sf_name_ok(nm, &l2) != 0 || l2 != nl) {
+            pc_vf_add(vf, PC_SP_ORPHAN, nm, NULL, NULL, 0,
+                      "a block key of %zu bytes that names no collection", k.mv_size);
+            mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            continue;
+        }
+        uint8_t mk[2 + PC_COLL_NAME_MAX];
+        MDB_val mkv = {pc_sf_meta_key(mk, 'c', nm, nl), mk}, mv;
+        if (mdb_get(txn, s->meta, &mkv, &mv) == MDB_NOTFOUND)
+            rc = pc_vf_coll(vf, txn, dc, nm, nl, NULL);
+        /* on to the first key after this collection's: name + 0x01 */
+        memcpy(nk, nm, nl);
+        nk[nl] = 1;
+        k.mv_size = nl + 1;
+        k.mv_data = nk;
+        mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    }
+    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
+        rc = pc_store_mdb_err(s, mrc, "verify");
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    return rc;
+}
+
 int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_t *n)
 {
     size_t nlen = 0;
@@ -604,88 +700,13 @@ int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_
         return rc;
     struct pc_vf vf = {.s = s};
     ZSTD_DCtx *dc = ZSTD_createDCtx();
-    MDB_cursor *cur = NULL;
-    if (dc == NULL) {
+    if (dc == NULL)
         rc = PC_EHEAP;
-        goto out;
-    }
-    if (name != NULL) {
-        pc_store_coll_meta m;
-        rc = pc_store_meta_read(s, txn, name, nlen, &m);
-        if (rc == PC_ECORRUPT || rc == PC_EFORMAT) {
-            pc_vf_add(&vf, PC_SP_META, name, NULL, NULL, 0, "meta record: %s",
-                      pc_store_strerror(rc));
-            rc = pc_vf_coll(&vf, txn, dc, name, nlen, NULL);
-        } else if (rc == PC_ENOTFOUND) {
-            rc = pc_vf_coll(&vf, txn, dc, name, nlen, NULL);
-            if (rc == 0 && vf.n == 0)
-                rc = PC_ENOTFOUND;
-        } else if (rc == 0) {
-            rc = pc_vf_coll(&vf, txn, dc, name, nlen, &m);
-        }
-        goto out;
-    }
-    /* every collection with a meta record */
-    int mrc = mdb_cursor_open(txn, s->meta, &cur);
-    MDB_val k = {2, (void *)"c:"}, v;
-    for (mrc = mrc != 0 ? mrc : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && rc == 0;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size < 2 || memcmp(k.mv_data, "c:", 2) != 0)
-            break;
-        char nm[PC_COLL_NAME_MAX + 1];
-        size_t nl = k.mv_size - 2, l2;
-        snprintf(nm, sizeof nm, "%.*s", (int)(nl > PC_COLL_NAME_MAX ? PC_COLL_NAME_MAX : nl),
-                 (const char *)k.mv_data + 2);
-        if (pc_sf_name_ok(nm, &l2) != 0 || l2 != nl) {
-            pc_vf_add(&vf, PC_SP_META, nm, NULL, NULL, 0, "a meta key that names no collection");
-            continue;
-        }
-        pc_store_coll_meta m;
-        int r = pc_store_meta_read(s, txn, nm, nl, &m);
-        if (r == PC_ECORRUPT || r == PC_EFORMAT)
-            pc_vf_add(&vf, PC_SP_META, nm, NULL, NULL, 0, "meta record: %s", pc_store_strerror(r));
-        rc = pc_vf_coll(&vf, txn, dc, nm, nl, r == 0 ? &m : NULL);
-    }
-    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = pc_store_mdb_err(s, mrc, "verify");
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    cur = NULL;
-    /* blocks whose collection has no meta record: one name at a time */
-    mrc = MDB_NOTFOUND;
-    if (rc == 0 && (mrc = mdb_cursor_open(txn, s->blocks, &cur)) == 0)
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    while (mrc == 0 && rc == 0) {
-        const uint8_t *z = memchr(k.mv_data, 0, k.mv_size);
-        size_t nl = z != NULL ? (size_t)(z - (const uint8_t *)k.mv_data) : k.mv_size, l2;
-        char nm[PC_COLL_NAME_MAX + 1];
-        snprintf(nm, sizeof nm, "%.*s", (int)(nl > PC_COLL_NAME_MAX ? PC_COLL_NAME_MAX : nl),
-                 (const char *)k.mv_data);
-        uint8_t nk[PC_SF_BKEY_MAX + 1];
-        if (z == NULL || pc_sf_name_ok(nm, &l2) != 0 || l2 != nl) {
-            pc_vf_add(&vf, PC_SP_ORPHAN, nm, NULL, NULL, 0,
-                      "a block key of %zu bytes that names no collection", k.mv_size);
-            mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-            continue;
-        }
-        uint8_t mk[2 + PC_COLL_NAME_MAX];
-        MDB_val mkv = {pc_sf_meta_key(mk, 'c', nm, nl), mk}, mv;
-        if (mdb_get(txn, s->meta, &mkv, &mv) == MDB_NOTFOUND)
-            rc = pc_vf_coll(&vf, txn, dc, nm, nl, NULL);
-        /* on to the first key after this collection's: name + 0x01 */
-        memcpy(nk, nm, nl);
-        nk[nl] = 1;
-        k.mv_size = nl + 1;
-        k.mv_data = nk;
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    }
-    if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
-        rc = pc_store_mdb_err(s, mrc, "verify");
-out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    if (txn != NULL)
-        mdb_txn_abort(txn);
+    else if (name != NULL)
+        rc = pc_vf_one(&vf, txn, dc, name, nlen);
+    else if ((rc = pc_vf_metas(&vf, txn, dc)) == 0)
+        rc = pc_vf_orphans(&vf, txn, dc);
+    mdb_txn_abort(txn);
     ZSTD_freeDCtx(dc);
     if (rc == 0 && vf.oom)
         rc = PC_EHEAP;

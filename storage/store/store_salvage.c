@@ -720,26 +720,11 @@ static int pc_sv_child(void *ctx, int fd)
     wire.older_meta = v.w.fallback;
     wire.free_unknown = v.w.pstate != NULL && !v.w.free_ok;
     wire.ncolls = rc == 0 ? v.ncolls : 0;
-    size_t n = sizeof wire;
-    const uint8_t *p = (const uint8_t *)&wire;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0)
+    if (pc_store_write_all(fd, &wire, sizeof wire) != 0)
+        return 1;
+    for (size_t i = 0; i < wire.ncolls; i++)
+        if (pc_store_write_all(fd, &v.colls[i], sizeof v.colls[i]) != 0)
             return 1;
-        p += w;
-        n -= (size_t)w;
-    }
-    for (size_t i = 0; i < wire.ncolls; i++) {
-        p = (const uint8_t *)&v.colls[i];
-        n = sizeof v.colls[i];
-        while (n > 0) {
-            ssize_t w = write(fd, p, n);
-            if (w <= 0)
-                return 1;
-            p += w;
-            n -= (size_t)w;
-        }
-    }
     return 0; /* memory and the map go with _exit */
 }
 

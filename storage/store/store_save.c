@@ -282,6 +282,85 @@ out:
     return rc;
 }
 
+/* Stages 1 and 2: the walk, cut into blocks, compressed by the pipe and
+ * collected in order. */
+static int pc_sv_gather(struct pc_sv *sv, pc_coll *coll)
+{
+    int rc = pc_walk_ordered(coll, PC_WALK_VALUES | PC_WALK_RAW, pc_sv_cb, sv);
+    if (sv->err != 0)
+        rc = sv->err;
+    if (rc == 0)
+        rc = pc_sv_flush(sv);
+    for (void *j; (j = pc_pipe_next(sv->pipe)) != NULL;) {
+        int crc = pc_sv_collect(sv, j);
+        if (rc == 0)
+            rc = crc;
+    }
+    if (rc != 0)
+        PC_SLOG(sv->s, PC_LOG_ERR, "store %s: save of %s failed before writing: %s", sv->s->path,
+                sv->name, pc_store_strerror(rc));
+    return rc;
+}
+
+/* Stage 3: the map pre-sized from the blocks, then the one transaction,
+ * again after each MDB_MAP_FULL with a grown map (*grows counts them). */
+static int pc_sv_commit(struct pc_sv *sv, const pc_store_save_opts *opts, double t0,
+                        pc_store_coll_meta *meta, unsigned *grows)
+{
+    pc_store *s = sv->s;
+    pc_store_reap_readers(s);
+    size_t need = pc_store_used_bytes(s) + pc_sv_pages_bytes(sv) + (8u << 20);
+    int rc = 0;
+    if (need > s->map_size && (rc = pc_store_grow(s, need + need / 4)) != 0)
+        return rc;
+    for (;;) {
+        rc = pc_sv_write(sv, opts, t0, meta);
+        if (rc != MDB_MAP_FULL)
+            break;
+        if (++*grows > 12) {
+            rc = PC_EIO;
+            PC_SLOG(s, PC_LOG_ERR, "store %s: save of %s: the map keeps filling up", s->path,
+                    sv->name);
+            break;
+        }
+        if ((rc = pc_store_grow(s, 0)) != 0)
+            break;
+    }
+    if (rc != 0)
+        PC_SLOG(s, PC_LOG_ERR,
+                "store %s: save of %s not committed (the previous snapshot stays): %s", s->path,
+                sv->name, pc_store_strerror(rc));
+    return rc;
+}
+
+/* Everything a save holds, whether it committed or not. */
+static void pc_sv_free(struct pc_sv *sv)
+{
+    if (sv->pipe != NULL) {
+        for (void *j; (j = pc_pipe_next(sv->pipe)) != NULL;)
+            (void)pc_sv_collect(sv, j);
+        pc_pipe_destroy(sv->pipe);
+    }
+    if (sv->cur != NULL) {
+        pc_sb_raw_free(&sv->cur->raw);
+        free(sv->cur);
+    }
+    for (size_t i = 0; i < sv->nspare; i++) {
+        pc_sb_raw_free(&sv->spare[i]->raw);
+        free(sv->spare[i]);
+    }
+    free(sv->spare);
+    for (size_t i = 0; i < sv->nblocks; i++)
+        free(sv->blocks[i].val);
+    free(sv->blocks);
+    for (unsigned i = 0; i < sv->ncctx; i++) {
+        ZSTD_freeCCtx(sv->cctx[i]);
+        free(sv->scratch[i].buf);
+    }
+    free(sv->cctx);
+    free(sv->scratch);
+}
+
 int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
                   pc_store_save_result *result)
 {
@@ -315,51 +394,15 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
             rc = PC_EHEAP;
             goto out;
         }
-    if ((rc = pc_pipe_create(nw, 2 * nw + 2, pc_sv_run, &sv, &sv.pipe)) != 0)
-        goto out;
-    /* stage 1 + 2 */
-    rc = pc_walk_ordered(coll, PC_WALK_VALUES | PC_WALK_RAW, pc_sv_cb, &sv);
-    if (sv.err != 0)
-        rc = sv.err;
-    if (rc == 0)
-        rc = pc_sv_flush(&sv);
-    for (void *j; (j = pc_pipe_next(sv.pipe)) != NULL;) {
-        int crc = pc_sv_collect(&sv, j);
-        if (rc == 0)
-            rc = crc;
-    }
-    if (rc != 0) {
-        PC_SLOG(s, PC_LOG_ERR, "store %s: save of %s failed before writing: %s", s->path, sv.name,
-                pc_store_strerror(rc));
-        goto out;
-    }
-    double t1 = pc_mono_sec();
-    /* stage 3: pre-size the map, then the one transaction */
-    pc_store_reap_readers(s);
-    size_t need = pc_store_used_bytes(s) + pc_sv_pages_bytes(&sv) + (8u << 20);
-    if (need > s->map_size && (rc = pc_store_grow(s, need + need / 4)) != 0)
-        goto out;
     pc_store_coll_meta meta;
     unsigned grows = 0;
-    for (;;) {
-        rc = pc_sv_write(&sv, opts, t0, &meta);
-        if (rc != MDB_MAP_FULL)
-            break;
-        if (++grows > 12) {
-            rc = PC_EIO;
-            PC_SLOG(s, PC_LOG_ERR, "store %s: save of %s: the map keeps filling up", s->path,
-                    sv.name);
-            break;
-        }
-        if ((rc = pc_store_grow(s, 0)) != 0)
-            break;
-    }
-    if (rc != 0) {
-        PC_SLOG(s, PC_LOG_ERR,
-                "store %s: save of %s not committed (the previous snapshot stays): %s", s->path,
-                sv.name, pc_store_strerror(rc));
+    double t1 = 0;
+    if ((rc = pc_pipe_create(nw, 2 * nw + 2, pc_sv_run, &sv, &sv.pipe)) != 0 ||
+        (rc = pc_sv_gather(&sv, coll)) != 0)
         goto out;
-    }
+    t1 = pc_mono_sec();
+    if ((rc = pc_sv_commit(&sv, opts, t0, &meta, &grows)) != 0)
+        goto out;
     double t2 = pc_mono_sec();
     PC_SLOG(s, PC_LOG_INFO,
             "store %s: saved %s generation %llu: %llu records in %zu blocks, %llu -> %llu bytes, "
@@ -383,28 +426,6 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
         result->map_grows = grows;
     }
 out:
-    if (sv.pipe != NULL) {
-        for (void *j; (j = pc_pipe_next(sv.pipe)) != NULL;)
-            (void)pc_sv_collect(&sv, j);
-        pc_pipe_destroy(sv.pipe);
-    }
-    if (sv.cur != NULL) {
-        pc_sb_raw_free(&sv.cur->raw);
-        free(sv.cur);
-    }
-    for (size_t i = 0; i < sv.nspare; i++) {
-        pc_sb_raw_free(&sv.spare[i]->raw);
-        free(sv.spare[i]);
-    }
-    free(sv.spare);
-    for (size_t i = 0; i < sv.nblocks; i++)
-        free(sv.blocks[i].val);
-    free(sv.blocks);
-    for (unsigned i = 0; i < sv.ncctx; i++) {
-        ZSTD_freeCCtx(sv.cctx[i]);
-        free(sv.scratch[i].buf);
-    }
-    free(sv.cctx);
-    free(sv.scratch);
+    pc_sv_free(&sv);
     return rc;
 }

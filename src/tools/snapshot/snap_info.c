@@ -24,19 +24,20 @@ struct snap_jseg {
     uint64_t segs, bytes; /* pending segments of one collection */
 };
 
-/* Counts the journal segments each collection would replay on its next
- * restore: those of an epoch >= its snapshot's journal epoch (all of them
- * for a collection without a snapshot, counted in other). */
-static void snap_journal_scan(const char *store, const pc_store_coll_meta *list, size_t n,
-                              struct snap_jseg *per, struct snap_jseg *other)
+/* Calls fn(ctx, dir, name, coll, epoch, size) for each journal segment in
+ * dir (directory order) until it returns non-zero; other files are passed
+ * over. Returns that value, 0 when all were seen or dir cannot be read. */
+typedef int (*snap_segfn)(void *ctx, const char *dir, const char *name, const char *coll,
+                          uint64_t epoch, uint64_t size);
+static int snap_segments(const char *dir, snap_segfn fn, void *ctx)
 {
-    char dir[4200], path[4500];
-    snprintf(dir, sizeof dir, "%s/journal", store);
+    char path[4500];
     DIR *d = opendir(dir);
     if (d == NULL)
-        return;
+        return 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
         char coll[PC_COLL_NAME_MAX + 1];
         uint64_t epoch;
         if (pc_journal_segment_name_parse(e->d_name, coll, sizeof coll, &epoch) != 0)
@@ -44,19 +45,47 @@ static void snap_journal_scan(const char *store, const pc_store_coll_meta *list,
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-        struct snap_jseg *to = other;
-        for (size_t i = 0; i < n; i++) {
-            if (strcmp(list[i].name, coll) != 0)
-                continue;
-            to = epoch >= list[i].journal_epoch ? &per[i] : NULL; /* else: covered, retiring */
-            break;
-        }
-        if (to != NULL) {
-            to->segs++;
-            to->bytes += size;
-        }
+        rc = fn(ctx, dir, e->d_name, coll, epoch, size);
     }
     closedir(d);
+    return rc;
+}
+
+struct snap_jscan {
+    const pc_store_coll_meta *list;
+    size_t n;
+    struct snap_jseg *per, *other;
+};
+
+static int snap_jscan_one(void *ctx, const char *dir, const char *name, const char *coll,
+                          uint64_t epoch, uint64_t size)
+{
+    const struct snap_jscan *s = ctx;
+    (void)dir, (void)name;
+    struct snap_jseg *to = s->other;
+    for (size_t i = 0; i < s->n; i++) {
+        if (strcmp(s->list[i].name, coll) != 0)
+            continue;
+        to = epoch >= s->list[i].journal_epoch ? &s->per[i] : NULL; /* else: covered, retiring */
+        break;
+    }
+    if (to != NULL) {
+        to->segs++;
+        to->bytes += size;
+    }
+    return 0;
+}
+
+/* Counts the journal segments each collection would replay on its next
+ * restore: those of an epoch >= its snapshot's journal epoch (all of them
+ * for a collection without a snapshot, counted in other). */
+static void snap_journal_scan(const char *store, const pc_store_coll_meta *list, size_t n,
+                              struct snap_jseg *per, struct snap_jseg *other)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/journal", store);
+    struct snap_jscan s = {list, n, per, other};
+    (void)snap_segments(dir, snap_jscan_one, &s);
 }
 
 /* ---- the journal's quarantine (docs/journal-format.md §4) -------------------
@@ -64,44 +93,43 @@ static void snap_journal_scan(const char *store, const pc_store_coll_meta *list,
  * <store>/journal/quarantine/<segment> with "<segment>.reason" beside it. */
 typedef int (*snap_qfn)(void *ctx, const char *name, uint64_t size, const char *reason);
 
+struct snap_qscan {
+    snap_qfn fn;
+    void *ctx;
+    uint64_t n, bytes;
+};
+
+static int snap_qscan_one(void *ctx, const char *dir, const char *name, const char *coll,
+                          uint64_t epoch, uint64_t size)
+{
+    struct snap_qscan *q = ctx;
+    (void)coll, (void)epoch;
+    q->n++;
+    q->bytes += size;
+    if (q->fn == NULL)
+        return 0;
+    char reason[512] = "", path[4500];
+    snprintf(path, sizeof path, "%s/%s%s", dir, name, PC_JOURNAL_QUARANTINE_REASON);
+    FILE *rf = fopen(path, "r");
+    if (rf != NULL) {
+        if (fgets(reason, sizeof reason, rf) == NULL)
+            reason[0] = '\0';
+        fclose(rf);
+        reason[strcspn(reason, "\n")] = '\0';
+    }
+    return q->fn(q->ctx, name, size, reason);
+}
+
 /* Calls fn for each quarantined segment (directory order); returns the
  * number seen (0 when there is no quarantine folder). */
 static uint64_t snap_quarantine_each(const char *store, snap_qfn fn, void *ctx, uint64_t *bytes)
 {
-    char dir[4200], path[4500];
+    char dir[4200];
     snprintf(dir, sizeof dir, "%s/journal/%s", store, PC_JOURNAL_QUARANTINE_DIR);
-    DIR *d = opendir(dir);
-    uint64_t n = 0;
-    *bytes = 0;
-    if (d == NULL)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char coll[PC_COLL_NAME_MAX + 1];
-        uint64_t epoch;
-        if (pc_journal_segment_name_parse(e->d_name, coll, sizeof coll, &epoch) != 0)
-            continue;
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-        n++;
-        *bytes += size;
-        if (fn == NULL)
-            continue;
-        char reason[512] = "";
-        snprintf(path, sizeof path, "%s/%s%s", dir, e->d_name, PC_JOURNAL_QUARANTINE_REASON);
-        FILE *rf = fopen(path, "r");
-        if (rf != NULL) {
-            if (fgets(reason, sizeof reason, rf) == NULL)
-                reason[0] = '\0';
-            fclose(rf);
-            reason[strcspn(reason, "\n")] = '\0';
-        }
-        if (fn(ctx, e->d_name, size, reason) != 0)
-            break;
-    }
-    closedir(d);
-    return n;
+    struct snap_qscan q = {fn, ctx, 0, 0};
+    (void)snap_segments(dir, snap_qscan_one, &q);
+    *bytes = q.bytes;
+    return q.n;
 }
 
 struct snap_qlist {

@@ -75,6 +75,24 @@ size_t pc_log_vformat(char *buf, size_t cap, const char *prefix, const char *fmt
  * pc_log_enabled(lg, level). */
 void pc_log_put(const pc_logger *lg, int level, const char *msg);
 
+/* ---- invariants ------------------------------------------------------------
+ * PC_INVARIANT(lg, inv, cond) states that invariant inv (a name such as S2,
+ * listed at the top of the component's private header) holds where the
+ * code relies on it. Checked when NDEBUG is not defined (the Debug build
+ * type: the ASan tree); elsewhere cond sits in an unevaluated sizeof: no
+ * code. A failed check logs through lg (may be NULL), writes the same line
+ * to stderr and aborts: a broken invariant is a bug, never a state to run
+ * on. The engine has its own PC_ASSERT over its handle; the store and the
+ * journal define theirs on this. */
+_Noreturn void pc_invariant_fail(const pc_logger *lg, const char *inv, const char *cond,
+                                 const char *file, int line) __attribute__((cold));
+#ifdef NDEBUG
+#define PC_INVARIANT(lg, inv, cond) ((void)sizeof(lg), (void)sizeof(!(cond)))
+#else
+#define PC_INVARIANT(lg, inv, cond)                                                                \
+    ((cond) ? (void)0 : pc_invariant_fail((lg), #inv, #cond, __FILE__, __LINE__))
+#endif
+
 /* ---- clocks ----------------------------------------------------------------
  * Milliseconds as int64_t. Monotonic for deadlines and intervals (never
  * jumps; its origin is unspecified, so its values do not leave the host's
@@ -132,6 +150,13 @@ static inline struct timespec pc_wall_ts(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return ts;
 }
+
+/* ---- byte counts (units.c) -------------------------------------------------
+ * A configuration value's byte count as Redis's memtoull reads it: digits
+ * and an optional unit, any case: b, k (1000), kb (1024), m, mb, g, gb.
+ * s (borrowed, NUL-terminated) holds nothing else: no sign, no blanks.
+ * 0 with *out set, or -1 (not a count, or past 2^64 - 1). */
+int pc_parse_bytes(const char *s, uint64_t *out);
 
 /* ---- byte-order codecs -----------------------------------------------------
  * Integers at any alignment in on-disk and on-wire formats. memcpy plus a

@@ -11,6 +11,11 @@
 #   bench/opensips_th_cps.sh OPENSIPS_TREE MODULE.so [ORIG_TREE] [BACKENDS]
 # e.g. bench/opensips_th_cps.sh /opt/osips/pr4114 build/opensips_module/cachedb_perf.so
 set -eu
+if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+    sed -n '2,12s/^# \{0,1\}//p' "$0"
+    [ $# -ge 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
+    exit 2
+fi
 tree=$1; module=$(realpath "$2"); orig=${3:-}; backends=${4:-}
 here=$(dirname "$0")
 if [ -z "$backends" ]; then

@@ -8,6 +8,11 @@
 # not set this figure. Writes bench/results/<time>-opensips-th-cpu.json.
 #   bench/opensips_th_cpu.sh OPENSIPS_TREE MODULE.so [ORIG_TREE] [BACKENDS]
 set -eu
+if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+    sed -n '2,9s/^# \{0,1\}//p' "$0"
+    [ $# -ge 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
+    exit 2
+fi
 tree=$1; module=$(realpath "$2"); orig=${3:-}; backends=${4:-}
 here=$(dirname "$0")
 if [ -z "$backends" ]; then

@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int srv_setup_cache(srv *s, char *err, size_t errlen);
+int srv_setup_cache(srv *s, int map_huge, char *err, size_t errlen);
 
 void srv_persist_config_fill(srv *s, pc_persist_config *pc)
 {
@@ -139,7 +139,7 @@ static int check_all(srv *s, char *notes, size_t ncap, char *err, size_t errlen)
     if (check_dirs(s, notes, ncap, err, errlen) != 0)
         return -1;
     /* the collections and the databases map are checked by building them */
-    if (srv_setup_cache(s, err, errlen) != 0)
+    if (srv_setup_cache(s, 0, err, errlen) != 0)
         return -1;
     if (s->cfg.db_url[0] != '\0') {
         pc_persist_config pc;

@@ -134,14 +134,18 @@ static int build_dbs(srv *s, char *err, size_t errlen)
     return 0;
 }
 
-int srv_setup_cache(srv *s, char *err, size_t errlen);
-int srv_setup_cache(srv *s, char *err, size_t errlen)
+int srv_setup_cache(srv *s, int map_huge, char *err, size_t errlen);
+/* map_huge 0 (--check): the huge-page extent is left out. Its ladder never
+ * fails short of the plain mapping (region.c), its size bound is checked by
+ * the configuration (config.c), and populating it is the one slow step of
+ * a start: gigabytes pre-faulted would make --check take minutes. */
+int srv_setup_cache(srv *s, int map_huge, char *err, size_t errlen)
 {
     pc_config pc;
     pc_config_init(&pc);
     pc.collections = s->cfg.collections;
     pc.mem_mb = s->cfg.mem_mb;
-    pc.hugepage_mb = s->cfg.hugepage_mb;
+    pc.hugepage_mb = map_huge ? s->cfg.hugepage_mb : 0;
     pc.log.fn = srv_log_cb;
     pc.log.level = srv_log_level();
     int rc = pc_cache_create(&pc, &s->cache);
@@ -261,7 +265,7 @@ static int setup(srv *s)
         srv_log(PC_LOG_ERR, "%s", err);
         return -1;
     }
-    if (srv_setup_cache(s, err, sizeof err) != 0) {
+    if (srv_setup_cache(s, 1, err, sizeof err) != 0) {
         srv_log(PC_LOG_ERR, "%s", err);
         return -1;
     }

@@ -56,9 +56,7 @@ if(TARGET pcached)
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/test_powercut.py)
     set_tests_properties(server_test_powercut PROPERTIES TIMEOUT 900 LABELS "server;crash"
       SKIP_RETURN_CODE 77
-      # POWERCUT_ALLOW_TORN_EXEC: counts EXECs a cut left half in the journal
-      # instead of failing, until issue 33 item 4 keeps EXEC whole: then remove it
-      ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHE_SNAPSHOT=$<TARGET_FILE:pcache-snapshot>;POWERCUT_ALLOW_TORN_EXEC=1;PYTHONDONTWRITEBYTECODE=1")
+      ENVIRONMENT "PCACHED=$<TARGET_FILE:pcached>;PCACHE_SNAPSHOT=$<TARGET_FILE:pcache-snapshot>;PYTHONDONTWRITEBYTECODE=1")
   endif()
   # issue 34 F3: kill -9 of the master alone, restart at once, 20 times
   add_test(NAME server_test_master_kill

@@ -249,6 +249,13 @@ struct pc_proc_shm {
      * pc_alloc_shm, carved at the first claim of the slot and kept across
      * owners. Written once by that first claimant, before it uses it. */
     _Atomic uint64_t alloc_off;
+    /* Transactions of this slot's owner that wrote two or more buckets:
+     * begun when their brackets open, done when their last mutation hook
+     * returned (pc_txn_commit). pc_txn_quiesce waits for done to reach
+     * what begun was; both only grow, so threads of one process may share
+     * them. */
+    _Atomic uint64_t txn_begun;
+    _Atomic uint64_t txn_done;
 };
 
 /* ---- arena ------------------------------------------------------------- */
@@ -587,6 +594,8 @@ int pc_trylock_word(pc_cache *c, _Atomic uint32_t *l); /* 0 or PC_EBUSY */
 /* Reaps the slots of dead processes (pool.c moves their cells to the
  * pools); returns how many. */
 unsigned pc_procs_reap(pc_cache *c);
+/* Whether the process that held token t is gone for good (procs.c). */
+bool pc_token_gone(pc_cache *c, uint32_t t);
 void pc_procs_init(struct pc_header_shm *h);
 
 /* ---- region.c ----------------------------------------------------------- */

@@ -218,6 +218,11 @@ static bool pc_owner_dead(pc_cache *c, uint32_t t)
     return !pc_proc_alive(p);
 }
 
+bool pc_token_gone(pc_cache *c, uint32_t t)
+{
+    return pc_owner_dead(c, t);
+}
+
 /* Spins, then yields; every few milliseconds of waiting checks whether the
  * holder is still alive. Waits forever for a live holder: bucket critical
  * sections are a few hundred nanoseconds, so a long wait means a stopped

@@ -883,7 +883,11 @@ int pc_txn_commit(pc_txn *t)
         rc = PC_ECONFLICT;
         goto out;
     }
-    /* 4. install inside one bracket per bucket, all open at once */
+    /* 4. install inside one bracket per bucket, all open at once; a
+     * transaction of several buckets is in flight until its hooks return */
+    struct pc_proc_shm *self = nl > 1 ? &c->hdr->procs[c->slot] : NULL;
+    if (self != NULL)
+        atomic_fetch_add_explicit(&self->txn_begun, 1, memory_order_seq_cst);
     for (unsigned i = 0; i < nl; i++)
         pc_wbegin(locks[i].b);
     for (unsigned i = 0; i < t->n; i++)
@@ -904,6 +908,8 @@ int pc_txn_commit(pc_txn *t)
             PC_STAT_ADD(e->coll, removes, 1);
     }
     rc = tx_hooks(t, mine);
+    if (self != NULL)
+        atomic_fetch_add_explicit(&self->txn_done, 1, memory_order_release);
 out:
     /* no lock held: free what was replaced and what was not used */
     for (unsigned i = 0; i < t->n; i++) {
@@ -958,4 +964,31 @@ int pc_txn_run(pc_cache *c, pc_txn_fn fn, void *ctx, unsigned max_attempts)
     }
     pc_txn_free(t);
     return rc;
+}
+
+/* Polls every slot up to the high-water mark; a slot whose owner died or
+ * changed (its token) has nothing more to hand to a hook. */
+int pc_txn_quiesce(pc_cache *c, unsigned timeout_ms)
+{
+    if (c == NULL)
+        return PC_EINVAL;
+    struct pc_header_shm *h = c->hdr;
+    uint32_t hwm = atomic_load(&h->proc_hwm);
+    int64_t deadline = pc_mono_ms() + timeout_ms;
+    atomic_thread_fence(memory_order_seq_cst);
+    for (uint32_t i = 1; i <= hwm && i < PC_MAX_PROCS; i++) {
+        struct pc_proc_shm *p = &h->procs[i];
+        uint32_t tok = atomic_load_explicit(&p->token, memory_order_acquire);
+        uint64_t want = atomic_load_explicit(&p->txn_begun, memory_order_acquire);
+        unsigned spins = 0;
+        while (atomic_load_explicit(&p->txn_done, memory_order_acquire) < want) {
+            if (tok == 0 || (++spins % 64 == 0 && pc_token_gone(c, tok)))
+                break;
+            if (pc_mono_ms() >= deadline)
+                return PC_ELOCKED;
+            struct timespec ts = {0, 100000}; /* 0.1 ms: a hook may be at its fdatasync */
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
 }

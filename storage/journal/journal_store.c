@@ -11,6 +11,32 @@
 
 #include <string.h>
 
+/* Before a snapshot commits, every journal record staged before its walk
+ * ended is written and fdatasynced, whoever staged it. The walk reads
+ * bucket by bucket, so it can see one key of an EXEC committed during it
+ * and not another; the EXEC's records are in the new epoch (§5), which the
+ * replay applies whole over the snapshot. Without this sync an everysec
+ * record still in a ring could be lost to a power cut while the snapshot
+ * holding half of its EXEC survives it (the power-cut test saw
+ * xa = 3465, xb = 3434). The hooks run after the buckets are unlocked
+ * (§5.1), so an EXEC the walk saw part of may still be handing its writes
+ * over: pc_txn_quiesce waits for every such transaction first. */
+#define PC_JSAVE_QUIESCE_MS 10000 /* a hook's fdatasync on a slow disk, with room */
+
+static int pc_jsave_sync(void *ctx)
+{
+    pc_journal *j = ctx;
+    int rc = pc_txn_quiesce(j->c, PC_JSAVE_QUIESCE_MS);
+    if (rc != 0) {
+        pc_jlog(j, PC_LOG_ERR,
+                "a transaction was still handing its writes to the journal after %u ms (a "
+                "stopped process?): the save is not committed, the next one tries again",
+                PC_JSAVE_QUIESCE_MS);
+        return rc;
+    }
+    return pc_journal_sync_all(j);
+}
+
 int pc_journal_save(pc_journal *j, pc_store *s, pc_coll *coll, pc_store_save_result *result,
                     unsigned *retired)
 {
@@ -24,6 +50,8 @@ int pc_journal_save(pc_journal *j, pc_store *s, pc_coll *coll, pc_store_save_res
     memset(&opts, 0, sizeof opts);
     opts.journal_epoch = epoch;
     opts.boot_gen = j->boot_gen; /* the generation the stamps of this walk belong to */
+    opts.before_commit = pc_jsave_sync;
+    opts.before_commit_ctx = j;
     if ((rc = pc_store_save(s, coll, &opts, result)) != 0)
         return rc; /* nothing retired: the previous snapshot + all segments stand */
     rc = pc_journal_retire(j, coll, epoch, retired);

@@ -5,7 +5,8 @@
  * bucket, a TTL-only refresh, a lapse, a split), several collections,
  * counters and TTLs, the mutation hook (journal) calls and their undo, and
  * forked processes committing transactions while plain writers write the
- * same keys: no lost increment, and a reader never sees half a commit.
+ * same keys: no lost increment, and a reader never sees half a commit;
+ * pc_txn_quiesce waiting for a commit's hooks.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -625,6 +627,76 @@ static void snapshot_against_forked_commits(void **state)
     assert_int_equal(counter(f->a, "pair"), 2000);
 }
 
+/* The child's hook: says it is in, then waits for a byte (or its death). */
+static int go_fd[2], in_fd[2];
+static int blocking_hook(void *ctx, const pc_mutation *m)
+{
+    static int calls;
+    (void)ctx;
+    (void)m;
+    char ch = 'i';
+    if (calls++ == 0) /* the first of the commit's two writes */
+        return write(in_fd[1], &ch, 1) == 1 && read(go_fd[0], &ch, 1) == 1 ? 0 : PC_ESYS;
+    return 0;
+}
+
+static pid_t fork_blocked_commit(struct fx *f)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (pc_mutation_hook(f->c, blocking_hook, NULL) != 0)
+            _exit(2);
+        pc_txn *t = NULL;
+        if (pc_txn_begin(f->c, &t) != 0 || pc_txn_bind(f->c, t) != 0 ||
+            pc_set(f->a, S("q"), S("1"), 0, 0) != 0 || pc_set(f->b, S("q"), S("1"), 0, 0) != 0 ||
+            pc_txn_bind(f->c, NULL) != 0)
+            _exit(3);
+        _exit(pc_txn_commit(t) == 0 ? 0 : 4);
+    }
+    char ch = 0;
+    struct pollfd pf = {.fd = in_fd[0], .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 10000), 1); /* not forever, should the child fail */
+    assert_int_equal(read(in_fd[0], &ch, 1), 1); /* its writes are in, its hooks not done */
+    return pid;
+}
+
+/* pc_txn_quiesce waits while a transaction of two buckets, already in the
+ * table, has hooks still to return (a save's walk may have seen part of
+ * it), and stops waiting when they returned or their process died. */
+static void quiesce_waits_for_hooks(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(pipe(go_fd), 0);
+    assert_int_equal(pipe(in_fd), 0);
+    check_rc(pc_coll_set_hook_word(f->a, 7), PC_OK);
+    check_rc(pc_coll_set_hook_word(f->b, 7), PC_OK);
+    check_rc(pc_txn_quiesce(f->c, 0), PC_OK); /* none in flight */
+    pid_t pid = fork_blocked_commit(f);
+    expect_val(f->a, "q", "1");
+    check_rc(pc_txn_quiesce(f->c, 200), PC_ELOCKED);
+    char ch = 'g';
+    assert_int_equal(write(go_fd[1], &ch, 1), 1);
+    check_rc(pc_txn_quiesce(f->c, 10000), PC_OK);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* a process killed inside its hooks hands nothing more over */
+    pid = fork_blocked_commit(f);
+    check_rc(pc_txn_quiesce(f->c, 200), PC_ELOCKED);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    check_rc(pc_txn_quiesce(f->c, 10000), PC_OK);
+    check_rc(pc_txn_quiesce(NULL, 0), PC_EINVAL);
+    check_rc(pc_coll_set_hook_word(f->a, 0), PC_OK);
+    check_rc(pc_coll_set_hook_word(f->b, 0), PC_OK);
+    for (int i = 0; i < 2; i++) {
+        close(go_fd[i]);
+        close(in_fd[i]);
+    }
+}
+
 static void bad_arguments(void **state)
 {
     struct fx *f = *state;
@@ -660,6 +732,7 @@ int main(void)
         T(forked_commits_with_plain_writers),
         T(snapshot_reads),
         T(snapshot_against_forked_commits),
+        T(quiesce_waits_for_hooks),
         T(bad_arguments),
     };
 #undef T

@@ -590,6 +590,15 @@ unsigned pc_txn_writes(const pc_txn *t);
  * took stay), and that result is returned. */
 int pc_txn_commit(pc_txn *t);
 
+/* Waits until every transaction of two or more buckets whose writes were
+ * in the table when it was called has handed them all to the mutation
+ * hook, in every process of the cache (a dead process's are given up).
+ * A walk that ends, then this, then a sync of what the hooks staged
+ * (pcache_journal.h, pc_journal_save) can see part of a transaction only
+ * if all of it is in the journal. 0, or PC_ELOCKED after timeout_ms with
+ * one still in flight (a stopped process). */
+int pc_txn_quiesce(pc_cache *c, unsigned timeout_ms);
+
 /* The retry loop for a read-modify-write: begins a transaction, binds it,
  * calls fn(ctx) (which uses the ordinary data operations), unbinds and
  * commits; on PC_ECONFLICT resets and goes again, up to max_attempts (0 =

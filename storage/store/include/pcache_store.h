@@ -190,6 +190,10 @@ typedef struct pc_store_save_opts {
     uint64_t boot_gen;      /* the saving process's boot generation, recorded in the
                              * meta; 0 = the store header's current value (right when
                              * this process took the last pc_store_next_boot_gen) */
+    /* Called once the walk is over, before the write transaction: nonzero
+     * fails the save (nothing committed, its code returned). NULL: none. */
+    int (*before_commit)(void *ctx);
+    void *before_commit_ctx;
 } pc_store_save_opts;
 
 typedef struct pc_store_save_result {

@@ -145,6 +145,13 @@ struct pc_jscan_ctx {
     pc_jrec *grp;
     size_t ngrp, grpcap;
     uint64_t grp_off; /* offset of its first record */
+    /* bytes were skipped (a corrupt record, or a hole a machine crash left
+     * between pages written back) and no whole record has followed yet:
+     * a group record read now may be the tail of a transaction whose
+     * first records were in those bytes, its countdown ending at 0 as a
+     * whole one's does. Such a group is dropped (§7). */
+    bool after_skip;
+    bool grp_suspect; /* the held group began right after a skip */
 };
 
 static int pc_jrp_index(struct pc_jscan_ctx *sc, const pc_jrec *r);
@@ -165,6 +172,7 @@ static void pc_jrp_grp_drop(struct pc_jscan_ctx *sc, const char *why)
             rp->j->path, rp->segs[sc->seg].name, (unsigned long long)sc->grp_off, sc->ngrp,
             (unsigned long long)sc->ngrp + sc->grp[sc->ngrp - 1].group_left, why);
     sc->ngrp = 0;
+    sc->grp_suspect = false;
 }
 
 /* A transaction's record: held until its last one, then all indexed. */
@@ -182,11 +190,18 @@ static int pc_jrp_grp_add(struct pc_jscan_ctx *sc, const pc_jrec *r, uint64_t of
         sc->grp = g;
         sc->grpcap = cap;
     }
-    if (sc->ngrp == 0)
+    if (sc->ngrp == 0) {
         sc->grp_off = off;
+        sc->grp_suspect = sc->after_skip;
+        sc->after_skip = false;
+    }
     sc->grp[sc->ngrp++] = *r;
     if (r->group_left > 0)
         return 0;
+    if (sc->grp_suspect) {
+        pc_jrp_grp_drop(sc, "it follows skipped bytes, which may hold its first records");
+        return 0;
+    }
     size_t n = sc->ngrp;
     sc->ngrp = 0;
     for (size_t i = 0; i < n; i++)
@@ -201,6 +216,7 @@ static int pc_jrp_record(void *ctx, const pc_jrec *r, uint64_t off)
     if (r->flags & PC_JREC_F_GROUP)
         return pc_jrp_grp_add(sc, r, off);
     pc_jrp_grp_drop(sc, "another record follows");
+    sc->after_skip = false; /* a group cannot straddle a whole record */
     return pc_jrp_index(sc, r);
 }
 
@@ -246,6 +262,10 @@ static void pc_jrp_bad(void *ctx, uint64_t off, uint64_t len, int torn, const pc
         return;
     }
     rp->st.bad_records++;
+    /* a transaction is records back to back: one with bytes skipped inside
+     * it, or whose start may be in them, is not whole */
+    pc_jrp_grp_drop(sc, "bytes skipped inside it");
+    sc->after_skip = true;
     char key[300] = "";
     if (partial != NULL && partial->key != NULL) {
         char k[280];

@@ -3,7 +3,8 @@ a MULTI with one argument over max_bulk fails as a whole, nothing applied
 (before the fix ioredis resolved with 2 results and no error, after 2 of
 the 3 writes were applied). The clients are not Debian packages: they are
 installed with npm into a folder outside the repository, named by
-PCACHE_NODE_MODULES (a node_modules folder holding ioredis and redis);
+PCACHE_NODE_MODULES (a node_modules folder holding ioredis and redis; tests/run.sh installs
+ioredis 6.1.0 and redis 4.7.1 into /var/cache/pcache-tests/node with npm);
 without it, or without node, the test is SKIPPED (exit 77)."""
 import json
 import os

@@ -432,7 +432,8 @@ def run_heap(a, work, heap, cells_out, saved):
                     redis_fill(rport, n)
                 elif api == "get" and sip(insts[inst].port, "fill", url, n) != "filled":
                     raise RuntimeError("fill of %s failed" % name)
-            time.sleep(3)  # perf:// grows toward its load factor in its timer
+            # both perf:// modules grow toward their load factor in a timer
+            time.sleep(a.settle)
             for order in a.orders:
                 for mix in a.mixes:
                     for w in a.workers:
@@ -508,6 +509,8 @@ def parse():
     ap.add_argument("--ops", type=int, default=200000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="1000,50000,1000000")
+    ap.add_argument("--settle", type=float, default=3,
+                    help="seconds between a size's fill and its first loop (tables grow meanwhile)")
     ap.add_argument("--orders", default="order,spread")
     ap.add_argument("--mixes", default="95,100", help="percentages of get")
     ap.add_argument("--workers", default="1,2")

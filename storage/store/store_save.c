@@ -403,9 +403,10 @@ int pc_store_save(pc_store *s, pc_coll *coll, const pc_store_save_opts *opts,
     t1 = pc_mono_sec();
     if (opts != NULL && opts->before_commit != NULL &&
         (rc = opts->before_commit(opts->before_commit_ctx)) != 0) {
-        PC_SLOG(s, PC_LOG_ERR, "store %s: save of %s not committed (the previous snapshot "
-                "stays): its pre-commit step failed: %s", s->path, sv.name,
-                pc_store_strerror(rc));
+        PC_SLOG(s, PC_LOG_ERR,
+                "store %s: save of %s not committed (the previous snapshot "
+                "stays): its pre-commit step failed: %s",
+                s->path, sv.name, pc_store_strerror(rc));
         goto out;
     }
     if ((rc = pc_sv_commit(&sv, opts, t0, &meta, &grows)) != 0)

@@ -61,6 +61,18 @@ static off_t file_size(const char *path)
 
 /* ---- torn tails, corrupt records, bad headers, I/O errors ------------------------- */
 
+/* Closes journal ja and cache a, which wrote one segment of off bytes, and
+ * returns its path. */
+static void close_one_segment(pc_cache *a, pc_journal *ja, uint64_t off, char *path, size_t cap)
+{
+    pc_journal_close(ja);
+    pc_cache_destroy(a);
+    char names[4][256];
+    assert_int_equal(list_segments(NULL, names, 4), 1);
+    seg_path(names[0], path, cap);
+    assert_int_equal(file_size(path), (off_t)off);
+}
+
 /* Writes n records "k<i>" = "value-<i>" through the engine (always) and
  * returns the segment's path and each record's offset. */
 static void write_records(unsigned n, char *path, size_t cap, uint64_t *offs)
@@ -77,12 +89,7 @@ static void write_records(unsigned n, char *path, size_t cap, uint64_t *offs)
         off += pc_jrec_size((size_t)kl, (size_t)vl);
     }
     offs[n] = off;
-    pc_journal_close(ja);
-    pc_cache_destroy(a);
-    char names[4][256];
-    assert_int_equal(list_segments(NULL, names, 4), 1);
-    seg_path(names[0], path, cap);
-    assert_int_equal(file_size(path), (off_t)off);
+    close_one_segment(a, ja, off, path, cap);
 }
 
 static pc_journal_replay_stats replay_fresh(unsigned flags, pc_cache **bout)
@@ -250,12 +257,7 @@ static void write_groups(char *path, size_t cap, uint64_t *offs)
     }
     offs[n] = off;
     pc_txn_free(t);
-    pc_journal_close(ja);
-    pc_cache_destroy(a);
-    char names[4][256];
-    assert_int_equal(list_segments(NULL, names, 4), 1);
-    seg_path(names[0], path, cap);
-    assert_int_equal(file_size(path), (off_t)off);
+    close_one_segment(a, ja, off, path, cap);
 }
 
 static void expect_group(pc_cache *b, const char *want)
@@ -263,9 +265,8 @@ static void expect_group(pc_cache *b, const char *want)
     for (const char *k = "abc"; *k != '\0'; k++) {
         char key[3] = {'g', *k, '\0'}, got[16];
         size_t gl = 0, need = 0;
-        assert_int_equal(pc_get_buf(pc_fx_coll(b, "default"), key, 2, got, sizeof got, &gl,
-                                    &need, NULL),
-                         0);
+        assert_int_equal(
+            pc_get_buf(pc_fx_coll(b, "default"), key, 2, got, sizeof got, &gl, &need, NULL), 0);
         if (gl != strlen(want) || memcmp(got, want, gl) != 0)
             fail_msg("%s is '%.*s', the transaction '%s' is whole", key, (int)gl, got, want);
     }

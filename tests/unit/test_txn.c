@@ -656,7 +656,7 @@ static pid_t fork_blocked_commit(struct fx *f)
     }
     char ch = 0;
     struct pollfd pf = {.fd = in_fd[0], .events = POLLIN};
-    assert_int_equal(poll(&pf, 1, 10000), 1); /* not forever, should the child fail */
+    assert_int_equal(poll(&pf, 1, 10000), 1);    /* not forever, should the child fail */
     assert_int_equal(read(in_fd[0], &ch, 1), 1); /* its writes are in, its hooks not done */
     return pid;
 }

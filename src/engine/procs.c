@@ -123,6 +123,9 @@ static uint32_t pc_take_slot(struct pc_header_shm *h, uint32_t i, uint32_t cur)
     uint32_t t = pc_new_token(h, i);
     if (!atomic_compare_exchange_strong(&p->token, &cur, t))
         return 0;
+    /* a transaction the previous owner died inside will never be done:
+     * pc_txn_quiesce must not wait for it under the new owner's token */
+    atomic_store_explicit(&p->txn_done, atomic_load(&p->txn_begun), memory_order_release);
     atomic_store_explicit(&p->pid, (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&p->starttime, st, memory_order_relaxed);
     atomic_store_explicit(&p->pid_token, t, memory_order_release);

@@ -6,7 +6,7 @@
  * counters and TTLs, the mutation hook (journal) calls and their undo, and
  * forked processes committing transactions while plain writers write the
  * same keys: no lost increment, and a reader never sees half a commit;
- * pc_txn_quiesce waiting for a commit's hooks.
+ * pc_txn_quiesce waiting for a commit's hooks, and not for a dead one's.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "pc_fixture.h"
+#include "pc_testhooks.h"
 #include "pcache.h"
 
 #define S(s) (s), (sizeof(s) - 1)
@@ -688,6 +689,38 @@ static void quiesce_waits_for_hooks(void **state)
     assert_int_equal(kill(pid, SIGKILL), 0);
     assert_int_equal(waitpid(pid, &st, 0), pid);
     check_rc(pc_txn_quiesce(f->c, 10000), PC_OK);
+    /* ... nor once a live process holds its slot again: reaped, it is a
+     * free slot below the high-water mark, and claims take the lowest
+     * free ones, so one of HOLDERS live children holds it */
+    enum { HOLDERS = 24 };
+    assert_true(pc__test_reap_dead(f->c) >= 1);
+    pid_t held[HOLDERS];
+    for (int i = 0; i < HOLDERS; i++) {
+        held[i] = fork();
+        assert_true(held[i] >= 0);
+        if (held[i] == 0) {
+            /* only the parent writes go: its exit (a failed check) ends us */
+            close(go_fd[1]);
+            alarm(60);
+            char ch2 = 'i';
+            if (pc_set(f->a, S("r"), S("1"), 0, 0) != 0 || write(in_fd[1], &ch2, 1) != 1)
+                _exit(2);
+            _exit(read(go_fd[0], &ch2, 1) == 1 ? 0 : 3);
+        }
+    }
+    for (int i = 0; i < HOLDERS; i++) {
+        struct pollfd pf = {.fd = in_fd[0], .events = POLLIN};
+        assert_int_equal(poll(&pf, 1, 10000), 1);
+        assert_int_equal(read(in_fd[0], &ch, 1), 1);
+    }
+    check_rc(pc_txn_quiesce(f->c, 200), PC_OK);
+    for (int i = 0; i < HOLDERS; i++)
+        assert_int_equal(write(go_fd[1], &ch, 1), 1);
+    for (int i = 0; i < HOLDERS; i++) {
+        assert_int_equal(waitpid(held[i], &st, 0), held[i]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
     check_rc(pc_txn_quiesce(NULL, 0), PC_EINVAL);
     check_rc(pc_coll_set_hook_word(f->a, 0), PC_OK);
     check_rc(pc_coll_set_hook_word(f->b, 0), PC_OK);

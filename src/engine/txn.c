@@ -47,11 +47,14 @@ struct pc_txn_ent {
     bool watch;  /* made by pc_txn_watch: kept by pc_txn_reset */
     bool loaded; /* oval holds the value (a watch copies none until read) */
     /* the observation */
-    uint64_t idx; /* bucket the key routed to */
-    uint32_t ver; /* that bucket's even version */
-    pc_off rec;   /* record found, 0 = absent */
-    int64_t rexp; /* its expiry */
-    bool rlive;   /* live when observed */
+    uint64_t idx;  /* bucket the key routed to */
+    uint32_t ver;  /* that bucket's even version */
+    pc_off rec;    /* record found, 0 = absent */
+    int64_t rexp;  /* its expiry */
+    uint64_t rfp;  /* its value's fingerprint (tx_fingerprint) */
+    bool rlive;    /* live when observed */
+    bool stale;    /* a later load saw the key changed: the commit conflicts */
+    uint64_t lidx; /* the bucket the commit locks (the key's route then) */
     uint8_t oflags;
     unsigned char *oval; /* the value (counters: 8 raw bytes) */
     size_t olen, ocap;
@@ -147,7 +150,18 @@ struct tx_obs {
     int64_t exp;
     uint8_t flags;
     size_t vlen; /* clamped to the cell */
+    uint64_t fp; /* tx_fingerprint of the record, 0 when absent */
 };
+
+/* What a watch compares when the key's bucket has changed since it was
+ * observed: the value, its length and its flags, hashed, so that a watch
+ * needs no copy of the value. A 64-bit hash can only make two different
+ * values look alike by chance, and only for a record at the same offset
+ * with the same expiry (tx_same_key). */
+static uint64_t tx_fingerprint(const unsigned char *v, size_t vl, uint8_t flags)
+{
+    return pc_hash(v, vl) ^ ((uint64_t)flags << 56) ^ ((uint64_t)vl * 0x9e3779b97f4a7c15u);
+}
 
 /* Copies what record r (or its absence) holds into o and, when val is not
  * NULL and the value fits cap, into val. Every length is clamped to the
@@ -160,6 +174,7 @@ static bool tx_take(const pc_cache *c, const struct pc_rec_shm *r, pc_off off, s
     o->exp = 0;
     o->flags = 0;
     o->vlen = 0;
+    o->fp = 0;
     if (r == NULL)
         return true;
     size_t room = pc_class_bytes(c, r->cls);
@@ -171,6 +186,7 @@ static bool tx_take(const pc_cache *c, const struct pc_rec_shm *r, pc_off off, s
     o->exp = atomic_load_explicit(&((struct pc_rec_shm *)r)->expires, memory_order_relaxed);
     o->flags = r->flags;
     o->vlen = vl;
+    o->fp = tx_fingerprint(r->data + klen, vl, o->flags);
     if (!want)
         return true;
     if (vl > cap)
@@ -276,16 +292,47 @@ static bool tx_live(int64_t exp, int64_t now)
     return exp == 0 || exp > now;
 }
 
+/* Whether e's key is in the state it was observed in, judged by the key
+ * alone, as Redis's WATCH judges it: a key live then is live now in the
+ * same record (a write of the key always installs a new one, bar in-place
+ * counters and expiries, which the fingerprint and the expiry catch) with
+ * the same expiry and value; a key absent or expired then is absent or
+ * expired now. Writes to other keys of its bucket, a split that moved it
+ * and the sweep's reclaim of an expired record change nothing here. A
+ * record reused at the same offset with an equal value passes: the key
+ * then holds what the transaction read, so committing now is the same as
+ * committing after that write. */
+static bool tx_same_key(const struct pc_txn_ent *e, const struct tx_obs *o, int64_t now)
+{
+    bool live = o->rec != 0 && tx_live(o->exp, now);
+    if (!e->rlive)
+        return !live;
+    return live && o->rec == e->rec && o->exp == e->rexp && o->fp == e->rfp;
+}
+
+/* Whether e's key still looks as observed, by a lookup made now: the same
+ * bucket at the same version, or else the key itself the same. */
+static bool tx_unchanged(const struct pc_txn_ent *e, const struct tx_obs *o, int64_t now)
+{
+    if (e->stale)
+        return false;
+    if (o->idx == e->idx && o->ver == e->ver && o->rec == e->rec &&
+        (e->rec == 0 || (o->exp == e->rexp && tx_live(o->exp, now) == e->rlive)))
+        return true;
+    return tx_same_key(e, o, now);
+}
+
 /* Copies the value of e's key into e (a watch's entry, observed without
- * it). What the lookup sees may be newer than the observation: then the
- * commit fails anyway (it compares the table with the observation), so the
- * view may use it. */
+ * it). What the lookup sees may be newer than the observation: the entry
+ * is then marked stale and its commit conflicts, so the view may use it. */
 static int tx_load(struct pc_txn_ent *e)
 {
     struct tx_obs o;
     int rc = tx_lookup(e->coll, e->h, e->key, e->klen, &o, &e->oval, &e->ocap);
     if (rc != 0)
         return rc;
+    if (!tx_unchanged(e, &o, pc_mono_ms()))
+        e->stale = true; /* the value loaded is not the one watched */
     e->oflags = o.flags;
     e->olen = o.vlen;
     e->loaded = true;
@@ -337,6 +384,7 @@ static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bo
     e->ver = o.ver;
     e->rec = o.rec;
     e->rexp = o.exp;
+    e->rfp = o.fp;
     e->rlive = o.rec != 0 && tx_live(o.exp, now);
     e->oflags = o.flags;
     e->olen = want_value ? o.vlen : 0;
@@ -673,13 +721,6 @@ int pc_txn_watch(pc_txn *t, pc_coll *coll, const void *key, size_t klen)
     return rc;
 }
 
-/* Whether e's key still looks as observed, by a lookup made now. */
-static bool tx_unchanged(struct pc_txn_ent *e, const struct tx_obs *o, int64_t now)
-{
-    return o->idx == e->idx && o->ver == e->ver && o->rec == e->rec &&
-           (e->rec == 0 || (o->exp == e->rexp && tx_live(o->exp, now) == e->rlive));
-}
-
 int pc_txn_validate(pc_txn *t)
 {
     if (t == NULL)
@@ -718,26 +759,33 @@ static int tx_lock_cmp(const void *pa, const void *pb)
 static struct pc_bucket_shm *tx_bucket(const struct tx_lock *locks, unsigned nl,
                                        const struct pc_txn_ent *e)
 {
-    struct tx_lock key = {e->coll, e->idx, NULL};
+    struct tx_lock key = {e->coll, e->lidx, NULL};
     const struct tx_lock *l = bsearch(&key, locks, nl, sizeof *locks, tx_lock_cmp);
     return l != NULL ? l->b : NULL;
 }
 
-/* Step 3 under every lock: whether everything is as observed. */
+/* Step 3 under every lock: whether every key is as observed. A split
+ * between the commit's routing (step 2) and its lock conflicts: the key
+ * then lives in a bucket the commit does not hold. */
 static bool tx_verify_locked(pc_txn *t, const struct tx_lock *locks, unsigned nl, int64_t now)
 {
     for (unsigned i = 0; i < t->n; i++) {
         struct pc_txn_ent *e = &t->e[i];
         struct pc_bucket_shm *b = tx_bucket(locks, nl, e);
         const struct pc_coll_shm *cs = e->coll->shm;
-        if (pc_route_index(pc_route_load(cs), cs->log2_initial, e->h) != e->idx ||
-            atomic_load_explicit(&b->version, memory_order_relaxed) != e->ver)
+        if (pc_route_index(pc_route_load(cs), cs->log2_initial, e->h) != e->lidx)
             return false;
         struct pc_loc loc;
-        pc_locate_held(e->coll, b, e->idx, e->h, e->key, e->klen, now, &loc);
-        struct tx_obs o = {.idx = e->idx, .ver = e->ver, .rec = loc.where != 0 ? loc.rec_off : 0};
-        if (loc.rec != NULL)
+        pc_locate_held(e->coll, b, e->lidx, e->h, e->key, e->klen, now, &loc);
+        struct tx_obs o = {.idx = e->lidx,
+                           .ver = atomic_load_explicit(&b->version, memory_order_relaxed),
+                           .rec = loc.where != 0 ? loc.rec_off : 0};
+        if (loc.rec != NULL) {
             o.exp = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
+            /* only a changed bucket compares values (tx_unchanged) */
+            if (o.idx != e->idx || o.ver != e->ver)
+                tx_take(t->c, loc.rec, loc.rec_off, e->klen, &o, false, NULL, 0);
+        }
         if (loc.ch != NULL)
             pc_chain_unlock(loc.ch);
         if (!tx_unchanged(e, &o, now))
@@ -751,7 +799,7 @@ static void tx_apply_locked(struct pc_txn_ent *e, struct pc_bucket_shm *b, int64
 {
     pc_coll *coll = e->coll;
     struct pc_loc loc;
-    pc_locate_held(coll, b, e->idx, e->h, e->key, e->klen, now, &loc);
+    pc_locate_held(coll, b, e->lidx, e->h, e->key, e->klen, now, &loc);
     if (e->op == TX_PUT) {
         if (loc.where != 0) {
             pc_replace_br(coll->c, &loc, e->new_rec, false);
@@ -848,8 +896,10 @@ int pc_txn_commit(pc_txn *t)
             bytes = PC_REC_HDR + 1;
         /* an eviction here may take a key this transaction observed: the
          * commit then conflicts and runs again, as after any writer */
+        /* a key not live when observed may be absent at the commit: its
+         * insert may need an overflow node */
         if ((e->new_rec = pc_alloc_evict(e->coll, bytes)) == 0 ||
-            (e->rec == 0 &&
+            (!e->rlive &&
              (e->node = pc_alloc_evict(e->coll, sizeof(struct pc_ovf_node_shm))) == 0)) {
             pc_nomem(e->coll, e->key, e->klen, bytes);
             rc = PC_ENOMEM;
@@ -860,9 +910,14 @@ int pc_txn_commit(pc_txn *t)
     }
     if (rc != 0)
         goto out;
-    /* 2. every observed bucket, in the global order */
-    for (unsigned i = 0; i < t->n; i++)
-        locks[nl++] = (struct tx_lock){t->e[i].coll, t->e[i].idx, NULL};
+    /* 2. every key's bucket as the table routes it now (a split since the
+     * observation moved some), in the global order */
+    for (unsigned i = 0; i < t->n; i++) {
+        struct pc_txn_ent *e = &t->e[i];
+        const struct pc_coll_shm *cs = e->coll->shm;
+        e->lidx = pc_route_index(pc_route_load(cs), cs->log2_initial, e->h);
+        locks[nl++] = (struct tx_lock){e->coll, e->lidx, NULL};
+    }
     qsort(locks, nl, sizeof *locks, tx_lock_cmp);
     unsigned u = 0;
     for (unsigned i = 0; i < nl; i++)

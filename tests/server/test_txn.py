@@ -418,6 +418,52 @@ class Concurrent(unittest.TestCase):
         self.assertEqual(int(r.get("b1")), 1200)
 
 
+class WatchPerKey(unittest.TestCase):
+    """WATCH judges its keys, not their buckets: in a collection of 64
+    buckets, another client rewriting 200 other keys (every bucket several
+    times) between each WATCH and its EXEC aborts none of 300 EXECs, as in
+    Redis; a write of the watched key still aborts every one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(collections="default=6", workers=2).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.cleanup()
+
+    def rounds(self, touch_watched):
+        a, b = client(self.srv.port), client(self.srv.port)
+        others = {"o%d" % i: "v" for i in range(200)}
+        b.mset(others)
+        nil = 0
+        for i in range(300):
+            key = "w%d" % (i % 50)
+            p = a.pipeline()
+            p.watch(key)
+            b.mset(others)
+            if touch_watched:
+                b.set(key, i)
+            p.multi()
+            p.set(key, "mine")
+            try:
+                p.execute()
+            except redis.WatchError:
+                nil += 1
+            p.reset()
+        buckets = int(a.info("pcache")["coll_default"]["buckets"])
+        return nil, buckets
+
+    def test_writes_to_other_keys_abort_nothing(self):
+        nil, buckets = self.rounds(False)
+        self.assertLessEqual(buckets, 256, "the table grew past the size the test means")
+        self.assertEqual(nil, 0)
+
+    def test_a_write_of_the_watched_key_aborts(self):
+        nil, _ = self.rounds(True)
+        self.assertEqual(nil, 300)
+
+
 class Durability(unittest.TestCase):
     def test_exec_writes_survive_kill9_with_journal_always(self):
         s = Server(db_mode=1, persist_collections="default", journal="default=always",

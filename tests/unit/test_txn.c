@@ -1,8 +1,9 @@
 /*
  * test_txn.c - the engine's transactions (src/engine/txn.c, pcache.h
  * "transactions"): the overlay a bound transaction reads through, the
- * commit and its conflict checks (another writer, another key of the same
- * bucket, a TTL-only refresh, a lapse, a split), several collections,
+ * commit and its conflict checks (another writer, a TTL-only refresh, a
+ * lapse, a counter changed in place; and none for a write to another key
+ * of the same bucket or a split that moved the keys), several collections,
  * counters and TTLs, the mutation hook (journal) calls and their undo, and
  * forked processes committing transactions while plain writers write the
  * same keys: no lost increment, and a reader never sees half a commit;
@@ -29,11 +30,13 @@
 
 #define S(s) (s), (sizeof(s) - 1)
 
-static void check_rc(int got, int want)
+static void check_rc_at(int line, int got, int want)
 {
     if (got != want)
-        fail_msg("rc %d (%s), wanted %d (%s)", got, pc_strerror(got), want, pc_strerror(want));
+        fail_msg("line %d: rc %d (%s), wanted %d (%s)", line, got, pc_strerror(got), want,
+                 pc_strerror(want));
 }
+#define check_rc(got, want) check_rc_at(__LINE__, (got), (want))
 
 static void expect_val(pc_coll *co, const char *k, const char *want)
 {
@@ -169,17 +172,76 @@ static void same_bucket_keys(char *k1, char *k2, size_t cap)
     }
 }
 
-/* A write to another key of the same bucket aborts (documented). */
-static void conflict_on_the_same_bucket(void **state)
+/* A watch judges its key, not the key's bucket: writes to another key of
+ * the same bucket leave it alone, both for a live key and an absent one;
+ * a write of its own key conflicts. */
+static void watch_is_per_key(void **state)
 {
     struct fx *f = *state;
     char k1[32], k2[32];
     same_bucket_keys(k1, k2, sizeof k1);
-    check_rc(pc_txn_watch(f->t, f->small, k1, strlen(k1)), PC_OK);
-    check_rc(pc_txn_validate(f->t), PC_OK);
+    check_rc(pc_txn_watch(f->t, f->small, k1, strlen(k1)), PC_OK); /* absent */
     check_rc(pc_set(f->small, k2, strlen(k2), S("x"), 0, 0), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_OK);
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    check_rc(pc_set(f->small, k1, strlen(k1), S("mine"), 0, 0), PC_OK); /* staged */
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_OK);
+    expect_val(f->small, k1, "mine");
+
+    check_rc(pc_txn_watch(f->t, f->small, k1, strlen(k1)), PC_OK); /* live */
+    check_rc(pc_set(f->small, k2, strlen(k2), S("y"), 0, 0), PC_OK);
+    check_rc(pc_remove(f->small, k2, strlen(k2)), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_OK);
+
+    /* a set of the bytes and expiry the key holds changes nothing (the
+     * TTL-only refresh with the same expiry) */
+    check_rc(pc_txn_watch(f->t, f->small, k1, strlen(k1)), PC_OK);
+    check_rc(pc_set(f->small, k1, strlen(k1), S("mine"), 0, 0), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_OK);
+    check_rc(pc_set(f->small, k2, strlen(k2), S("z"), 0, 0), PC_OK);
+    check_rc(pc_set(f->small, k1, strlen(k1), S("eman"), 0, 0), PC_OK); /* same length */
     check_rc(pc_txn_validate(f->t), PC_ECONFLICT);
     check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    pc_txn_clear(f->t);
+
+    /* removed and created again since the watch: a new record */
+    check_rc(pc_txn_watch(f->t, f->small, k1, strlen(k1)), PC_OK);
+    check_rc(pc_remove(f->small, k1, strlen(k1)), PC_OK);
+    check_rc(pc_set(f->small, k1, strlen(k1), S("mine"), 0, 0), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    pc_txn_clear(f->t);
+}
+
+/* A counter changes in place, in the record the watch saw: the value
+ * decides. Moved away and back before the transaction reads it, the key
+ * holds what was watched and the commit goes ahead; moved away when the
+ * transaction reads it, the read marks the watch broken even if the
+ * counter comes back before the commit. */
+static void watch_counter_in_place(void **state)
+{
+    struct fx *f = *state;
+    int64_t v;
+    check_rc(pc_add(f->a, S("n"), 5, 0, &v), PC_OK);
+    check_rc(pc_txn_watch(f->t, f->a, S("n")), PC_OK);
+    check_rc(pc_add(f->a, S("n"), 1, 0, &v), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_ECONFLICT);
+    check_rc(pc_add(f->a, S("n"), -1, 0, &v), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_OK);
+
+    check_rc(pc_txn_watch(f->t, f->a, S("n")), PC_OK);
+    check_rc(pc_add(f->a, S("n"), 1, 0, &v), PC_OK);
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    assert_int_equal(counter(f->a, "n"), 6);
+    check_rc(pc_set(f->a, S("seen"), S("6"), 0, 0), PC_OK);
+    check_rc(pc_txn_bind(f->c, NULL), PC_OK);
+    check_rc(pc_add(f->a, S("n"), -1, 0, &v), PC_OK);
+    check_rc(pc_txn_validate(f->t), PC_ECONFLICT);
+    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    expect_val(f->a, "seen", NULL);
+    pc_txn_clear(f->t);
 }
 
 /* A watch copies no value; a read through the transaction loads it, and a
@@ -233,8 +295,10 @@ static void conflict_on_expiry_changes(void **state)
     expect_val(f->a, "dep", NULL);
 }
 
-/* A split of an observed bucket aborts the commit. */
-static void conflict_on_a_split(void **state)
+/* A split moves observed keys to new buckets: the commit locks them where
+ * they are now and goes ahead when they are unchanged; a key written
+ * meanwhile still conflicts. */
+static void commit_across_a_split(void **state)
 {
     struct fx *f = *state;
     char k[32];
@@ -248,23 +312,33 @@ static void conflict_on_a_split(void **state)
         expect_val(f->small, k, "v");
     }
     check_rc(pc_set(f->small, S("g0"), S("w"), 0, 0), PC_OK);
+    check_rc(pc_set(f->small, S("g-new"), S("n"), 0, 0), PC_OK);
     check_rc(pc_txn_bind(f->c, NULL), PC_OK);
     pc_maint_report r;
     check_rc(pc_maintain(f->c, PC_MAINT_GROW, &r), PC_OK);
     assert_true(r.splits > 0);
-    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
-    expect_val(f->small, "g0", "v");
-    /* run again on the grown table: it commits, every key still there */
-    pc_txn_reset(f->t);
-    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
-    for (unsigned i = 0; i < 200; i++) {
+    check_rc(pc_txn_commit(f->t), PC_OK);
+    expect_val(f->small, "g0", "w");
+    expect_val(f->small, "g-new", "n");
+    for (unsigned i = 1; i < 200; i++) {
         snprintf(k, sizeof k, "g%u", i);
         expect_val(f->small, k, "v");
     }
-    check_rc(pc_set(f->small, S("g0"), S("w"), 0, 0), PC_OK);
+    /* a split and a write of an observed key */
+    for (unsigned i = 200; i < 600; i++) {
+        snprintf(k, sizeof k, "g%u", i);
+        check_rc(pc_set(f->small, k, strlen(k), S("v"), 0, 0), PC_OK);
+    }
+    check_rc(pc_txn_bind(f->c, f->t), PC_OK);
+    expect_val(f->small, "g7", "v");
+    check_rc(pc_set(f->small, S("g8"), S("after g7"), 0, 0), PC_OK);
     check_rc(pc_txn_bind(f->c, NULL), PC_OK);
-    check_rc(pc_txn_commit(f->t), PC_OK);
-    expect_val(f->small, "g0", "w");
+    check_rc(pc_maintain(f->c, PC_MAINT_GROW, &r), PC_OK);
+    assert_true(r.splits > 0);
+    check_rc(pc_set(f->small, S("g7"), S("theirs"), 0, 0), PC_OK);
+    check_rc(pc_txn_commit(f->t), PC_ECONFLICT);
+    expect_val(f->small, "g8", "v");
+    pc_txn_clear(f->t);
 }
 
 /* One transaction over two collections: all or nothing. */
@@ -753,10 +827,11 @@ int main(void)
         T(overlay_then_commit),
         T(conflict_on_a_changed_key),
         T(conflict_on_a_created_key),
-        T(conflict_on_the_same_bucket),
+        T(watch_is_per_key),
+        T(watch_counter_in_place),
         T(watch_then_read),
         T(conflict_on_expiry_changes),
-        T(conflict_on_a_split),
+        T(commit_across_a_split),
         T(several_collections),
         T(counters_and_ttls),
         T(many_keys),

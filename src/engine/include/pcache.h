@@ -534,19 +534,25 @@ int pc_set_counter(pc_coll *coll, const void *key, size_t klen, int64_t value, i
  *    changes and nothing is journaled before the commit. Walks, scans and
  *    the glob forms are not transactional (the hosts refuse them inside a
  *    transaction);
- *  - pc_txn_commit builds every new record outside any lock, locks every
- *    bucket an observed key routes to in one global order (collection,
- *    then bucket index: the order splits take), re-checks the routing and
- *    that each bucket's version, each key's record and expiry are the ones
- *    observed, opens the version brackets of all those buckets, installs
- *    every staged write, closes the brackets, unlocks, then calls the
- *    mutation hook once per written key (as any write does, so the journal
- *    sees a committed transaction as its writes) and frees the records
- *    replaced. A reader of any two of its keys sees both old or both new.
- *    Anything changed since it was observed - the key, another key of the
- *    same bucket, a split of the bucket, the key lapsing - is a conflict:
- *    nothing is applied and PC_ECONFLICT is returned; the caller resets and
- *    runs the transaction again (pc_txn_run does it).
+ *  - pc_txn_commit builds every new record outside any lock, locks the
+ *    bucket each observed key routes to now in one global order
+ *    (collection, then bucket index: the order splits take), re-checks the
+ *    routing and that each key is as observed, opens the version brackets
+ *    of all those buckets, installs every staged write, closes the
+ *    brackets, unlocks, then calls the mutation hook once per written key
+ *    (as any write does, so the journal sees a committed transaction as
+ *    its writes) and frees the records replaced. A reader of any two of
+ *    its keys sees both old or both new. "As observed" is judged per key:
+ *    a bucket at the version observed is unchanged; otherwise a key live
+ *    then must be live in the same record with the same expiry and value
+ *    (a 64-bit fingerprint of its bytes and flags), and a key absent or
+ *    expired then must be absent or expired. A write of the key (bar a set
+ *    of the very bytes and expiry it holds, which changes nothing), its
+ *    removal, an expiry change or the key lapsing is a conflict: nothing
+ *    is applied and PC_ECONFLICT is returned; the caller resets and runs
+ *    the transaction again (pc_txn_run does it). Writes to other keys of
+ *    its bucket and splits are not conflicts, bar a split between the
+ *    commit's routing and its lock.
  * A transaction belongs to the process that began it and is used from one
  * thread. Expiries are taken at the time of the staged call (ttl_ms from
  * then). */

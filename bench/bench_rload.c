@@ -8,7 +8,8 @@
  * requests, or one per key when the key space is larger; its first P
  * repeated at its end so that any P consecutive ones are contiguous): a
  * batch is one write() straight from the pool, with no
- * formatting on the clock. Replies are only framed, never parsed beyond
+ * formatting on the clock (a SET's value only gets a fresh 8-byte stamp,
+ * take_batch). Replies are only framed, never parsed beyond
  * their type and length. Both keep the client's own cost per request to a
  * few dozen nanoseconds, so that on two cores the server, not the client,
  * is what saturates. Latencies go to a 1-microsecond histogram up to
@@ -117,8 +118,9 @@ static size_t frame(const char *p, size_t n, int *err, int *miss)
     return total <= n ? total : 0;
 }
 
-/* Formats one request for key k at w; returns its end. */
-static char *format_request(const rload_opts *o, char *w, uint64_t k, const char *value)
+/* Formats one request for key k at w; returns its end. *vat (when not
+ * NULL) gets where a SET's value starts. */
+static char *format_request(const rload_opts *o, char *w, uint64_t k, const char *value, char **vat)
 {
     char key[24];
     int kl = snprintf(key, sizeof key, "key:%010llu", (unsigned long long)k);
@@ -128,11 +130,15 @@ static char *format_request(const rload_opts *o, char *w, uint64_t k, const char
         char ttl[16];
         int tl = snprintf(ttl, sizeof ttl, "%u", o->ttl_s);
         w += sprintf(w, "*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%u\r\n", kl, key, o->value_size);
+        if (vat != NULL)
+            *vat = w;
         memcpy(w, value, o->value_size);
         w += o->value_size;
         w += sprintf(w, "\r\n$2\r\nEX\r\n$%d\r\n%s\r\n", tl, ttl);
     } else {
         w += sprintf(w, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%u\r\n", kl, key, o->value_size);
+        if (vat != NULL)
+            *vat = w;
         memcpy(w, value, o->value_size);
         w += o->value_size;
         w += sprintf(w, "\r\n");
@@ -147,7 +153,7 @@ static void build_fill(const rload_opts *o, struct rconn *c, const char *value)
     unsigned count = 0;
     char *w = c->out;
     for (unsigned i = 0; i < o->pipeline && c->next_fill < o->keys; i++) {
-        w = format_request(o, w, c->next_fill, value);
+        w = format_request(o, w, c->next_fill, value, NULL);
         c->next_fill += o->conns;
         count++;
     }
@@ -161,6 +167,10 @@ struct rpool {
     char *buf;
     size_t *off;
     unsigned n, next;
+    /* SET: where the value starts in every request (keys and values have
+     * one length), and the next stamp written there */
+    size_t vpos;
+    uint64_t stamp;
 };
 
 static int pool_build(const rload_opts *o, struct rpool *pl, const char *value)
@@ -186,19 +196,42 @@ static int pool_build(const rload_opts *o, struct rpool *pl, const char *value)
         keys[i] = seed % o->keys;
     }
     char *w = pl->buf;
+    pl->vpos = 0;
     for (unsigned i = 0; i < total; i++) {
         pl->off[i] = (size_t)(w - pl->buf);
-        w = format_request(o, w, keys[i % n], value);
+        char *vat = NULL;
+        w = format_request(o, w, keys[i % n], value, &vat);
+        if (vat != NULL) {
+            size_t vpos = (size_t)(vat - (pl->buf + pl->off[i]));
+            if (i > 0 && vpos != pl->vpos) {
+                free(keys);
+                return -1; /* take_batch's stamps rely on one layout */
+            }
+            pl->vpos = vpos;
+        }
     }
     pl->off[total] = (size_t)(w - pl->buf);
     free(keys);
     return 0;
 }
 
-/* Points c at the next P pooled requests (no copy). */
+/* Points c at the next P pooled requests (no copy). A SET's value gets a
+ * new stamp in its first bytes each time it is sent, so every SET stores
+ * a value its key does not hold: a server that skips a write of the bytes
+ * a key already holds (pcached's TTL-only refresh) does the write here as
+ * any SET would. A range is stamped only when taken, and the pool (at
+ * least RLOAD_POOL requests) is far larger than what is in flight, so no
+ * bytes change under a send. */
 static void take_batch(const rload_opts *o, struct rconn *c, struct rpool *pl)
 {
     unsigned i = pl->next;
+    if (o->op == RLOAD_SET) {
+        size_t sl = o->value_size < sizeof pl->stamp ? o->value_size : sizeof pl->stamp;
+        for (unsigned j = 0; j < o->pipeline; j++) {
+            pl->stamp++;
+            memcpy(pl->buf + pl->off[i + j] + pl->vpos, &pl->stamp, sl);
+        }
+    }
     c->out = pl->buf + pl->off[i];
     c->out_len = pl->off[i + o->pipeline] - pl->off[i];
     c->out_off = 0;

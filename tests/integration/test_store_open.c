@@ -25,6 +25,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 #include "pc_testrun.h"
 #include "store_testlib.h"
@@ -45,7 +46,7 @@ static void test_map_grows(void **state)
     sc.map_size = 1u << 20; /* 1 MiB: far too small for ~5 MB of blocks */
     sc.log.fn = log_cb;
     pc_store *s = NULL;
-    check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
+    check_rc(pc_store_open_checked(dir, &sc, &s, NULL, 0), PC_OK);
     pc_store_save_result sr;
     log_reset();
     for (int i = 0; i < 3; i++)
@@ -217,7 +218,7 @@ static void test_unwritable(void **state)
         pc_store_config sc;
         pc_store_config_init(&sc);
         pc_store *s = NULL;
-        int rc = pc_store_open(dir, &sc, &s, err, sizeof err);
+        int rc = pc_store_open_checked(dir, &sc, &s, err, sizeof err);
         pc_store_close(s);
         fprintf(stderr, "[unwritable] %s\n", err);
         _exit(rc == PC_EIO && strstr(err, "ermission denied") != NULL ? 0 : 1);

@@ -224,6 +224,7 @@ struct pc_open_ctx {
     char *errbuf;
     size_t errlen;
     pc_store_check_fn check; /* the structural check (store_raw.h); NULL: none given */
+    bool created;            /* this open put data.mdb in place (pc_create_atomic) */
 };
 
 __attribute__((format(printf, 3, 4))) static int pc_open_fail(struct pc_open_ctx *o, int rc,
@@ -347,7 +348,9 @@ static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
     s->env = NULL;
     memcpy(s->path, path, sizeof path);
     memcpy(s->dpath, dpath, sizeof dpath);
-    if (rc == 0 && link(tdata, dpath) != 0 && errno != EEXIST)
+    if (rc == 0 && link(tdata, dpath) == 0)
+        o->created = true;
+    else if (rc == 0 && errno != EEXIST)
         rc = pc_open_fail(o, PC_EIO, "store %s: cannot put the new data.mdb in place: %s", path,
                           strerror(errno));
     pc_rm_tmpdir(tmp);
@@ -705,12 +708,13 @@ static int pc_open_look(struct pc_open_ctx *o, pc_sf_hdr *hdr, int *is_store)
     pc_store *s = o->s;
     bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
     int rc;
-    if ((s->flags & PC_STORE_NOCHECK) == 0 && o->check == NULL)
+    /* without a check, only the data.mdb this open has just written is read */
+    if ((s->flags & PC_STORE_NOCHECK) == 0 && o->check == NULL && !o->created)
         return pc_open_fail(o, PC_EINVAL,
                             "store %s: opening an existing store needs the structural check "
                             "(pc_store_open_checked, or PC_STORE_NOCHECK after pc_store_check)",
                             s->path);
-    if ((s->flags & PC_STORE_NOCHECK) == 0) {
+    if ((s->flags & PC_STORE_NOCHECK) == 0 && o->check != NULL) {
         char why[700];
         if ((rc = o->check(s->path, rdonly ? PC_SCK_READER : PC_SCK_WRITER, why, sizeof why)) != 0)
             return pc_open_fail(o, rc, "%s", why);
@@ -777,7 +781,7 @@ int pc_store_open_with(const char *where, const pc_store_config *cfg, pc_store_c
     s->block_bytes = cfg->block_bytes == 0 ? PC_STORE_BLOCK_DEFAULT : cfg->block_bytes;
     s->threads = cfg->threads;
     s->pid = getpid();
-    struct pc_open_ctx o = {s, errbuf, errlen, check};
+    struct pc_open_ctx o = {s, errbuf, errlen, check, false};
     bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
     uint64_t fsize = 0;
     int empty = 1, have_data = 0, is_store = 0;

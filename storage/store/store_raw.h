@@ -42,7 +42,8 @@ typedef int (*pc_store_check_fn)(const char *dir, int how, char *why, size_t cap
 /* pc_store_open, with check run on an existing environment before LMDB
  * reads it (unless cfg->flags holds PC_STORE_NOCHECK). check NULL: an
  * existing environment is refused with PC_EINVAL unless PC_STORE_NOCHECK
- * is set; a missing or blank directory needs no check. */
+ * is set; the data.mdb this open creates (a missing or blank directory
+ * with PC_STORE_CREATE) is read without one. */
 int pc_store_open_with(const char *where, const pc_store_config *cfg, pc_store_check_fn check,
                        pc_store **out, char *errbuf, size_t errlen);
 

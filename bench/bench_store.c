@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 
 /* ---- the data set ------------------------------------------------------- */
@@ -161,7 +162,7 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
     sc.log.fn = bs_log;
     char err[256];
     pc_store *s = NULL;
-    if (pc_store_open(path, &sc, &s, err, sizeof err) != 0) {
+    if (pc_store_open_checked(path, &sc, &s, err, sizeof err) != 0) {
         fprintf(stderr, "pcache-bench store: %s\n", err);
         return -1;
     }
@@ -322,8 +323,7 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
             "pcache-bench store  %s  %ld CPUs  %s%zu entries (16-byte keys, SIP-like values of "
             "%.0f B on average), median of %u runs; cache tier %s\n",
             a->date, sysconf(_SC_NPROCESSORS_ONLN), a->o.quick ? "QUICK: " : "", a->o.n,
-            a->avg_value, a->o.rounds,
-            a->tier >= 0 ? pc_tier_name(a->tier) : "?");
+            a->avg_value, a->o.rounds, a->tier >= 0 ? pc_tier_name(a->tier) : "?");
     fprintf(out, "\nsave (entries/s, durable commit included)     entries/s   pcache over it\n");
     fprintf(out, "  %-40s %12.0f  (%.2f s, commit %.2f s)\n", "pcache store (zstd blocks)",
             p->save_rate, p->save_s, p->commit_s);
@@ -384,7 +384,9 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
         int pass = t[i].at_least ? t[i].value >= t[i].goal : t[i].value <= t[i].goal;
         fprintf(out, "  %-34s %12.3f  %s %-10g %s\n", t[i].what, t[i].value,
                 t[i].at_least ? ">=" : "<=", t[i].goal,
-                !bs_judged(a) && i < BS_SIZED_TARGETS ? "-" : pass ? "pass" : "MISS");
+                !bs_judged(a) && i < BS_SIZED_TARGETS ? "-"
+                : pass                                ? "pass"
+                                                      : "MISS");
     }
     fprintf(out, "  %-34s %12.0f  (pcache save / SQLite row by row)\n", "ratio_vs_sqlite_rowwise",
             ratio(p->save_rate, an->sqlite_rowwise_save));

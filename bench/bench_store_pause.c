@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #define BS_ROUNDS_MAX 8
 #define BS_SUB 32
@@ -163,11 +164,12 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
     sc.flags = PC_STORE_CREATE;
     pc_store *s = NULL;
     char err[256];
-    int rc = pc_store_open(path, &sc, &s, err, sizeof err);
+    int rc = pc_store_open_checked(path, &sc, &s, err, sizeof err);
     while (rc == 0 && !atomic_load(&sh->ready))
         bench_sleep_ns(10000000);
-    double ratio[BS_ROUNDS_MAX], rops[BS_ROUNDS_MAX], q999[BS_ROUNDS_MAX], s999[BS_ROUNDS_MAX], q99[BS_ROUNDS_MAX],
-        s99[BS_ROUNDS_MAX], qops[BS_ROUNDS_MAX], sops[BS_ROUNDS_MAX], secs[BS_ROUNDS_MAX];
+    double ratio[BS_ROUNDS_MAX], rops[BS_ROUNDS_MAX], q999[BS_ROUNDS_MAX], s999[BS_ROUNDS_MAX],
+        q99[BS_ROUNDS_MAX], s99[BS_ROUNDS_MAX], qops[BS_ROUNDS_MAX], sops[BS_ROUNDS_MAX],
+        secs[BS_ROUNDS_MAX];
     uint64_t quiet_ns = 1500000000ull;
     unsigned empty = 0;
     for (unsigned r = 0; rc == 0 && r < rounds; r++) {
@@ -205,8 +207,10 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *dir, 
         return -1;
     }
     if (empty) {
-        fprintf(stderr, "pcache-bench store: save under load: %u of %u rounds measured no "
-                        "operation in a window\n", empty, rounds);
+        fprintf(stderr,
+                "pcache-bench store: save under load: %u of %u rounds measured no "
+                "operation in a window\n",
+                empty, rounds);
         munmap(sh, sizeof *sh);
         return -1;
     }

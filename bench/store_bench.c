@@ -30,6 +30,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 
 static int64_t wall_ms(void)
@@ -451,7 +452,7 @@ static int bench_config(const char *dir, pc_coll *coll, size_t n, unsigned round
     sc.zstd_level = level;
     char err[256];
     pc_store *s = NULL;
-    int rc = pc_store_open(path, &sc, &s, err, sizeof err);
+    int rc = pc_store_open_checked(path, &sc, &s, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "open: %s\n", err);
         return 1;
@@ -632,7 +633,8 @@ static int bench_check(const char *dir, size_t n, unsigned rounds)
     pc_store *s = NULL;
     char err[700];
     pc_store_save_result sr;
-    if (pc_store_open(path, &sc, &s, err, sizeof err) != 0 || pc_store_save(s, coll, NULL, &sr)) {
+    if (pc_store_open_checked(path, &sc, &s, err, sizeof err) != 0 ||
+        pc_store_save(s, coll, NULL, &sr)) {
         fprintf(stderr, "save failed: %s\n", err);
         return 1;
     }
@@ -656,13 +658,13 @@ static int bench_check(const char *dir, size_t n, unsigned rounds)
         t[1 * rounds + r] = ms_since(t0);
         sc.flags = PC_STORE_RDONLY;
         t0 = now_s();
-        if (pc_store_open(path, &sc, &s, err, sizeof err) != 0)
+        if (pc_store_open_checked(path, &sc, &s, err, sizeof err) != 0)
             return fprintf(stderr, "open: %s\n", err), 1;
         t[2 * rounds + r] = ms_since(t0);
         pc_store_close(s);
         c = bench_cache(n, &coll);
         sc.flags = PC_STORE_NOCHECK; /* the load alone */
-        if (pc_store_open(path, &sc, &s, err, sizeof err) != 0)
+        if (pc_store_open_checked(path, &sc, &s, err, sizeof err) != 0)
             return fprintf(stderr, "open: %s\n", err), 1;
         pc_store_load_opts lo = {.no_prune = 1};
         pc_store_load_result lr;

@@ -6,7 +6,8 @@
 #            logrotate file, pcached(8), pcached.conf(5)
 #   tools    pcachectl, pcache-snapshot, their man pages (1)
 #   lib      libpcache.so.MAJOR: the engine (and util inside it)
-#   storage  libpcache_storage.so.MAJOR: management layer, store, journal, persist
+#   storage  libpcache_storage.so.MAJOR: management layer, store, the store's
+#            structural check, journal, persist
 #   odbc     libpcache_odbc.so.MAJOR: the ODBC exporter (PCACHE_ODBC)
 #   dev      public headers, the .so links, the static archives, pkg-config
 #            files, the CMake package (find_package(pcache))
@@ -62,21 +63,24 @@ target_include_directories(pcache_shared INTERFACE
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set_target_properties(pcache_shared PROPERTIES EXPORT_NAME pcache)
 
-# libpcache_storage.so: management layer, snapshot store, journal, persistence
+# libpcache_storage.so: management layer, snapshot store, its structural
+# check, journal, persistence
 pcache_shared_library(pcache_storage_shared pcache_storage storage
-  pcache_mgmt pcache_store pcache_journal pcache_persist)
+  pcache_mgmt pcache_store pcache_storecheck pcache_journal pcache_persist)
 target_link_libraries(pcache_storage_shared PUBLIC pcache_shared
   PRIVATE PkgConfig::PCI_LMDB PkgConfig::PCI_ZSTD PkgConfig::XXHASH Threads::Threads m)
 target_include_directories(pcache_storage_shared INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/mgmt/include>
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/store/include>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/storecheck/include>
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/journal/include>
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/storage/persist/include>)
 set_target_properties(pcache_storage_shared PROPERTIES EXPORT_NAME storage)
 
 set(PCACHE_HEADERS
   src/util/include/pcache_util.h src/engine/include/pcache.h src/mgmt/include/pcache_mgmt.h
-  storage/store/include/pcache_store.h storage/journal/include/pcache_journal.h
+  storage/store/include/pcache_store.h storage/storecheck/include/pcache_storecheck.h
+  storage/journal/include/pcache_journal.h
   storage/persist/include/pcache_persist.h)
 set(PCACHE_PC_LIBS_ODBC "")
 if(TARGET pcache_odbc)
@@ -95,7 +99,8 @@ install(FILES ${PCACHE_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONEN
 # libpcache.a (the engine; util is libpcache_util.a), libpcache_storage.a,
 # libpcache_odbc.a
 add_library(pcache_storage_static STATIC $<TARGET_OBJECTS:pcache_mgmt>
-  $<TARGET_OBJECTS:pcache_store> $<TARGET_OBJECTS:pcache_journal> $<TARGET_OBJECTS:pcache_persist>)
+  $<TARGET_OBJECTS:pcache_store> $<TARGET_OBJECTS:pcache_storecheck>
+  $<TARGET_OBJECTS:pcache_journal> $<TARGET_OBJECTS:pcache_persist>)
 set_target_properties(pcache_storage_static PROPERTIES OUTPUT_NAME pcache_storage
   ARCHIVE_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib LINKER_LANGUAGE C)
 set(PCACHE_STATIC pcache pcache_util pcache_storage_static)

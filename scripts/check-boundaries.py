@@ -8,9 +8,11 @@ Fails (exit 1, one line per violation) when
   - a file includes another component's private header (anything outside
     that component's include/ folder), except the declared white-box test
     interfaces (a component's testing/ folder, and the server headers listed
-    in TEST_INTERFACES) included from tests/ or bench/,
+    in TEST_INTERFACES) included from tests/ or bench/, and the private
+    headers of FRIEND_INTERFACES included by the one component named there,
   - a CMakeLists.txt links a component library into a target of a component
-    that may not depend on it,
+    that may not depend on it, or a FRIEND_TARGETS interface into a target
+    of a component other than the one named there,
   - two headers of the project share a name (an include would be ambiguous),
   - product code calls a libc service outside its one home (LIBC_HOMES:
     clock_gettime outside src/util).
@@ -27,20 +29,24 @@ COMPONENTS = [
     ("engine", ["src/engine"], ["util"]),
     ("mgmt", ["src/mgmt"], ["engine", "util"]),
     ("store", ["storage/store"], ["mgmt", "engine", "util"]),
+    ("storecheck", ["storage/storecheck"], ["store", "mgmt", "engine", "util"]),
     ("journal", ["storage/journal"], ["store", "mgmt", "engine", "util"]),
-    ("persist", ["storage/persist"], ["journal", "store", "mgmt", "engine", "util"]),
-    ("odbc", ["odbc"], ["persist", "journal", "store", "mgmt", "engine", "util"]),
-    ("server", ["src/server"], ["odbc", "persist", "journal", "store", "mgmt", "engine", "util"]),
-    ("tools", ["src/tools"], ["odbc", "persist", "journal", "store", "mgmt", "engine", "util"]),
+    ("persist", ["storage/persist"], ["journal", "storecheck", "store", "mgmt", "engine", "util"]),
+    ("odbc", ["odbc"], ["persist", "journal", "storecheck", "store", "mgmt", "engine", "util"]),
+    ("server", ["src/server"],
+     ["odbc", "persist", "journal", "storecheck", "store", "mgmt", "engine", "util"]),
+    ("tools", ["src/tools"],
+     ["odbc", "persist", "journal", "storecheck", "store", "mgmt", "engine", "util"]),
     ("opensips", ["opensips_module"],
-     ["odbc", "persist", "journal", "store", "mgmt", "engine", "util"]),
+     ["odbc", "persist", "journal", "storecheck", "store", "mgmt", "engine", "util"]),
     ("testsupport", ["tests/support"],
-     ["server", "odbc", "persist", "journal", "store", "mgmt", "engine", "util"]),
+     ["server", "odbc", "persist", "journal", "storecheck", "store", "mgmt", "engine", "util"]),
     ("tests", ["tests"],
-     ["testsupport", "server", "tools", "odbc", "persist", "journal", "store", "mgmt", "engine",
-      "util"]),
+     ["testsupport", "server", "tools", "odbc", "persist", "journal", "storecheck", "store", "mgmt",
+      "engine", "util"]),
     ("bench", ["bench"],
-     ["testsupport", "odbc", "persist", "journal", "store", "mgmt", "engine", "util"]),
+     ["testsupport", "odbc", "persist", "journal", "storecheck", "store", "mgmt", "engine",
+      "util"]),
 ]
 # Library targets and the component that builds them.
 TARGETS = {
@@ -50,6 +56,8 @@ TARGETS = {
     "pcache_mgmt": "mgmt",
     "pcache_store": "store",
     "pcache_store_testing": "store",
+    "pcache_store_raw": "store",
+    "pcache_storecheck": "storecheck",
     "pcache_journal": "journal",
     "pcache_journal_testing": "journal",
     "pcache_persist": "persist",
@@ -68,6 +76,12 @@ TESTING_TARGETS = {"pcache_testhooks", "pcache_store_testing", "pcache_journal_t
 # (pcache_odbc_testing).
 TEST_INTERFACES = {"src/server/resp.h", "src/server/sync_wire.h", "storage/store/store_format.h",
                    "odbc/odbc_writer.h"}
+# Private headers and interface targets of a component that one named
+# component above it may use, and no other: the store core's interface for
+# the structural check (store_raw.h, target pcache_store_raw), which reads
+# LMDB's pages and the format itself.
+FRIEND_INTERFACES = {"storage/store/store_raw.h": {"storecheck"}}
+FRIEND_TARGETS = {"pcache_store_raw": {"storecheck"}}
 TOP = {"tests", "bench"}
 # Components whose every header is public (no include/ folder): the test
 # support headers, for the tests and the benchmarks.
@@ -172,6 +186,8 @@ def main():
             where = "%s:%d" % (f, lineno)
             if me[0] in TOP and (sub == "testing" or cand in TEST_INTERFACES):
                 pass
+            elif me[0] in FRIEND_INTERFACES.get(cand, ()):
+                pass
             elif them[0] not in allowed(me[0]):
                 problems.append("%s: %s (%s) includes %s of %s, which is not below it"
                                 % (where, me[0], f, cand, them[0]))
@@ -198,6 +214,10 @@ def main():
                     continue
                 if lib in TESTING_TARGETS and mine not in TOP:
                     problems.append("%s: %s links %s, a test interface" % (f, m.group(1), lib))
+                elif lib in FRIEND_TARGETS and mine not in FRIEND_TARGETS[lib]:
+                    problems.append("%s: %s (%s) links %s, an interface for %s only"
+                                    % (f, m.group(1), mine, lib,
+                                       ", ".join(sorted(FRIEND_TARGETS[lib]))))
                 elif TARGETS[lib] not in allowed(mine):
                     problems.append("%s: %s (%s) links %s of %s, which is not below it"
                                     % (f, m.group(1), mine, lib, TARGETS[lib]))

@@ -7,7 +7,7 @@ foreach(name test_snapshot_tool test_snapshot_move)
   if(TARGET ${name} AND TARGET pcache-snapshot)
     pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
     target_sources(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/snapshot_testlib.c)
-    target_link_libraries(${name} PRIVATE pcache_store PkgConfig::JANSSON)
+    target_link_libraries(${name} PRIVATE pcache_storecheck pcache_store PkgConfig::JANSSON)
     target_compile_definitions(${name}
                                PRIVATE PCACHE_SNAPSHOT_BIN="$<TARGET_FILE:pcache-snapshot>"
                                        PCACHE_DOCS_DIR="${PROJECT_SOURCE_DIR}/docs")

@@ -189,7 +189,7 @@ static int pp_open_lmdb(pc_persist *p, const pc_persist_config *cfg, char *err, 
     if ((rc = pp_check_path(cfg, err, errlen)) != 0 || /* as pc_persist_check says it */
         (rc = pp_lock_store(p, cfg->db_url, err, errlen)) != 0 ||
         (rc = pp_check_store(cfg->db_url, &sc, err, errlen)) != 0 ||
-        (rc = pc_store_open(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
+        (rc = pc_store_open_checked(cfg->db_url, &sc, &p->store, err, errlen)) != 0)
         return rc;
     p->store_pid = getpid();
     uint64_t gen;
@@ -315,7 +315,7 @@ int pp_store(pc_persist *p, pc_store **out)
     pc_store_config_init(&sc);
     sc.log = p->log;
     char err[256];
-    int rc = pc_store_open(p->db_url, &sc, &p->store, err, sizeof err);
+    int rc = pc_store_open_checked(p->db_url, &sc, &p->store, err, sizeof err);
     if (rc != 0) {
         pc_log_emit(&p->log, PC_LOG_ERR, "pcache: cannot open the store in process %d: %s",
                     (int)getpid(), err);
@@ -513,4 +513,3 @@ int pc_persist_is_persisted(const pc_persist *p, const pc_coll *coll)
 {
     return p != NULL && coll != NULL && p->persist[pp_index(p, coll)];
 }
-

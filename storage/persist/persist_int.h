@@ -17,6 +17,7 @@
 #include "pcache_mgmt.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -35,7 +35,7 @@ int pp_target_open(const char *url, const pc_persist_backend *be, int create, co
     pc_store_config_init(&sc);
     sc.flags = create ? PC_STORE_CREATE : 0;
     sc.log = *log;
-    return pc_store_open(url, &sc, &t->store, err, errlen);
+    return pc_store_open_checked(url, &sc, &t->store, err, errlen);
 }
 
 int pp_target_save(pp_target *t, pc_coll *coll, pc_persist_result *r)

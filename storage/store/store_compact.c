@@ -318,13 +318,13 @@ static int pc_cp_reopen(struct pc_cp *c, off_t size)
     return 0;
 }
 
-int pc_store_compact(const char *where, pc_store_compact_result *result, char *errbuf,
-                     size_t errlen)
+int pc_store_compact_with(const char *where, pc_store_check_fn check,
+                          pc_store_compact_result *result, char *errbuf, size_t errlen)
 {
     struct pc_cp c = {.errbuf = errbuf, .errlen = errlen};
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = 0;
-    if (where == NULL)
+    if (where == NULL || check == NULL)
         return PC_EINVAL;
     int rc = pc_cp_paths(&c, where), lfd = -1, created = 0, installed = 0;
     MDB_env *env = NULL;
@@ -340,7 +340,7 @@ int pc_store_compact(const char *where, pc_store_compact_result *result, char *e
      * table is not used by the check either), then the store, read without
      * LMDB's locks */
     char why[600];
-    if ((rc = pc_store_check_refuse(c.dir, PC_STORE_CHECK_NOLOCK, why, sizeof why)) != 0) {
+    if ((rc = check(c.dir, PC_SCK_LOCKED, why, sizeof why)) != 0) {
         rc = pc_cp_fail(&c, rc, "%s", why);
         goto out;
     }

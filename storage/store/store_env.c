@@ -223,6 +223,8 @@ struct pc_open_ctx {
     pc_store *s;
     char *errbuf;
     size_t errlen;
+    pc_store_check_fn check; /* the structural check (store_raw.h); NULL: none given */
+    bool created;            /* this open put data.mdb in place (pc_create_atomic) */
 };
 
 __attribute__((format(printf, 3, 4))) static int pc_open_fail(struct pc_open_ctx *o, int rc,
@@ -346,7 +348,9 @@ static int pc_create_atomic(struct pc_open_ctx *o, const pc_store_config *cfg)
     s->env = NULL;
     memcpy(s->path, path, sizeof path);
     memcpy(s->dpath, dpath, sizeof dpath);
-    if (rc == 0 && link(tdata, dpath) != 0 && errno != EEXIST)
+    if (rc == 0 && link(tdata, dpath) == 0)
+        o->created = true;
+    else if (rc == 0 && errno != EEXIST)
         rc = pc_open_fail(o, PC_EIO, "store %s: cannot put the new data.mdb in place: %s", path,
                           strerror(errno));
     pc_rm_tmpdir(tmp);
@@ -432,13 +436,13 @@ static int pc_have_data(struct pc_open_ctx *o, int *have)
 /* LMDB writes its two meta pages when it creates data.mdb: an empty file
  * is a store whose contents were lost (a truncation, a failed copy), and
  * initialising it would make the loss look like a new store that a
- * shutdown save then commits. The check says so in the words every caller
- * uses. Returns PC_ECORRUPT. */
+ * shutdown save then commits. The check (when one was given) says so in
+ * the words every caller uses. Returns PC_ECORRUPT. */
 static int pc_refuse_empty(struct pc_open_ctx *o)
 {
     char why[700] = "";
-    if ((o->s->flags & PC_STORE_NOCHECK) != 0 ||
-        pc_store_check_refuse(o->s->path, 0, why, sizeof why) == 0)
+    if ((o->s->flags & PC_STORE_NOCHECK) != 0 || o->check == NULL ||
+        o->check(o->s->path, PC_SCK_READER, why, sizeof why) == 0)
         snprintf(why, sizeof why,
                  "store %.300s is damaged: data.mdb is empty (0 bytes): the store's data is "
                  "gone (restore a copy, or remove data.mdb to start a new store there)",
@@ -695,17 +699,24 @@ static int pc_open_classify(struct pc_open_ctx *o, const pc_store_config *cfg, i
 }
 
 /* An existing store, before anything writes it: LMDB trusts every page it
- * reads, so they are all walked first, in a child (store_check.c), and
- * nothing damaged is touched; then it is opened read-only and its header
- * read into *hdr (*is_store). Leaves the read-only environment open. */
+ * reads, so they are all walked first by the check the caller gave
+ * (storage/storecheck/, in a child), and nothing damaged is touched; then
+ * it is opened read-only and its header read into *hdr (*is_store).
+ * Leaves the read-only environment open. */
 static int pc_open_look(struct pc_open_ctx *o, pc_sf_hdr *hdr, int *is_store)
 {
     pc_store *s = o->s;
     bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
     int rc;
-    if ((s->flags & PC_STORE_NOCHECK) == 0) {
+    /* without a check, only the data.mdb this open has just written is read */
+    if ((s->flags & PC_STORE_NOCHECK) == 0 && o->check == NULL && !o->created)
+        return pc_open_fail(o, PC_EINVAL,
+                            "store %s: opening an existing store needs the structural check "
+                            "(pc_store_open_checked, or PC_STORE_NOCHECK after pc_store_check)",
+                            s->path);
+    if ((s->flags & PC_STORE_NOCHECK) == 0 && o->check != NULL) {
         char why[700];
-        if ((rc = pc_store_check_refuse(s->path, rdonly ? 0 : PC_CK_WRITER, why, sizeof why)) != 0)
+        if ((rc = o->check(s->path, rdonly ? PC_SCK_READER : PC_SCK_WRITER, why, sizeof why)) != 0)
             return pc_open_fail(o, rc, "%s", why);
     }
     if ((rc = pc_env_create(o, MDB_RDONLY)) != 0 || (rc = pc_check_truncated(o)) != 0)
@@ -746,6 +757,12 @@ static int pc_open_rw(struct pc_open_ctx *o, int is_store, pc_sf_hdr *hdr)
 int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out, char *errbuf,
                   size_t errlen)
 {
+    return pc_store_open_with(where, cfg, NULL, out, errbuf, errlen);
+}
+
+int pc_store_open_with(const char *where, const pc_store_config *cfg, pc_store_check_fn check,
+                       pc_store **out, char *errbuf, size_t errlen)
+{
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = 0;
     if (where == NULL || out == NULL)
@@ -764,7 +781,7 @@ int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out,
     s->block_bytes = cfg->block_bytes == 0 ? PC_STORE_BLOCK_DEFAULT : cfg->block_bytes;
     s->threads = cfg->threads;
     s->pid = getpid();
-    struct pc_open_ctx o = {s, errbuf, errlen};
+    struct pc_open_ctx o = {s, errbuf, errlen, check, false};
     bool rdonly = (s->flags & PC_STORE_RDONLY) != 0;
     uint64_t fsize = 0;
     int empty = 1, have_data = 0, is_store = 0;
@@ -831,6 +848,18 @@ void pc_store_close(pc_store *s)
 const char *pc_store_path(const pc_store *s)
 {
     return s->path;
+}
+
+int pc_store_write_begin(pc_store *s, MDB_txn **txn, MDB_dbi *meta, MDB_dbi *blocks)
+{
+    if ((s->flags & PC_STORE_RDONLY) != 0)
+        return PC_EINVAL;
+    int rc = pc_store_check_pid(s);
+    if (rc == 0 && (rc = pc_store_txn_begin(s, 0, txn)) == 0) {
+        *meta = s->meta;
+        *blocks = s->blocks;
+    }
+    return rc;
 }
 
 /* ---- boot generation ---------------------------------------------------------- */

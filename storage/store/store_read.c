@@ -264,8 +264,8 @@ out:
  * passed over unless flags include them; *seen counts the records decoded,
  * *bad is set by one that does not decode (logged). fn's non-zero stops. */
 static int pc_it_block(pc_store *s, const char *name, const pc_sf_block *hdr, const uint8_t *raw,
-                       unsigned flags, int64_t now, pc_store_iter_fn fn, void *ctx,
-                       uint64_t *seen, int *bad)
+                       unsigned flags, int64_t now, pc_store_iter_fn fn, void *ctx, uint64_t *seen,
+                       int *bad)
 {
     size_t off = 0, used;
     int rc = 0;
@@ -726,6 +726,36 @@ void pc_store_problems_free(pc_store_problem *list, size_t n)
     for (size_t i = 0; i < n; i++)
         free(list[i].key);
     free(list);
+}
+
+const char *pc_store_problem_kind_name(int kind)
+{
+    switch (kind) {
+    case PC_SP_META:
+        return "meta";
+    case PC_SP_BLOCK:
+        return "block";
+    case PC_SP_RECORD:
+        return "record";
+    case PC_SP_ORDER:
+        return "order";
+    case PC_SP_COUNT:
+        return "count";
+    case PC_SP_CHECKSUM:
+        return "checksum";
+    case PC_SP_ORPHAN:
+        return "orphan";
+    case PC_SP_PAGE:
+        return "lmdb-page";
+    case PC_SP_FILE:
+        return "file";
+    case PC_SP_NEWER:
+        return "newer-format";
+    case PC_SP_FOREIGN:
+        return "not-a-store";
+    default:
+        return "unknown";
+    }
 }
 
 /* ---- info --------------------------------------------------------------------------- */

@@ -31,6 +31,7 @@
 #include "pcache_journal.h"
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -254,7 +255,7 @@ static void kill_run(unsigned mode)
     sc.log.level = PC_LOG_WARN;
     pc_store *st = NULL;
     char err[256] = "";
-    if (pc_store_open(tmpdir, &sc, &st, err, sizeof err) != 0)
+    if (pc_store_open_checked(tmpdir, &sc, &st, err, sizeof err) != 0)
         fail_msg("pc_store_open: %s", err);
     pc_journal_config jc;
     pc_journal_config_init(&jc);

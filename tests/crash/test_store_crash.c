@@ -46,6 +46,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #define check_rc(expr, want)                                                                       \
     do {                                                                                           \
@@ -92,7 +93,7 @@ static pc_store *open_store(const char *dir, unsigned flags, int *rc_out)
     sc.block_bytes = 16384; /* ~20 blocks a save: kills land between block puts too */
     pc_store *s = NULL;
     char err[512] = "";
-    int rc = pc_store_open(dir, &sc, &s, err, sizeof err);
+    int rc = pc_store_open_checked(dir, &sc, &s, err, sizeof err);
     if (rc_out != NULL)
         *rc_out = rc;
     if (rc != 0 && rc_out == NULL)

@@ -27,6 +27,7 @@
 #include <cmocka.h> /* after the four headers it needs */
 
 #include "journal_testlib.h"
+#include "pcache_storecheck.h"
 #include "pc_journal_testing.h" /* the codec and the rings it inspects */
 #include "pcache_journal.h"
 #include "pcache.h"
@@ -362,7 +363,7 @@ static pc_store *open_store(void)
     cfg.log.level = PC_LOG_WARN;
     pc_store *s = NULL;
     char err[256] = "";
-    if (pc_store_open(tmpdir, &cfg, &s, err, sizeof err) != 0)
+    if (pc_store_open_checked(tmpdir, &cfg, &s, err, sizeof err) != 0)
         fail_msg("pc_store_open: %s", err);
     return s;
 }

@@ -30,6 +30,7 @@
 #include "pcache_journal.h"
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <inttypes.h>
 #include <sched.h>
@@ -445,7 +446,7 @@ static pc_store *open_store(void)
     cfg.log.level = PC_LOG_WARN;
     pc_store *s = NULL;
     char err[256] = "";
-    if (pc_store_open(tmpdir, &cfg, &s, err, sizeof err) != 0)
+    if (pc_store_open_checked(tmpdir, &cfg, &s, err, sizeof err) != 0)
         fail_msg("pc_store_open: %s", err);
     return s;
 }

@@ -18,6 +18,7 @@
 #include "pcache_odbc.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -666,8 +667,8 @@ static void t_export_import(void **state)
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
     pc_store *s = NULL, *s2 = NULL;
-    assert_int_equal(pc_store_open(sdir, &sc, &s, NULL, 0), 0);
-    assert_int_equal(pc_store_open(sdir2, &sc, &s2, NULL, 0), 0);
+    assert_int_equal(pc_store_open_checked(sdir, &sc, &s, NULL, 0), 0);
+    assert_int_equal(pc_store_open_checked(sdir2, &sc, &s2, NULL, 0), 0);
     pc_cache *c = mk_cache();
     char k[32];
     unsigned char v[400];

@@ -25,6 +25,7 @@
 #include "pcache_odbc.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <setjmp.h>
 #include <stdbool.h>
@@ -264,7 +265,7 @@ static void t_export_atomic(void **state)
     pc_store_config_init(&sc);
     sc.flags = PC_STORE_CREATE;
     pc_store *s = NULL;
-    assert_int_equal(pc_store_open(sdir, &sc, &s, NULL, 0), 0);
+    assert_int_equal(pc_store_open_checked(sdir, &sc, &s, NULL, 0), 0);
     pc_cache *c = mk_cache();
     fill(pc_fx_coll(c, "a"), "old", 300);
     fill(pc_fx_coll(c, "b"), "old", 300);

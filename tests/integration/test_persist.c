@@ -11,6 +11,7 @@
 #include "pcache_mgmt.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,7 +230,7 @@ static void perf_save_and_load_to_another_store(void **state)
     sc.flags = PC_STORE_RDONLY;
     pc_store *os = NULL;
     char e[256];
-    assert_int_equal(pc_store_open(other, &sc, &os, e, sizeof e), 0);
+    assert_int_equal(pc_store_open_checked(other, &sc, &os, e, sizeof e), 0);
     assert_int_equal(pc_store_coll_meta_get(os, "a", &meta), 0);
     assert_int_equal(meta.count, 50);
     pc_store_close(os);

@@ -36,6 +36,7 @@
 #include "pc_testrun.h"
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 #include "snapshot_testlib.h"
 

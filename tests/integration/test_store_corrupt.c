@@ -37,6 +37,7 @@
 #include "pcache.h"
 #include "pcache_persist.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 #include "store_testlib.h"
 
@@ -474,7 +475,7 @@ static void save_stale_gen(const char *dir, pc_coll *co, uint64_t gen, unsigned 
     sc.block_bytes = 1024; /* one record per block */
     sc.log.fn = log_cb;
     pc_store *s = NULL;
-    check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
+    check_rc(pc_store_open_checked(dir, &sc, &s, NULL, 0), PC_OK);
     put_stale_gen(co, gen);
     pc_store_save_result sr;
     check_rc(pc_store_save(s, co, NULL, &sr), PC_OK);

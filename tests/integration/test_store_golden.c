@@ -28,6 +28,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "store_testlib.h"
 
 #define GOLDEN_N 200                   /* gold:000 .. gold:199 */

@@ -25,6 +25,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 #include "pc_testrun.h"
 #include "store_testlib.h"
@@ -45,7 +46,7 @@ static void test_map_grows(void **state)
     sc.map_size = 1u << 20; /* 1 MiB: far too small for ~5 MB of blocks */
     sc.log.fn = log_cb;
     pc_store *s = NULL;
-    check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
+    check_rc(pc_store_open_checked(dir, &sc, &s, NULL, 0), PC_OK);
     pc_store_save_result sr;
     log_reset();
     for (int i = 0; i < 3; i++)
@@ -217,7 +218,7 @@ static void test_unwritable(void **state)
         pc_store_config sc;
         pc_store_config_init(&sc);
         pc_store *s = NULL;
-        int rc = pc_store_open(dir, &sc, &s, err, sizeof err);
+        int rc = pc_store_open_checked(dir, &sc, &s, err, sizeof err);
         pc_store_close(s);
         fprintf(stderr, "[unwritable] %s\n", err);
         _exit(rc == PC_EIO && strstr(err, "ermission denied") != NULL ? 0 : 1);
@@ -265,13 +266,47 @@ static void test_crash_during_create(void **state)
     assert_int_equal(st.st_size, 0);
 }
 
+/* The core's pc_store_open holds no structural check (issue 36: it is
+ * pcache_storecheck.h's): it creates a new store, but reads an existing
+ * one only when told the caller checked it (PC_STORE_NOCHECK), so a
+ * caller that forgot the check is refused instead of LMDB reading pages
+ * nobody checked. */
+static void test_core_open_without_check(void **state)
+{
+    (void)state;
+    char dir[300], err[700];
+    mk_tmp(dir, sizeof dir, "nocheck");
+    pc_store_config sc;
+    pc_store_config_init(&sc);
+    sc.flags = PC_STORE_CREATE;
+    pc_store *s = NULL;
+    check_rc(pc_store_open(dir, &sc, &s, err, sizeof err), PC_OK);
+    pc_store_close(s);
+    s = NULL;
+    sc.flags = PC_STORE_RDONLY;
+    check_rc(pc_store_open(dir, &sc, &s, err, sizeof err), PC_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(err, "needs the structural check"));
+    sc.flags = PC_STORE_RDONLY | PC_STORE_NOCHECK;
+    check_rc(pc_store_open(dir, &sc, &s, err, sizeof err), PC_OK);
+    pc_store_close(s);
+    s = NULL;
+    sc.flags = PC_STORE_RDONLY;
+    check_rc(pc_store_open_checked(dir, &sc, &s, err, sizeof err), PC_OK);
+    pc_store_close(s);
+}
+
 int main(int argc, char **argv)
 {
     pc_test_args(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_map_grows),  cmocka_unit_test(test_handle_after_fork),
-        cmocka_unit_test(test_bad_paths),  cmocka_unit_test(test_newer_format),
-        cmocka_unit_test(test_unwritable), cmocka_unit_test(test_crash_during_create),
+        cmocka_unit_test(test_map_grows),
+        cmocka_unit_test(test_handle_after_fork),
+        cmocka_unit_test(test_bad_paths),
+        cmocka_unit_test(test_newer_format),
+        cmocka_unit_test(test_unwritable),
+        cmocka_unit_test(test_crash_during_create),
+        cmocka_unit_test(test_core_open_without_check),
     };
     return pc_test_exit(PC_RUN_GROUP("test_store_open", tests, setup_root, teardown_root));
 }

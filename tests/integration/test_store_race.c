@@ -26,6 +26,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "sipgen.h"
 #include "store_testlib.h"
 
@@ -92,7 +93,7 @@ static void test_reader_during_saves(void **state)
         pc_store_config_init(&sc);
         sc.flags = PC_STORE_RDONLY;
         pc_store *rs = NULL;
-        if (pc_store_open(dir, &sc, &rs, NULL, 0) != 0)
+        if (pc_store_open_checked(dir, &sc, &rs, NULL, 0) != 0)
             _exit(2);
         unsigned rounds = 0, bad = 0;
         uint64_t last_gen = 0, gens = 0;
@@ -460,7 +461,7 @@ static void test_save_while_growing(void **state)
     sc.log.fn = log_cb;
     sc.log.level = PC_LOG_WARN;
     pc_store *s = NULL;
-    check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
+    check_rc(pc_store_open_checked(dir, &sc, &s, NULL, 0), PC_OK);
     unsigned rounds = 0, saves = 0, failed = 0, shown = 0;
     uint64_t buckets = 0;
     for (int64_t end = mono_ms() + race_ms(); mono_ms() < end || rounds < 3; rounds++) {

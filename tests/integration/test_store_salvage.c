@@ -29,6 +29,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 #include "store_testlib.h"
 
 #define NA 3000 /* records of collection "a" in each generation */
@@ -46,7 +47,7 @@ static void mk_store(char *dir, size_t cap, const char *tag)
     sc.block_bytes = 64 * 1024;
     sc.log.fn = log_cb;
     pc_store *s = NULL;
-    check_rc(pc_store_open(dir, &sc, &s, NULL, 0), PC_OK);
+    check_rc(pc_store_open_checked(dir, &sc, &s, NULL, 0), PC_OK);
     pc_store_save_result sr;
     for (uint64_t gen = 1; gen <= 2; gen++) {
         pc_cache *c = pc_fx_cache("a;gone", 64);

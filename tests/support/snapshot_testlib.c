@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "snapshot_testlib.h"
+#include "pcache_storecheck.h"
 
 char root[256];
 char tool_out[1 << 22], tool_err[1 << 16];
@@ -107,7 +108,7 @@ pc_store *open_store(const char *dir, unsigned flags)
     sc.flags = flags;
     pc_store *s = NULL;
     char err[512];
-    int rc = pc_store_open(dir, &sc, &s, err, sizeof err);
+    int rc = pc_store_open_checked(dir, &sc, &s, err, sizeof err);
     if (rc != 0)
         fail_msg("open %s: %s", dir, err);
     return s;

@@ -18,6 +18,7 @@
 
 #include "sipgen.h"
 #include "store_testlib.h"
+#include "pcache_storecheck.h"
 
 uint64_t le64(const uint8_t *p)
 {
@@ -130,7 +131,7 @@ pc_store *open_store(const char *path, unsigned flags)
     sc.log.level = PC_LOG_DEBUG;
     pc_store *s = NULL;
     char err[512];
-    int rc = pc_store_open(path, &sc, &s, err, sizeof err);
+    int rc = pc_store_open_checked(path, &sc, &s, err, sizeof err);
     if (rc != 0)
         fail_msg("open %s: %s: %s", path, pc_store_strerror(rc), err);
     return s;
@@ -143,7 +144,7 @@ int try_open(const char *path, unsigned flags, char *err, size_t errlen)
     sc.flags = flags;
     sc.log.fn = log_cb;
     pc_store *s = NULL;
-    int rc = pc_store_open(path, &sc, &s, err, errlen);
+    int rc = pc_store_open_checked(path, &sc, &s, err, errlen);
     pc_store_close(s);
     return rc;
 }

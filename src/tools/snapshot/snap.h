@@ -25,6 +25,7 @@
 
 #include "pcache.h"
 #include "pcache_store.h"
+#include "pcache_storecheck.h"
 
 /* Exit codes: fixed, documented in docs/pcache-snapshot.md. */
 enum snap_exit {

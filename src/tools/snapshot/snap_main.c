@@ -324,7 +324,7 @@ int snap_open(snap_ctx *cx, const char *path, pc_store **out)
     char err[700];
     int saved_quiet = cx->quiet;
     cx->quiet = 1; /* the open's error comes back in err: print it once */
-    rc = pc_store_open(path, &sc, out, err, sizeof err);
+    rc = pc_store_open_checked(path, &sc, out, err, sizeof err);
     cx->quiet = saved_quiet;
     if (rc != 0) {
         int code = snap_exit_of(rc);

@@ -123,7 +123,7 @@ static int snap_open_rw(snap_ctx *cx, const char *path, int create, pc_store **o
     pc_store_config_init(&sc);
     sc.flags = create ? PC_STORE_CREATE : 0;
     char err[700];
-    int rc = pc_store_open(path, &sc, out, err, sizeof err);
+    int rc = pc_store_open_checked(path, &sc, out, err, sizeof err);
     if (rc != 0) {
         if (access(path, F_OK) != 0 && !create)
             return snap_fail(cx, SNAP_NOPATH, "%s: no such store (--create-store makes one)", path);

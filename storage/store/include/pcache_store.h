@@ -77,8 +77,9 @@ typedef struct pc_store pc_store; /* process-local handle; opaque */
 #define PC_STORE_CREATE 0x2u /* create the directory / store when missing */
 #define PC_STORE_NOCHECK                                                                           \
     0x4u /* skip the structural check of an existing store                                         \
-          * (pc_store_check): only for a caller that ran it                                        \
-          * itself, or that runs in a process it can lose */
+          * (pc_store_check, pcache_storecheck.h): only for a                                      \
+          * caller that ran it itself, or that runs in a process                                   \
+          * it can lose */
 
 /* The defaults of pc_store_config, chosen by measurement
  * (docs/snapshot-format.md §8): 128 KiB blocks at zstd level 1. */
@@ -114,8 +115,18 @@ void pc_store_config_init(pc_store_config *cfg);
  * 0750) and an empty directory (or one holding only a journal/ folder, or
  * an LMDB environment whose creation never committed) becomes a new store.
  * An existing environment is checked read-only before anything is written,
- * and nothing is written to what is refused. Errors, each with a message
- * in errbuf (when not NULL) and a log line:
+ * and nothing is written to what is refused.
+ *
+ * LMDB trusts every page it reads, so before it reads an existing
+ * environment the structural check of its pages must have run. This
+ * library does not hold that check (pcache_storecheck.h does): open an
+ * existing store with pc_store_open_checked, which runs it here and
+ * refuses what it refuses, or with PC_STORE_NOCHECK after running
+ * pc_store_check yourself. pc_store_open alone refuses an existing
+ * environment without PC_STORE_NOCHECK (PC_EINVAL, "...needs the
+ * structural check..."); creating a store in a missing or blank directory
+ * needs neither. Errors, each with a message in errbuf (when not NULL)
+ * and a log line:
  *   PC_ESTORE   the path does not exist (without CREATE), is not a
  *               directory, is a non-empty directory without a store, holds
  *               a data.mdb that is not an LMDB file, an LMDB environment
@@ -129,7 +140,8 @@ void pc_store_config_init(pc_store_config *cfg);
  *               system... (the errno text is in the message);
  *   PC_EURL     a URL other than lmdb:///path;
  *   PC_EINVAL   bad arguments or configuration (RDONLY with CREATE, a
- *               block size or zstd level out of range). */
+ *               block size or zstd level out of range), or an existing
+ *               environment opened without the check (above). */
 int pc_store_open(const char *where, const pc_store_config *cfg, pc_store **out, char *errbuf,
                   size_t errlen);
 
@@ -369,104 +381,8 @@ void pc_store_problems_free(pc_store_problem *list, size_t n); /* accepts NULL *
 /* A short name of a problem kind ("lmdb-page", "block"...; "unknown"). */
 const char *pc_store_problem_kind_name(int kind);
 
-/* ---- the structural check (store_check.c, docs/snapshot-format.md §12) ------
- * LMDB checksums none of its pages and follows every page number it reads:
- * a damaged branch, leaf, overflow, free-list or meta page makes it fault
- * (SIGSEGV, SIGBUS) or hand live pages to the next write as free. So before
- * a store is read or written through LMDB, a walk that trusts no byte
- * checks every page LMDB would use: both meta pages, every branch, leaf
- * and overflow page of the main database and of every named one, and the
- * free list (page numbers in range, no page both free and in use, none
- * named twice), then the pcache layer's headers over what it reached (store
- * header, every collection meta, every block header, each meta's count and
- * content checksum re-derived from its block headers). It runs in a forked
- * child: a fault there is a reported problem, never a crash of the caller.
- * It never writes data.mdb.
- *
- * pc_store_open runs it (without DEEP) before it opens an existing
- * environment, read-only or not, and refuses what pc_store_verdict refuses
- * for a reader (a writer: a collection's newer meta or block too), with its
- * code and words. */
-#define PC_STORE_CHECK_DEEP 0x1u /* also every block's payload checksum */
-#define PC_STORE_CHECK_NOLOCK                                                                      \
-    0x2u /* walk without opening LMDB: for a caller that holds                                     \
-          * the store's lock.mdb exclusively (no writer can run) */
-
-/* The verdict on a store from the problems pc_store_check found in it, in
- * the words every caller uses (pcached, the OpenSIPS module, every verb of
- * pcache-snapshot): 0 when nothing refuses under flags, else the class and
- * in msg (may be NULL) the sentence that names it and the first problem of
- * that class:
- *   PC_ESTORE   "store DIR is not a pcache store: ..." (PC_SP_FOREIGN);
- *   PC_EFORMAT  "store DIR was written by a newer format version: ...";
- *   PC_ECORRUPT "store DIR is damaged: <problem> (and N more problems).
- *               'pcache-snapshot verify DIR' lists the damage;
- *               'pcache-snapshot salvage DIR NEWDIR' copies ...".
- * flags 0 is a reader's verdict (LMDB's pages, the file, the store header
- * and databases, a newer store refuse; a collection's own damage is met by
- * its reads); PC_STORE_CHECK_DEEP is a writer's before its first write and
- * a verifier's: every problem refuses. where and list are borrowed;
- * PC_EINVAL for a NULL where (or list with n > 0). */
-int pc_store_verdict(const char *where, const pc_store_problem *list, size_t n, unsigned flags,
-                     char *msg, size_t cap);
-
-/* Checks the store at where (a path or lmdb:/// URL, borrowed). Returns 0
- * with *out (caller-owned: pc_store_problems_free; NULL when *n is 0) the
- * problems found, at most 1000, key always NULL; *n == 0: sound. Errors:
- * PC_ESTORE (no directory or no data.mdb: a zero-length data.mdb is not an
- * error but a PC_SP_FILE problem), PC_EURL, PC_EIO / PC_EHEAP (the check
- * could not run), each with a message in errbuf (may be NULL). */
-int pc_store_check(const char *where, unsigned flags, pc_store_problem **out, size_t *n,
-                   char *errbuf, size_t errlen);
-
-/* ---- salvage (store_salvage.c) ------------------------------------------------
- * Copies every block of src that still verifies (header, payload,
- * decompression, raw checksum, every record) into a new store dst, with a
- * collection meta re-derived from what was copied, and reports what was
- * lost. It reads src without LMDB, in a forked child: the trees as far as
- * they can be trusted and, when anything is damaged, every page of the
- * file for the blocks the trees no longer reach (below a damaged leaf or
- * branch, before the cut of a truncated file). A block of format version 2
- * names its collection and generation itself, so only the blocks of each
- * collection's snapshot generation are taken (the meta's, else the newest
- * found), and none from a page a sound free list names; a version 1 block
- * is taken outside the trees only from a page no tree and no free-list
- * entry reaches, when the free list is sound. A block found outside the
- * trees is taken only when it overlaps none the trees hold. src is never written. dst must not
- * exist or be an empty directory; the journal of src is not copied. The operator then points db_url
- * at dst (docs/pcache-snapshot.md, "salvage"; the method: docs/snapshot-format.md §13). */
-typedef struct pc_store_salvage_coll {
-    char name[PC_COLL_NAME_MAX + 1];
-    int meta_found;         /* the source meta decoded: the *_meta fields are its */
-    uint64_t count_meta;    /* records the source meta said */
-    uint64_t blocks_meta;   /* blocks the source meta said */
-    uint64_t count;         /* records copied */
-    uint64_t blocks;        /* blocks copied */
-    uint64_t blocks_bad;    /* blocks the trees reach that failed a check (not copied) */
-    uint64_t blocks_orphan; /* of the copied, found outside the trees */
-    uint64_t generation;    /* the generation copied (0: blocks of format version 1 only,
-                             * without a meta) */
-    uint64_t blocks_stale;  /* blocks of other (older) generations found and left out */
-} pc_store_salvage_coll;
-typedef struct pc_store_salvage_result {
-    uint64_t problems;       /* structural problems the walk met */
-    uint64_t pages_scanned;  /* pages outside every tree that were read for blocks */
-    int older_meta;          /* one LMDB meta page was unusable and the other was read:
-                              * the copy may be the snapshot before the last save */
-    int free_unknown;        /* the free list is damaged: blocks of format version 1
-                              * outside the trees were not taken (they may be older
-                              * snapshots'), so those below damaged pages are lost */
-    uint64_t blocks_unnamed; /* blocks of format version 1 found outside the trees and
-                              * not copied: no collection or generation can be told */
-    size_t ncolls;
-    pc_store_salvage_coll *colls; /* caller-owned: pc_store_salvage_free */
-} pc_store_salvage_result;
-/* 0 when the new store was written (even if nothing could be copied);
- * PC_EEXIST when dst holds something; PC_ESTORE when src holds no data.mdb;
- * PC_EIO / PC_EHEAP; a message in errbuf (may be NULL). */
-int pc_store_salvage(const char *src, const char *dst, pc_store_salvage_result *result,
-                     char *errbuf, size_t errlen);
-void pc_store_salvage_free(pc_store_salvage_result *r); /* frees colls; accepts NULL */
+/* The structural check of LMDB's pages (pc_store_check), the open that runs
+ * it (pc_store_open_checked) and salvage are pcache_storecheck.h. */
 
 /* Sizes of the environment. */
 typedef struct pc_store_info {
@@ -503,18 +419,8 @@ typedef struct pc_store_compact_result {
     uint64_t entries;      /* LMDB records copied and compared (meta + blocks) */
 } pc_store_compact_result;
 
-/* Rewrites data.mdb without its free pages (LMDB's compacting copy), checks
- * that the copy holds every record of the store byte for byte, and renames
- * it over data.mdb: at every instant data.mdb is the old file or the
- * complete new one. The store must not be open in any other process (nor
- * in this one): PC_EBUSY otherwise, with the holder's pid in errbuf; no
- * process can open it while the compaction runs (openers wait). Errors,
- * each with a message in errbuf (may be NULL): PC_ESTORE (not a store),
- * PC_EFORMAT (newer format), PC_ECORRUPT (truncated data.mdb, bad header),
- * PC_EIO (a system call failed; the store is unchanged unless the message
- * says it was compacted). result may be NULL. */
-int pc_store_compact(const char *where, pc_store_compact_result *result, char *errbuf,
-                     size_t errlen);
+/* pc_store_compact, which runs the structural check first, is
+ * pcache_storecheck.h. */
 
 #ifdef __cplusplus
 }

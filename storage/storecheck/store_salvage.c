@@ -35,8 +35,8 @@
  * The child reports one pc_store_salvage_coll per collection over the pipe
  * and exits; a child that dies leaves an uncommitted (empty) new store.
  *
- * This file, with store_walk.c and store_check.c, is the LMDB page reader
- * that issue 36 moves into a component of its own.
+ * It writes the new store through the core (store_raw.h): the checked
+ * open creates it, and one raw write transaction puts what was copied.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +48,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "store_int.h"
+#include "storecheck_int.h"
 
 /* Where a candidate block was found, the most trusted first. */
 enum { PC_SV_TREE = 0, PC_SV_LEAF = 1, PC_SV_RAW = 2 };
@@ -600,21 +600,22 @@ static int pc_sv_write(struct pc_sv *v, char *err, size_t errlen)
     sc.flags = PC_STORE_CREATE;
     sc.map_size = (size_t)v->w.fsize * 2 + (64u << 20);
     pc_store *s = NULL;
-    int rc = pc_store_open(v->dst, &sc, &s, err, errlen);
+    int rc = pc_store_open_checked(v->dst, &sc, &s, err, errlen);
     if (rc != 0)
         return rc;
     MDB_txn *txn = NULL;
-    if ((rc = pc_store_txn_begin(s, 0, &txn)) != 0)
+    MDB_dbi meta, blocks;
+    if ((rc = pc_store_write_begin(s, &txn, &meta, &blocks)) != 0)
         goto out;
     int mrc = 0;
     for (size_t i = 0; i < v->nc && mrc == 0; i++) {
         MDB_val k = {v->c[i].klen, (void *)v->c[i].key}, d = {v->c[i].vlen, (void *)v->c[i].val};
-        mrc = mdb_put(txn, s->blocks, &k, &d, 0);
+        mrc = mdb_put(txn, blocks, &k, &d, 0);
     }
     /* per collection, in key order (the candidates are sorted by it) */
     uint64_t boot_gen = v->have_hdr ? v->hdr.boot_gen : 0;
     for (size_t i = 0; i < v->nc && mrc == 0;)
-        mrc = pc_sv_put_meta(v, txn, s->meta, i, &i, &boot_gen);
+        mrc = pc_sv_put_meta(v, txn, meta, i, &i, &boot_gen);
     if (mrc == 0 && (v->have_hdr || boot_gen > 0)) {
         /* boot generations go on from the source's, and never behind a
          * meta's (the journal orders its records after a snapshot by them) */
@@ -626,7 +627,7 @@ static int pc_sv_write(struct pc_sv *v, char *err, size_t errlen)
         uint8_t hb[PC_SF_HDR_SIZE];
         pc_sf_hdr_encode(&h, hb);
         MDB_val k = {PC_SF_HDR_KEYLEN, (void *)PC_SF_HDR_KEY}, d = {sizeof hb, hb};
-        mrc = mdb_put(txn, s->meta, &k, &d, 0);
+        mrc = mdb_put(txn, meta, &k, &d, 0);
     }
     if (mrc == 0) {
         mrc = mdb_txn_commit(txn);

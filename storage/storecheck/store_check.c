@@ -1,7 +1,8 @@
 /*
  * store_check.c - the check a store passes before anything reads or writes
- * it through LMDB (pc_store_check, and pc_store_open before it opens an
- * existing environment), and the forked child every untrusted read runs in.
+ * it through LMDB (pc_store_check, and pc_store_open_checked before it opens
+ * an existing environment), and the forked child every untrusted read runs
+ * in.
  *
  * The check is the structural walk of store_walk.c plus, over the records
  * it reaches, the pcache layer's own headers: the store header and every
@@ -36,7 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "store_int.h"
+#include "storecheck_int.h"
 
 /* ---- the forked child ----------------------------------------------------- */
 int pc_store_write_all(int fd, const void *p, size_t n)
@@ -599,34 +600,4 @@ int pc_store_check_refuse(const char *dir, unsigned flags, char *why, size_t cap
         snprintf(why, cap, "%s. Nothing was read or written", msg);
     pc_store_problems_free(list, n);
     return rc;
-}
-
-const char *pc_store_problem_kind_name(int kind)
-{
-    switch (kind) {
-    case PC_SP_META:
-        return "meta";
-    case PC_SP_BLOCK:
-        return "block";
-    case PC_SP_RECORD:
-        return "record";
-    case PC_SP_ORDER:
-        return "order";
-    case PC_SP_COUNT:
-        return "count";
-    case PC_SP_CHECKSUM:
-        return "checksum";
-    case PC_SP_ORPHAN:
-        return "orphan";
-    case PC_SP_PAGE:
-        return "lmdb-page";
-    case PC_SP_FILE:
-        return "file";
-    case PC_SP_NEWER:
-        return "newer-format";
-    case PC_SP_FOREIGN:
-        return "not-a-store";
-    default:
-        return "unknown";
-    }
 }

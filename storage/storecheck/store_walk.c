@@ -41,7 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store_int.h"
+#include "storecheck_int.h"
 
 /* ---- LMDB's on-disk layout (64-bit builds; offsets in bytes) ------------- */
 #define LW_PGHDR 16u     /* page header: pgno u64, pad u16, flags u16, lower u16, upper u16 */
@@ -252,8 +252,8 @@ static void lw_tree(pc_lw *w, pc_lw_tree *t, const pc_lw_db *db);
 /* Page pgno's header, claimed for tree t at depth: *p the page, *upper
  * its free-space end, *nkeys its entries, *leaf its kind. -1 (reported)
  * when the page cannot be trusted. */
-static int lw_page_head(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth,
-                        const uint8_t **pp, unsigned *upperp, unsigned *nkeysp, int *leafp)
+static int lw_page_head(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned depth, const uint8_t **pp,
+                        unsigned *upperp, unsigned *nkeysp, int *leafp)
 {
     if (lw_claim(w, t, pgno, 1, depth == 1 ? "root" : "tree") != 0)
         return -1;
@@ -374,8 +374,8 @@ static void lw_leaf_entry(pc_lw *w, pc_lw_tree *t, uint64_t pgno, unsigned i, co
     }
     if ((nflags & ~(LW_F_BIGDATA | LW_F_SUBDATA)) != 0 ||
         ((nflags & LW_F_SUBDATA) && (t->kind != PC_LW_MAIN || (nflags & LW_F_BIGDATA)))) {
-        lw_problem(w, PC_SP_PAGE, "%s: leaf page %llu: entry %u has impossible flags 0x%x",
-                   t->name, (unsigned long long)pgno, i, nflags);
+        lw_problem(w, PC_SP_PAGE, "%s: leaf page %llu: entry %u has impossible flags 0x%x", t->name,
+                   (unsigned long long)pgno, i, nflags);
         return;
     }
     const uint8_t *val;

@@ -183,10 +183,7 @@ int pc_odbc_visit(pc_odbc *o, const char *name, uint64_t newer_than, pc_persist_
     }
     if (rc == 0 && g > newer_than)
         rc = pc_odbc_read_rows(o, name, pc_wall_ms(), visit_row, &v, &skipped);
-    if (rc == 0)
-        rc = pc_odbc_end(o, true);
-    else
-        pc_odbc_end(o, false);
+    rc = pc_odbc_end_rc(o, rc);
     if (rc != 0)
         return rc;
     *gen = g;

@@ -307,6 +307,22 @@ int pc_odbc_begin(pc_odbc *o, bool repeatable_read)
     return 0;
 }
 
+int pc_odbc_stmt_new(pc_odbc *o, SQLHSTMT *st)
+{
+    if (SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, st)))
+        return 0;
+    *st = SQL_NULL_HSTMT;
+    return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
+                        o->target);
+}
+
+SQLRETURN pc_odbc_bind_coll(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len)
+{
+    *len = (SQLLEN)strlen(name);
+    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
+                            (SQLPOINTER)name, *len + 1, len);
+}
+
 int pc_odbc_end_rc(pc_odbc *o, int rc)
 {
     if (rc == 0)

@@ -444,16 +444,17 @@ struct tx_seen {
 };
 
 /* The entry of key in t (tx_entry, its value loaded) and the transaction's
- * view of it (tx_view); what tx_view leaves unset (a deleted key) is 0. */
-static int tx_look(pc_txn *t, pc_coll *coll, const void *key, size_t klen, struct pc_txn_ent **out,
-                   struct tx_seen *v)
+ * view of it (tx_view); what tx_view leaves unset (a deleted key) is 0.
+ * With need_live, a key not live is PC_ENOTFOUND. */
+static int tx_look(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bool need_live,
+                   struct pc_txn_ent **out, struct tx_seen *v)
 {
     int rc = tx_entry(t, coll, key, klen, out);
     if (rc != 0)
         return rc;
     *v = (struct tx_seen){.now = pc_mono_ms()};
     v->live = tx_view(*out, v->now, &v->flags, &v->val, &v->len, &v->exp);
-    return 0;
+    return need_live && !v->live ? PC_ENOTFOUND : 0;
 }
 
 /* Stages a put of (flags, val, vlen, exp) for e. val may be e->sval. */
@@ -496,11 +497,9 @@ int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    if (!v.live)
-        return PC_ENOTFOUND;
     const unsigned char *val = v.val;
     size_t len = v.len;
     char num[24];
@@ -534,11 +533,9 @@ int pc_txn_op_probe(pc_txn *t, pc_coll *coll, const void *key, size_t klen, pc_m
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    if (!v.live)
-        return PC_ENOTFOUND;
     tx_fill_meta(meta, v.flags, v.len, v.exp, v.now);
     return 0;
 }
@@ -547,11 +544,9 @@ int pc_txn_op_counter(pc_txn *t, pc_coll *coll, const void *key, size_t klen, in
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    if (!v.live)
-        return PC_ENOTFOUND;
     if (v.flags & PC_RF_COUNTER) {
         *out = tx_counter_of(v.val, v.len);
         return 0;
@@ -566,7 +561,7 @@ int pc_txn_op_set(pc_txn *t, pc_coll *coll, const void *key, size_t klen, const 
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, false, &e, &v);
     if (rc != 0)
         return rc;
     if ((flags & PC_SET_NX) && v.live)
@@ -581,11 +576,9 @@ int pc_txn_op_remove(pc_txn *t, pc_coll *coll, const void *key, size_t klen)
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    if (!v.live)
-        return PC_ENOTFOUND;
     if (e->op == TX_NONE)
         t->writes++;
     e->op = TX_DEL;
@@ -597,7 +590,7 @@ int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, false, &e, &v);
     if (rc != 0)
         return rc;
     int64_t base = 0, value;
@@ -622,11 +615,9 @@ int pc_txn_op_expire(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int
 {
     struct pc_txn_ent *e;
     struct tx_seen v;
-    int rc = tx_look(t, coll, key, klen, &e, &v);
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    if (!v.live)
-        return PC_ENOTFOUND;
     return tx_stage(t, e, v.flags, v.val, v.len, pc_deadline(v.now, ttl_ms));
 }
 

@@ -34,6 +34,18 @@ static int pc_rd_begin(pc_store *s, int args_ok, const char *name, size_t *nlen,
     return pc_store_txn_begin(s, MDB_RDONLY, txn);
 }
 
+/* The end of a read of blocks: releases what pc_rd_begin and the block
+ * walk took, in reverse order (cur and dc may be NULL); returns rc. */
+static int pc_rd_end(MDB_txn *txn, MDB_cursor *cur, ZSTD_DCtx *dc, void *buf, int rc)
+{
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    ZSTD_freeDCtx(dc);
+    free(buf);
+    return rc;
+}
+
 int pc_store_coll_meta_get(pc_store *s, const char *name, pc_store_coll_meta *out)
 {
     size_t nlen;
@@ -249,12 +261,7 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
         break;
     }
 out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    ZSTD_freeDCtx(dc);
-    free(buf);
-    return rc;
+    return pc_rd_end(txn, cur, dc, buf, rc);
 }
 
 /* ---- iteration --------------------------------------------------------------------- */
@@ -364,12 +371,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
         rc = PC_ECORRUPT;
     }
 out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    ZSTD_freeDCtx(dc);
-    free(buf);
-    return rc;
+    return pc_rd_end(txn, cur, dc, buf, rc);
 }
 
 /* ---- verify ----------------------------------------------------------------------------- */

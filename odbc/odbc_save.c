@@ -187,11 +187,9 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 
 int pc_odbc_generation(pc_odbc *o, const char *name, uint64_t *gen)
 {
-    if (o == NULL || name == NULL || gen == NULL)
-        return PC_EINVAL;
     uint64_t g = 0;
     bool found = false;
-    int rc = pc_odbc_enter(o);
+    int rc = pc_odbc_enter_args(o, name != NULL && gen != NULL);
     if (rc == 0)
         rc = pc_odbc_read_generation(o, name, &g, &found);
     if (rc == 0 && !found)

@@ -119,11 +119,9 @@ static int read_gen_src(pc_odbc *o, const char *name, uint64_t *gen, char *sourc
 
 int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *source, size_t srclen)
 {
-    if (o == NULL || name == NULL || gen == NULL)
-        return PC_EINVAL;
     uint64_t g = 0;
     bool found = false;
-    int rc = pc_odbc_enter(o);
+    int rc = pc_odbc_enter_args(o, name != NULL && gen != NULL);
     if (rc == 0)
         rc = read_gen_src(o, name, &g, source, srclen, &found);
     if (rc == 0 && !found)

@@ -307,6 +307,30 @@ int pc_odbc_begin(pc_odbc *o, bool repeatable_read)
     return 0;
 }
 
+int pc_odbc_stmt_new(pc_odbc *o, SQLHSTMT *st)
+{
+    if (SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, st)))
+        return 0;
+    *st = SQL_NULL_HSTMT;
+    return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
+                        o->target);
+}
+
+SQLRETURN pc_odbc_bind_coll(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len)
+{
+    *len = (SQLLEN)strlen(name);
+    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
+                            (SQLPOINTER)name, *len + 1, len);
+}
+
+int pc_odbc_end_rc(pc_odbc *o, int rc)
+{
+    if (rc == 0)
+        return pc_odbc_end(o, true);
+    pc_odbc_end(o, false);
+    return rc;
+}
+
 int pc_odbc_end(pc_odbc *o, bool commit)
 {
     int rc = 0;
@@ -372,10 +396,7 @@ static int create_tables(pc_odbc *o)
     int rc = pc_odbc_begin(o, false);
     for (int i = 0; rc == 0 && i < 3; i++)
         rc = pc_odbc_exec(o, sql[i]);
-    if (rc == 0)
-        rc = pc_odbc_end(o, true);
-    else
-        pc_odbc_end(o, false);
+    rc = pc_odbc_end_rc(o, rc);
     if (rc == 0)
         pc_odbc_log(o, PC_LOG_INFO,
                     "pcache: %s: created the tables " PC_ODBC_ENTRIES " and " PC_ODBC_GENERATIONS,
@@ -441,6 +462,11 @@ static int do_connect(pc_odbc *o)
 }
 
 static int do_connect(pc_odbc *o);
+
+int pc_odbc_enter_args(pc_odbc *o, bool args_ok)
+{
+    return o == NULL || !args_ok ? PC_EINVAL : pc_odbc_enter(o);
+}
 
 int pc_odbc_enter(pc_odbc *o)
 {

@@ -53,6 +53,13 @@ int pc_odbc_fail(pc_odbc *o, int rc, SQLSMALLINT type, SQLHANDLE h, const char *
     __attribute__((format(printf, 5, 6)));
 void pc_odbc_log(const pc_odbc *o, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A new statement on o's connection in *st (the caller frees it); PC_EIO,
+ * recorded, with *st SQL_NULL_HSTMT when the driver gives none. */
+int pc_odbc_stmt_new(pc_odbc *o, SQLHSTMT *st);
+/* Binds the NUL-terminated collection name as st's input parameter i;
+ * name and *len (which receives its length) are the caller's and must
+ * outlive the statement's execution. */
+SQLRETURN pc_odbc_bind_coll(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len);
 
 #include "odbc_writer.h"
 

@@ -51,9 +51,7 @@ static int export_record(void *ctx, const pc_store_record *r)
 
 int pc_odbc_export(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *result)
 {
-    if (o == NULL || s == NULL)
-        return PC_EINVAL;
-    int erc = pc_odbc_enter(o);
+    int erc = pc_odbc_enter_args(o, s != NULL);
     if (erc != 0)
         return erc;
     double t0 = pc_mono_sec();
@@ -171,10 +169,7 @@ static int import_one(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result 
     }
     if (rc == 0)
         rc = pc_odbc_read_rows(o, name, pc_wall_ms(), import_row, coll, &expired);
-    if (rc == 0)
-        rc = pc_odbc_end(o, true);
-    else
-        pc_odbc_end(o, false);
+    rc = pc_odbc_end_rc(o, rc);
     pc_store_save_result sr;
     if (rc == 0 && (rc = pc_store_save(s, coll, NULL, &sr)) != 0)
         snprintf(o->msg, sizeof o->msg, "import: saving \"%s\" into %s failed: %s", name,
@@ -190,9 +185,7 @@ static int import_one(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result 
 
 int pc_odbc_import(pc_odbc *o, pc_store *s, const char *name, pc_odbc_result *result)
 {
-    if (o == NULL || s == NULL)
-        return PC_EINVAL;
-    int erc = pc_odbc_enter(o);
+    int erc = pc_odbc_enter_args(o, s != NULL);
     if (erc != 0)
         return erc;
     double t0 = pc_mono_sec();

@@ -16,31 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int stmt_new(pc_odbc *o, SQLHSTMT *st)
-{
-    if (SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, st)))
-        return 0;
-    *st = SQL_NULL_HSTMT;
-    return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
-                        o->target);
-}
-
-static SQLRETURN bind_name(SQLHSTMT st, SQLUSMALLINT i, const char *name, SQLLEN *len)
-{
-    *len = (SQLLEN)strlen(name);
-    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
-                            (SQLPOINTER)name, *len + 1, len);
-}
-
 int pc_odbc_read_generation(pc_odbc *o, const char *name, uint64_t *gen, bool *found)
 {
     SQLHSTMT st;
     SQLLEN nl, ind = 0;
     SQLBIGINT g = 0;
-    int rc = stmt_new(o, &st);
+    int rc = pc_odbc_stmt_new(o, &st);
     if (rc != 0)
         return rc;
-    bind_name(st, 1, name, &nl);
+    pc_odbc_bind_coll(st, 1, name, &nl);
     SQLRETURN r = SQLExecDirect(
         st, (SQLCHAR *)"SELECT generation FROM " PC_ODBC_GENERATIONS " WHERE collection = ?",
         SQL_NTS);
@@ -72,10 +56,10 @@ int pc_odbc_coll_sizes(pc_odbc *o, const char *name, int64_t now_ms, uint64_t *r
     (void)now_ms; /* sizes cover expired rows too: the SELECT returns them */
     SQLHSTMT st;
     SQLLEN nl;
-    int rc = stmt_new(o, &st);
+    int rc = pc_odbc_stmt_new(o, &st);
     if (rc != 0)
         return rc;
-    bind_name(st, 1, name, &nl);
+    pc_odbc_bind_coll(st, 1, name, &nl);
     SQLRETURN r = SQLExecDirect(
         st,
         (SQLCHAR *)"SELECT COUNT(*), COALESCE(MAX(LENGTH(pkey)), 0), "
@@ -167,7 +151,7 @@ static int rows_select(pc_odbc *o, SQLHSTMT st, const char *name, struct rows_bu
         !SQL_SUCCEEDED(SQLSetStmtAttr(st, SQL_ATTR_ROWS_FETCHED_PTR, &b->fetched, 0)))
         return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, st, "%s: the driver refuses block cursors",
                             o->target);
-    if (!SQL_SUCCEEDED(bind_name(st, 1, name, nl)) ||
+    if (!SQL_SUCCEEDED(pc_odbc_bind_coll(st, 1, name, nl)) ||
         !SQL_SUCCEEDED(SQLBindCol(st, 1, SQL_C_BINARY, b->kb, (SQLLEN)b->kw, b->ki)) ||
         !SQL_SUCCEEDED(SQLBindCol(st, 2, SQL_C_BINARY, b->vb, (SQLLEN)b->vw, b->vi)) ||
         !SQL_SUCCEEDED(SQLBindCol(st, 3, SQL_C_SBIGINT, b->ex, 0, b->ei)) ||
@@ -187,8 +171,7 @@ static int rows_select(pc_odbc *o, SQLHSTMT st, const char *name, struct rows_bu
 /* The rows of one fetch (done before it) handed to fn; expired ones counted
  * in *skipped. A row that failed or outgrew its buffer fails the read. */
 static int rows_hand(pc_odbc *o, SQLHSTMT st, const char *name, const struct rows_buf *b,
-                     uint64_t done, int64_t now_ms, pc_odbc_row_fn fn, void *ctx,
-                     uint64_t *skipped)
+                     uint64_t done, int64_t now_ms, pc_odbc_row_fn fn, void *ctx, uint64_t *skipped)
 {
     int rc = 0;
     for (SQLULEN i = 0; i < b->fetched && rc == 0; i++) {
@@ -230,7 +213,7 @@ int pc_odbc_read_rows(pc_odbc *o, const char *name, int64_t now_ms, pc_odbc_row_
     memset(&b, 0, sizeof b);
     SQLLEN nl;
     SQLHSTMT st = SQL_NULL_HSTMT;
-    if ((rc = rows_buf_alloc(o, mk, mv, &b)) != 0 || (rc = stmt_new(o, &st)) != 0 ||
+    if ((rc = rows_buf_alloc(o, mk, mv, &b)) != 0 || (rc = pc_odbc_stmt_new(o, &st)) != 0 ||
         (rc = rows_select(o, st, name, &b, &nl)) != 0)
         goto out;
     for (;;) {

@@ -39,9 +39,7 @@ int pc_odbc_save(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 
 int pc_odbc_save_as(pc_odbc *o, pc_coll *coll, const char *source, pc_odbc_result *result)
 {
-    if (o == NULL || coll == NULL)
-        return PC_EINVAL;
-    int erc = pc_odbc_enter(o);
+    int erc = pc_odbc_enter_args(o, coll != NULL);
     if (erc != 0)
         return erc;
     double t0 = pc_mono_sec();
@@ -147,9 +145,7 @@ static int load_row(void *ctx, const void *key, size_t klen, const void *val, si
 
 int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 {
-    if (o == NULL || coll == NULL)
-        return PC_EINVAL;
-    int erc = pc_odbc_enter(o);
+    int erc = pc_odbc_enter_args(o, coll != NULL);
     if (erc != 0)
         return erc;
     double t0 = pc_mono_sec();
@@ -168,10 +164,7 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
     }
     if (rc == 0)
         rc = pc_odbc_read_rows(o, name, l.now_ms, load_row, &l, &expired);
-    if (rc == 0)
-        rc = pc_odbc_end(o, true);
-    else
-        pc_odbc_end(o, false);
+    rc = pc_odbc_end_rc(o, rc);
     if (rc != 0)
         return rc;
     double secs = pc_mono_sec() - t0;
@@ -194,11 +187,9 @@ int pc_odbc_load(pc_odbc *o, pc_coll *coll, pc_odbc_result *result)
 
 int pc_odbc_generation(pc_odbc *o, const char *name, uint64_t *gen)
 {
-    if (o == NULL || name == NULL || gen == NULL)
-        return PC_EINVAL;
     uint64_t g = 0;
     bool found = false;
-    int rc = pc_odbc_enter(o);
+    int rc = pc_odbc_enter_args(o, name != NULL && gen != NULL);
     if (rc == 0)
         rc = pc_odbc_read_generation(o, name, &g, &found);
     if (rc == 0 && !found)

@@ -82,12 +82,8 @@ int pc_odbc_insert_prepare(pc_odbc *o, SQLHSTMT *st, unsigned rows)
                                           : "INSERT INTO " PC_ODBC_ENTRIES " " COLS " VALUES ");
     for (unsigned i = 0; i < rows; i++)
         n += (size_t)snprintf(sql + n, len - n, "%s(?,?,?,?,?)", i ? "," : "");
-    int rc = 0;
-    if (!SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, st))) {
-        *st = SQL_NULL_HSTMT;
-        rc = pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
-                          o->target);
-    } else if (!SQL_SUCCEEDED(SQLPrepare(*st, (SQLCHAR *)sql, SQL_NTS))) {
+    int rc = pc_odbc_stmt_new(o, st);
+    if (rc == 0 && !SQL_SUCCEEDED(SQLPrepare(*st, (SQLCHAR *)sql, SQL_NTS))) {
         rc = rows == 0 ? pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,
                                       "%s: cannot prepare the packed INSERT", o->target)
                        : pc_odbc_fail(o, PC_EIO, SQL_HANDLE_STMT, *st,

@@ -15,22 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int stmt_new(pc_odbc *o, SQLHSTMT *st)
-{
-    if (SQL_SUCCEEDED(SQLAllocHandle(SQL_HANDLE_STMT, o->dbc, st)))
-        return 0;
-    *st = SQL_NULL_HSTMT;
-    return pc_odbc_fail(o, PC_EIO, SQL_HANDLE_DBC, o->dbc, "%s: cannot allocate a statement",
-                        o->target);
-}
-
-static SQLRETURN bind_str(SQLHSTMT st, SQLUSMALLINT i, const char *s, SQLLEN *len)
-{
-    *len = (SQLLEN)strlen(s);
-    return SQLBindParameter(st, i, SQL_PARAM_INPUT, SQL_C_CHAR, SQL_VARCHAR, PC_COLL_NAME_MAX, 0,
-                            (SQLPOINTER)s, *len + 1, len);
-}
-
 int pc_odbc_sync_schema(pc_odbc *o)
 {
     SQLHSTMT st;
@@ -70,11 +54,11 @@ int pc_odbc_set_source(pc_odbc *o, const char *name, const char *source)
         return 0;
     SQLHSTMT st;
     SQLLEN sl, nl;
-    int rc = stmt_new(o, &st);
+    int rc = pc_odbc_stmt_new(o, &st);
     if (rc != 0)
         return rc;
-    if (!SQL_SUCCEEDED(bind_str(st, 1, source, &sl)) ||
-        !SQL_SUCCEEDED(bind_str(st, 2, name, &nl)) ||
+    if (!SQL_SUCCEEDED(pc_odbc_bind_coll(st, 1, source, &sl)) ||
+        !SQL_SUCCEEDED(pc_odbc_bind_coll(st, 2, name, &nl)) ||
         !SQL_SUCCEEDED(SQLExecDirect(
             st, (SQLCHAR *)"UPDATE " PC_ODBC_GENERATIONS " SET source = ? WHERE collection = ?",
             SQL_NTS)))
@@ -99,10 +83,10 @@ static int read_gen_src(pc_odbc *o, const char *name, uint64_t *gen, char *sourc
     SQLLEN nl, gi = 0, si = 0;
     SQLBIGINT g = 0;
     char src[PC_SYNC_NODE_MAX + 2] = "";
-    int rc = stmt_new(o, &st);
+    int rc = pc_odbc_stmt_new(o, &st);
     if (rc != 0)
         return rc;
-    SQLRETURN r = bind_str(st, 1, name, &nl);
+    SQLRETURN r = pc_odbc_bind_coll(st, 1, name, &nl);
     if (SQL_SUCCEEDED(r))
         r = SQLExecDirect(st,
                           (SQLCHAR *)"SELECT generation, source FROM " PC_ODBC_GENERATIONS
@@ -135,11 +119,9 @@ static int read_gen_src(pc_odbc *o, const char *name, uint64_t *gen, char *sourc
 
 int pc_odbc_generation_src(pc_odbc *o, const char *name, uint64_t *gen, char *source, size_t srclen)
 {
-    if (o == NULL || name == NULL || gen == NULL)
-        return PC_EINVAL;
     uint64_t g = 0;
     bool found = false;
-    int rc = pc_odbc_enter(o);
+    int rc = pc_odbc_enter_args(o, name != NULL && gen != NULL);
     if (rc == 0)
         rc = read_gen_src(o, name, &g, source, srclen, &found);
     if (rc == 0 && !found)
@@ -183,10 +165,7 @@ int pc_odbc_visit(pc_odbc *o, const char *name, uint64_t newer_than, pc_persist_
     }
     if (rc == 0 && g > newer_than)
         rc = pc_odbc_read_rows(o, name, pc_wall_ms(), visit_row, &v, &skipped);
-    if (rc == 0)
-        rc = pc_odbc_end(o, true);
-    else
-        pc_odbc_end(o, false);
+    rc = pc_odbc_end_rc(o, rc);
     if (rc != 0)
         return rc;
     *gen = g;

@@ -19,6 +19,9 @@
  * inherited connection - never disconnecting it, which would talk on the
  * parent's socket - and connects anew. Clears the last error. */
 int pc_odbc_enter(pc_odbc *o);
+/* The start of an entry point: PC_EINVAL when o is NULL or the caller's
+ * other arguments are not args_ok, else pc_odbc_enter(o). */
+int pc_odbc_enter_args(pc_odbc *o, bool args_ok);
 
 /* Autocommit off (a transaction begins with the next statement) / commit
  * or roll back and autocommit on again. pc_odbc_end with commit = 0 never
@@ -26,6 +29,9 @@ int pc_odbc_enter(pc_odbc *o);
  * uncommitted transaction when the connection drops). */
 int pc_odbc_begin(pc_odbc *o, bool repeatable_read);
 int pc_odbc_end(pc_odbc *o, bool commit);
+/* Ends the transaction as rc says: commits when rc is 0 and returns the
+ * commit's result, else rolls back and returns rc. */
+int pc_odbc_end_rc(pc_odbc *o, int rc);
 
 /* Executes sql once without parameters on a fresh statement. */
 int pc_odbc_exec(pc_odbc *o, const char *sql);

@@ -21,7 +21,6 @@
 
 #include "cdbp.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,32 +123,24 @@ static int cdbp_evict_entry(const char *name, size_t len, const char *val, size_
     return 0;
 }
 
+/* The walk of an `eviction` list (pc_list_items' ctx): the collections
+ * given so far, for "given twice". */
+struct cdbp_evict_walk {
+    pc_coll *seen[PC_MAX_COLLECTIONS];
+    unsigned nseen;
+};
+
+static int cdbp_evict_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen)
+{
+    struct cdbp_evict_walk *w = ctx;
+    return cdbp_evict_entry(name, len, val, vlen, w->seen, &w->nseen) != 0 ? -1 : 0;
+}
+
 /* Walks "a=x; b=y" (`;` or `,` between entries, blanks around the parts). */
 static int cdbp_evict_parse(const char *spec)
 {
-    pc_coll *seen[PC_MAX_COLLECTIONS];
-    unsigned nseen = 0;
-    for (const char *s = spec; *s != '\0';) {
-        size_t n = strcspn(s, ",;");
-        const char *a = s, *e = s + n;
-        while (a < e && isspace((unsigned char)*a))
-            a++;
-        while (e > a && isspace((unsigned char)e[-1]))
-            e--;
-        if (a < e) {
-            const char *eq = memchr(a, '=', (size_t)(e - a));
-            const char *ne = eq != NULL ? eq : e, *v = eq != NULL ? eq + 1 : NULL;
-            while (ne > a && isspace((unsigned char)ne[-1]))
-                ne--;
-            while (v != NULL && v < e && isspace((unsigned char)*v))
-                v++;
-            if (cdbp_evict_entry(a, (size_t)(ne - a), v, v != NULL ? (size_t)(e - v) : 0, seen,
-                                 &nseen) != 0)
-                return -1;
-        }
-        s += n + (s[n] != '\0');
-    }
-    return 0;
+    struct cdbp_evict_walk w = {.nseen = 0};
+    return pc_list_items(spec, cdbp_evict_item, &w);
 }
 
 /* 1 when the `,`/`;` list names coll. */

@@ -270,6 +270,85 @@ static unsigned coll_index(pc_coll *coll)
     return 0;
 }
 
+/* Sends the ask for key, waited for in slot si, to every node. Returns 0
+ * when it left. */
+static int pull_send_ask(pc_coll *coll, const char *key, size_t klen, int si,
+                         const struct pull_slot *s)
+{
+    bin_packet_t pkt;
+    str cn = {(char *)pc_coll_name(coll), (int)strlen(pc_coll_name(coll))};
+    str k = {(char *)key, (int)klen};
+    int sent = -1;
+    if (bin_init(&pkt, &pull_cap, PULL_ASK, PULL_BIN_VERSION, 0) == 0) {
+        if (bin_push_int(&pkt, si) >= 0 && bin_push_int(&pkt, (int)s->tag) >= 0 &&
+            bin_push_str(&pkt, &cn) >= 0 && bin_push_str(&pkt, &k) >= 0)
+            sent = send_packet(&pkt, 0);
+        bin_free_packet(&pkt);
+    }
+    return sent;
+}
+
+/* Waits for slot s's answers, then under the pool lock takes what they
+ * said into res and frees the slot; a found value is copied into buf,
+ * which res->value then owns. Returns 0 on a timeout, else 1. buf
+ * (caller-owned, cdbp_pull_max_value + 1 bytes) is freed unless res took
+ * it. */
+static int pull_answer(struct pull_slot *s, uint64_t h, char *buf, cdbp_pull_result *res)
+{
+    uint32_t tag = s->tag;
+    slot_wait(s);
+    lock_get(&pull_sh->lock);
+    uint32_t st = atomic_load(&s->state);
+    int answered = 1;
+    if (st == SLOT_FREE || s->tag != tag) {
+        /* this process was stopped past deadline + linger and the reaper
+         * freed the slot (another pull may own it now): not ours to read */
+        answered = 0;
+    } else if (st == SLOT_WAIT) { /* timed out: a late answer may still store it */
+        atomic_store(&s->state, SLOT_ORPHAN);
+        answered = 0;
+    }
+    if (!answered) {
+        lock_release(&pull_sh->lock);
+        pkg_free(buf);
+        return 0;
+    }
+    res->status = s->status;
+    res->src_node = s->src_node;
+    res->ttl_ms = s->ttl_ms;
+    if (s->status == PULL_FOUND) {
+        res->vlen = s->vlen;
+        memcpy(buf, slot_val(s), s->vlen);
+        buf[s->vlen] = '\0';
+        res->value = buf;
+        buf = NULL;
+    } else if (s->status == PULL_NOT_HERE) {
+        neg_put(h, pc_mono_ms());
+    }
+    slot_free(s);
+    lock_release(&pull_sh->lock);
+    if (buf != NULL)
+        pkg_free(buf);
+    return 1;
+}
+
+/* The outcome of an answered pull; a value found is stored here, outside
+ * the pool lock, so the next read is a local hit. */
+static void pull_settle(pc_coll *coll, const char *key, size_t klen, unsigned ci,
+                        cdbp_pull_result *res)
+{
+    if (res->status != PULL_FOUND) {
+        res->outcome = res->status == PULL_TOO_BIG ? CDBP_PULL_HELD_TOO_BIG : CDBP_PULL_NOT_FOUND;
+        return;
+    }
+    int rc = pc_set(coll, key, klen, res->value, res->vlen, res->ttl_ms > 0 ? res->ttl_ms : 0, 0);
+    if (rc != 0)
+        LM_WARN("cross-node pull: storing %.*s in %s: %s\n", (int)klen, key, pc_coll_name(coll),
+                pc_store_strerror(rc));
+    atomic_fetch_add_explicit(&pull_sh->n.pulled_in[ci], 1, memory_order_relaxed);
+    res->outcome = CDBP_PULL_SERVED;
+}
+
 int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -319,72 +398,19 @@ int cdbp_pull(pc_coll *coll, const char *key, size_t klen, cdbp_pull_result *res
         res->outcome = CDBP_PULL_ERROR;
         return -1;
     }
-    bin_packet_t pkt;
-    str cn = {(char *)pc_coll_name(coll), (int)strlen(pc_coll_name(coll))};
-    str k = {(char *)key, (int)klen};
-    int sent = -1;
-    if (bin_init(&pkt, &pull_cap, PULL_ASK, PULL_BIN_VERSION, 0) == 0) {
-        if (bin_push_int(&pkt, si) >= 0 && bin_push_int(&pkt, (int)s->tag) >= 0 &&
-            bin_push_str(&pkt, &cn) >= 0 && bin_push_str(&pkt, &k) >= 0)
-            sent = send_packet(&pkt, 0);
-        bin_free_packet(&pkt);
-    }
-    if (sent != 0) {
+    if (pull_send_ask(coll, key, klen, si, s) != 0) {
         slot_free(s);
         pkg_free(buf);
         res->outcome = CDBP_PULL_SEND_FAILED;
         return -1;
     }
     COUNT(requested);
-    uint32_t tag = s->tag;
-    slot_wait(s);
-    lock_get(&pull_sh->lock);
-    uint32_t st = atomic_load(&s->state);
-    if (st == SLOT_FREE || s->tag != tag) {
-        /* this process was stopped past deadline + linger and the reaper
-         * freed the slot (another pull may own it now): not ours to read */
-        lock_release(&pull_sh->lock);
-        pkg_free(buf);
+    if (!pull_answer(s, h, buf, res)) {
         COUNT(timeouts);
         res->outcome = CDBP_PULL_TIMEOUT;
         return 0;
     }
-    if (st == SLOT_WAIT) { /* timed out: a late answer may still store it */
-        atomic_store(&s->state, SLOT_ORPHAN);
-        lock_release(&pull_sh->lock);
-        pkg_free(buf);
-        COUNT(timeouts);
-        res->outcome = CDBP_PULL_TIMEOUT;
-        return 0;
-    }
-    res->status = s->status;
-    res->src_node = s->src_node;
-    res->ttl_ms = s->ttl_ms;
-    if (s->status == PULL_FOUND) {
-        res->vlen = s->vlen;
-        memcpy(buf, slot_val(s), s->vlen);
-        buf[s->vlen] = '\0';
-        res->value = buf;
-        buf = NULL;
-    } else if (s->status == PULL_NOT_HERE) {
-        neg_put(h, pc_mono_ms());
-    }
-    slot_free(s);
-    lock_release(&pull_sh->lock);
-    if (buf != NULL)
-        pkg_free(buf);
-    if (res->status == PULL_FOUND) {
-        /* stored here, outside the pool lock: the next read is a local hit */
-        int rc =
-            pc_set(coll, key, klen, res->value, res->vlen, res->ttl_ms > 0 ? res->ttl_ms : 0, 0);
-        if (rc != 0)
-            LM_WARN("cross-node pull: storing %.*s in %s: %s\n", (int)klen, key, pc_coll_name(coll),
-                    pc_store_strerror(rc));
-        atomic_fetch_add_explicit(&pull_sh->n.pulled_in[ci], 1, memory_order_relaxed);
-        res->outcome = CDBP_PULL_SERVED;
-    } else {
-        res->outcome = res->status == PULL_TOO_BIG ? CDBP_PULL_HELD_TOO_BIG : CDBP_PULL_NOT_FOUND;
-    }
+    pull_settle(coll, key, klen, ci, res);
     return 0;
 }
 

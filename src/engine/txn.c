@@ -433,6 +433,30 @@ static int64_t tx_counter_of(const unsigned char *val, size_t vlen)
     return v;
 }
 
+/* The transaction's view of one key, as tx_look reads it. */
+struct tx_seen {
+    int64_t now; /* the clock read after the entry was found or observed */
+    bool live;
+    uint8_t flags;
+    const unsigned char *val; /* valid until the entry is staged again */
+    size_t len;
+    int64_t exp;
+};
+
+/* The entry of key in t (tx_entry, its value loaded) and the transaction's
+ * view of it (tx_view); what tx_view leaves unset (a deleted key) is 0.
+ * With need_live, a key not live is PC_ENOTFOUND. */
+static int tx_look(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bool need_live,
+                   struct pc_txn_ent **out, struct tx_seen *v)
+{
+    int rc = tx_entry(t, coll, key, klen, out);
+    if (rc != 0)
+        return rc;
+    *v = (struct tx_seen){.now = pc_mono_ms()};
+    v->live = tx_view(*out, v->now, &v->flags, &v->val, &v->len, &v->exp);
+    return need_live && !v->live ? PC_ENOTFOUND : 0;
+}
+
 /* Stages a put of (flags, val, vlen, exp) for e. val may be e->sval. */
 static int tx_stage(pc_txn *t, struct pc_txn_ent *e, uint8_t flags, const void *val, size_t vlen,
                     int64_t exp)
@@ -472,17 +496,14 @@ int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *
                   const pc_allocator *a, void **aval, size_t *vlen, size_t *needed, pc_meta *meta)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t now = pc_mono_ms(), exp;
-    uint8_t flags;
-    const unsigned char *val;
-    size_t len;
-    if (!tx_view(e, now, &flags, &val, &len, &exp))
-        return PC_ENOTFOUND;
+    const unsigned char *val = v.val;
+    size_t len = v.len;
     char num[24];
-    if (flags & PC_RF_COUNTER) {
+    if (v.flags & PC_RF_COUNTER) {
         int n = snprintf(num, sizeof num, "%" PRId64, tx_counter_of(val, len));
         val = (const unsigned char *)num;
         len = (size_t)n;
@@ -504,80 +525,60 @@ int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *
             memcpy(buf, val, len);
     }
     *vlen = len;
-    tx_fill_meta(meta, flags, len, exp, now);
+    tx_fill_meta(meta, v.flags, len, v.exp, v.now);
     return 0;
 }
 
 int pc_txn_op_probe(pc_txn *t, pc_coll *coll, const void *key, size_t klen, pc_meta *meta)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t now = pc_mono_ms(), exp;
-    uint8_t flags;
-    const unsigned char *val;
-    size_t len;
-    if (!tx_view(e, now, &flags, &val, &len, &exp))
-        return PC_ENOTFOUND;
-    tx_fill_meta(meta, flags, len, exp, now);
+    tx_fill_meta(meta, v.flags, v.len, v.exp, v.now);
     return 0;
 }
 
 int pc_txn_op_counter(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t *out)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t exp;
-    uint8_t flags;
-    const unsigned char *val;
-    size_t len;
-    if (!tx_view(e, pc_mono_ms(), &flags, &val, &len, &exp))
-        return PC_ENOTFOUND;
-    if (flags & PC_RF_COUNTER) {
-        *out = tx_counter_of(val, len);
+    if (v.flags & PC_RF_COUNTER) {
+        *out = tx_counter_of(v.val, v.len);
         return 0;
     }
-    if (len > 24)
+    if (v.len > 24)
         return PC_ENOTNUM;
-    return pc_parse_i64(val, len, out);
+    return pc_parse_i64(v.val, v.len, out);
 }
 
 int pc_txn_op_set(pc_txn *t, pc_coll *coll, const void *key, size_t klen, const void *val,
                   size_t vlen, uint8_t rflags, int64_t ttl_ms, unsigned flags)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, false, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t now = pc_mono_ms(), exp = 0;
-    uint8_t of;
-    const unsigned char *ov;
-    size_t ol;
-    bool live = tx_view(e, now, &of, &ov, &ol, &exp);
-    if ((flags & PC_SET_NX) && live)
+    if ((flags & PC_SET_NX) && v.live)
         return PC_EEXIST;
-    if ((flags & PC_SET_XX) && !live)
+    if ((flags & PC_SET_XX) && !v.live)
         return PC_ENOTFOUND;
-    if (!((flags & PC_SET_KEEPTTL) && live))
-        exp = pc_deadline(now, ttl_ms);
+    int64_t exp = (flags & PC_SET_KEEPTTL) && v.live ? v.exp : pc_deadline(v.now, ttl_ms);
     return tx_stage(t, e, rflags, val, vlen, exp);
 }
 
 int pc_txn_op_remove(pc_txn *t, pc_coll *coll, const void *key, size_t klen)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t exp;
-    uint8_t of;
-    const unsigned char *ov;
-    size_t ol;
-    if (!tx_view(e, pc_mono_ms(), &of, &ov, &ol, &exp))
-        return PC_ENOTFOUND;
     if (e->op == TX_NONE)
         t->writes++;
     e->op = TX_DEL;
@@ -588,28 +589,22 @@ int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_
                   int64_t ttl_ms, int64_t *result)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, false, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t now = pc_mono_ms(), exp = 0, base = 0, value;
-    uint8_t of = 0;
-    const unsigned char *ov = NULL;
-    size_t ol = 0;
-    bool live = tx_view(e, now, &of, &ov, &ol, &exp);
-    if (live && (of & PC_RF_COUNTER)) {
-        base = tx_counter_of(ov, ol);
-    } else if (live) {
-        rc = pc_parse_i64(ov, ol, &base);
+    int64_t base = 0, value;
+    if (v.live && (v.flags & PC_RF_COUNTER)) {
+        base = tx_counter_of(v.val, v.len);
+    } else if (v.live) {
+        rc = pc_parse_i64(v.val, v.len, &base);
         if (rc != 0)
             return PC_ENOTNUM; /* a stored string past int64 is not a counter's text */
     }
     if (neg ? __builtin_sub_overflow(base, delta, &value)
             : __builtin_add_overflow(base, delta, &value))
         return PC_ERANGE;
-    if (ttl_ms > 0)
-        exp = pc_deadline(now, ttl_ms);
-    else if (!live)
-        exp = 0;
+    int64_t exp = ttl_ms > 0 ? pc_deadline(v.now, ttl_ms) : v.live ? v.exp : 0;
     rc = tx_stage(t, e, PC_RF_COUNTER, &value, sizeof value, exp);
     if (rc == 0 && result != NULL)
         *result = value;
@@ -619,16 +614,11 @@ int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_
 int pc_txn_op_expire(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
 {
     struct pc_txn_ent *e;
-    int rc = tx_entry(t, coll, key, klen, &e);
+    struct tx_seen v;
+    int rc = tx_look(t, coll, key, klen, true, &e, &v);
     if (rc != 0)
         return rc;
-    int64_t now = pc_mono_ms(), exp;
-    uint8_t of;
-    const unsigned char *ov;
-    size_t ol;
-    if (!tx_view(e, now, &of, &ov, &ol, &exp))
-        return PC_ENOTFOUND;
-    return tx_stage(t, e, of, ov, ol, pc_deadline(now, ttl_ms));
+    return tx_stage(t, e, v.flags, v.val, v.len, pc_deadline(v.now, ttl_ms));
 }
 
 /* ---- the transaction's life ----------------------------------------------------- */
@@ -862,24 +852,11 @@ static int tx_hooks(pc_txn *t, pc_off *mine)
     return rc;
 }
 
-int pc_txn_commit(pc_txn *t)
+/* Step 1, no lock held: the write blocks, then every record and node the
+ * commit may need, each record written and noted in mine. */
+static int tx_build(pc_txn *t, pc_off *mine)
 {
-    if (t == NULL)
-        return PC_EINVAL;
-    pc_cache *c = t->c;
-    int rc = pc_enter(c);
-    if (rc != 0 || t->n == 0)
-        return rc;
-    pc_txn *bound = c->txn;
-    c->txn = NULL; /* the commit's own calls go to the table */
-    struct tx_lock *locks = malloc(t->n * sizeof *locks);
-    pc_off *mine = calloc(t->n, sizeof *mine);
-    unsigned nl = 0;
-    if (locks == NULL || mine == NULL) {
-        rc = PC_EHEAP;
-        goto out;
-    }
-    /* 1. no lock held: the write blocks, then every record and node */
+    int rc = 0;
     for (unsigned i = 0; i < t->n && rc == 0; i++) {
         struct pc_txn_ent *e = &t->e[i];
         e->new_rec = e->node = e->old = e->old_node = 0;
@@ -902,16 +879,20 @@ int pc_txn_commit(pc_txn *t)
             (!e->rlive &&
              (e->node = pc_alloc_evict(e->coll, sizeof(struct pc_ovf_node_shm))) == 0)) {
             pc_nomem(e->coll, e->key, e->klen, bytes);
-            rc = PC_ENOMEM;
-            break;
+            return PC_ENOMEM;
         }
-        pc_fill_rec(c, e->new_rec, e->key, e->klen, e->sval, e->slen, e->sflags, e->sexp);
+        pc_fill_rec(t->c, e->new_rec, e->key, e->klen, e->sval, e->slen, e->sflags, e->sexp);
         mine[i] = e->new_rec;
     }
-    if (rc != 0)
-        goto out;
-    /* 2. every key's bucket as the table routes it now (a split since the
-     * observation moved some), in the global order */
+    return rc;
+}
+
+/* Step 2: locks every key's bucket as the table routes it now (a split
+ * since the observation moved some), once each, in the global order (I8).
+ * locks has room for t->n; returns how many it holds, sorted. */
+static unsigned tx_lock_all(pc_txn *t, struct tx_lock *locks)
+{
+    unsigned nl = 0;
     for (unsigned i = 0; i < t->n; i++) {
         struct pc_txn_ent *e = &t->e[i];
         const struct pc_coll_shm *cs = e->coll->shm;
@@ -924,25 +905,26 @@ int pc_txn_commit(pc_txn *t)
         if (u == 0 || tx_lock_cmp(&locks[u - 1], &locks[i]) != 0)
             locks[u++] = locks[i];
     nl = u;
-    PC_ASSERT(c, I8, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
+    PC_ASSERT(t->c, I8, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);
     for (unsigned i = 0; i < nl; i++) {
-        PC_ASSERT(c, I8, i == 0 || tx_lock_cmp(&locks[i - 1], &locks[i]) < 0);
+        PC_ASSERT(t->c, I8, i == 0 || tx_lock_cmp(&locks[i - 1], &locks[i]) < 0);
         locks[i].b = pc_bucket_at(locks[i].coll, locks[i].idx);
         pc_bucket_lock(locks[i].coll, locks[i].b, locks[i].idx);
     }
-    /* 3. verify */
-    int64_t now = pc_mono_ms();
-    if (!tx_verify_locked(t, locks, nl, now)) {
-        for (unsigned i = nl; i-- > 0;)
-            pc_bucket_unlock(locks[i].b);
-        rc = PC_ECONFLICT;
-        goto out;
-    }
-    /* 4. install inside one bracket per bucket, all open at once; a
-     * transaction of several buckets is in flight until its hooks return */
-    struct pc_proc_shm *self = nl > 1 ? &c->hdr->procs[c->slot] : NULL;
-    if (self != NULL)
-        atomic_fetch_add_explicit(&self->txn_begun, 1, memory_order_seq_cst);
+    return nl;
+}
+
+static void tx_unlock_all(const struct tx_lock *locks, unsigned nl)
+{
+    for (unsigned i = nl; i-- > 0;)
+        pc_bucket_unlock(locks[i].b);
+}
+
+/* Step 4, under the locks of step 2: installs every write inside one
+ * bracket per bucket, all open at once, stamps each entry with its
+ * bucket's version, then releases the locks and counts what applied. */
+static void tx_install(pc_txn *t, const struct tx_lock *locks, unsigned nl, int64_t now)
+{
     for (unsigned i = 0; i < nl; i++)
         pc_wbegin(locks[i].b);
     for (unsigned i = 0; i < t->n; i++)
@@ -953,8 +935,7 @@ int pc_txn_commit(pc_txn *t)
     for (unsigned i = 0; i < t->n; i++)
         t->e[i].stamp =
             atomic_load_explicit(&tx_bucket(locks, nl, &t->e[i])->version, memory_order_relaxed);
-    for (unsigned i = nl; i-- > 0;)
-        pc_bucket_unlock(locks[i].b);
+    tx_unlock_all(locks, nl);
     for (unsigned i = 0; i < t->n; i++) {
         struct pc_txn_ent *e = &t->e[i];
         if (e->applied && e->op == TX_PUT)
@@ -962,26 +943,67 @@ int pc_txn_commit(pc_txn *t)
         else if (e->applied)
             PC_STAT_ADD(e->coll, removes, 1);
     }
+}
+
+/* The commit's end, no lock held: frees what was replaced and what was
+ * not used, and forgets the commit's state in every entry. */
+static void tx_settle(pc_txn *t)
+{
+    for (unsigned i = 0; i < t->n; i++) {
+        struct pc_txn_ent *e = &t->e[i];
+        if (e->old != 0) {
+            pc_free(t->c, e->old);
+            PC_STAT_ADD(e->coll, destroyed, 1);
+        }
+        if (e->old_node != 0)
+            pc_free(t->c, e->old_node);
+        if (e->node != 0)
+            pc_free(t->c, e->node);
+        if (e->new_rec != 0)
+            pc_free(t->c, e->new_rec);
+        e->new_rec = e->node = e->old = e->old_node = 0;
+        e->applied = false;
+    }
+}
+
+int pc_txn_commit(pc_txn *t)
+{
+    if (t == NULL)
+        return PC_EINVAL;
+    pc_cache *c = t->c;
+    int rc = pc_enter(c);
+    if (rc != 0 || t->n == 0)
+        return rc;
+    pc_txn *bound = c->txn;
+    c->txn = NULL; /* the commit's own calls go to the table */
+    struct tx_lock *locks = malloc(t->n * sizeof *locks);
+    pc_off *mine = calloc(t->n, sizeof *mine);
+    if (locks == NULL || mine == NULL) {
+        rc = PC_EHEAP;
+        goto out;
+    }
+    /* 1. build, 2. lock */
+    if ((rc = tx_build(t, mine)) != 0)
+        goto out;
+    unsigned nl = tx_lock_all(t, locks);
+    /* 3. verify */
+    int64_t now = pc_mono_ms();
+    if (!tx_verify_locked(t, locks, nl, now)) {
+        tx_unlock_all(locks, nl);
+        rc = PC_ECONFLICT;
+        goto out;
+    }
+    /* 4. install; a transaction of several buckets is in flight until its
+     * hooks return */
+    struct pc_proc_shm *self = nl > 1 ? &c->hdr->procs[c->slot] : NULL;
+    if (self != NULL)
+        atomic_fetch_add_explicit(&self->txn_begun, 1, memory_order_seq_cst);
+    tx_install(t, locks, nl, now);
     rc = tx_hooks(t, mine);
     if (self != NULL)
         atomic_fetch_add_explicit(&self->txn_done, 1, memory_order_release);
 out:
-    /* no lock held: free what was replaced and what was not used */
-    for (unsigned i = 0; i < t->n; i++) {
-        struct pc_txn_ent *e = &t->e[i];
-        if (e->old != 0) {
-            pc_free(c, e->old);
-            PC_STAT_ADD(e->coll, destroyed, 1);
-        }
-        if (e->old_node != 0)
-            pc_free(c, e->old_node);
-        if (e->node != 0)
-            pc_free(c, e->node);
-        if (e->new_rec != 0)
-            pc_free(c, e->new_rec);
-        e->new_rec = e->node = e->old = e->old_node = 0;
-        e->applied = false;
-    }
+    tx_settle(t);
     free(locks);
     free(mine);
     c->txn = bound;

@@ -451,8 +451,172 @@ void pc_nomem(pc_coll *coll, const void *key, size_t klen, size_t bytes)
            coll->shm->name, bytes);
 }
 
+/* The write changed counter record roff in place from (prev, prev_exp) to
+ * (value, now_exp). */
+static void pc_undo_counter(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off roff,
+                            int64_t value, int64_t now_exp, const uint8_t prev[8], int64_t prev_exp)
+{
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
+    if (loc.where != 0 && loc.rec_off == roff && memcmp(loc.rec->data + klen, &value, 8) == 0 &&
+        atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) == now_exp) {
+        pc_wbegin(loc.b);
+        memcpy(loc.rec->data + klen, prev, 8);
+        atomic_store_explicit(&loc.rec->expires, prev_exp, memory_order_relaxed);
+        pc_wend(loc.b);
+        pc_hint_lower(coll, &loc, prev_exp);
+    }
+    pc_release(&loc);
+}
+
+/* cur + delta, or cur - delta when neg; false on int64 overflow. */
+static bool pc_apply(int64_t cur, int64_t delta, bool neg, int64_t *out)
+{
+    return neg ? !__builtin_sub_overflow(cur, delta, out)
+               : !__builtin_add_overflow(cur, delta, out);
+}
+
+/* The checks and the entry of a write of one key: the key's arguments, the
+ * collection's write block, the fork check (pc_enter). */
+static inline int pc_key_write_enter(pc_coll *coll, const void *key, size_t klen)
+{
+    if (coll == NULL || (key == NULL && klen > 0))
+        return PC_EINVAL;
+    if (klen > PC_KEY_MAX)
+        return PC_ETOOBIG;
+    int rc = pc_wblocked(coll);
+    if (rc == 0)
+        rc = pc_enter(coll->c);
+    return rc;
+}
+
+/* What a set or an add built, installed and replaced, carried from the
+ * locked step to pc_put_finish. Lives on the writer's stack only. */
+struct pc_put {
+    pc_off rec;            /* built and not installed: freed at the end */
+    pc_off node;           /* an overflow node built and not used: freed at the end */
+    pc_off mine;           /* the record installed */
+    pc_off old;            /* the record replaced: freed after the hook */
+    pc_off inplace;        /* an add's counter record changed in place (0: none) */
+    uint8_t prev_bytes[8]; /* and its value and expiry before the add */
+    int64_t prev_exp;
+    int64_t final_exp; /* the expiry the hook is told */
+    uint32_t stamp;    /* the bucket version after the write's bracket */
+};
+
+/* The end of a set or an add, no lock held: counts the store, frees what
+ * was built and not used, hands the write to the hook and undoes it when
+ * the hook refuses. The replaced record is freed last: the undo may put it
+ * back. Hot path (SET, INCR): inlined into both callers. */
+static inline int pc_put_finish(pc_coll *coll, uint64_t h, const void *key, size_t klen, int rc,
+                                int op, const void *val, size_t vlen, int64_t counter,
+                                struct pc_put *p)
+{
+    pc_cache *c = coll->c;
+    if (rc == 0)
+        PC_STAT_ADD(coll, stores, 1);
+    if (p->rec != 0)
+        pc_free(c, p->rec);
+    if (p->node != 0)
+        pc_free(c, p->node);
+    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
+    if (w != 0) {
+        rc = pc_mutated(coll, w, op, key, klen, val, vlen, counter, p->final_exp, p->stamp);
+        if (rc != 0 && p->inplace != 0)
+            pc_undo_counter(coll, h, key, klen, p->inplace, counter, p->final_exp, p->prev_bytes,
+                            p->prev_exp);
+        else if (rc != 0 && pc_undo_put(coll, h, key, klen, p->mine, p->old))
+            p->old = 0;
+    }
+    if (p->old != 0) {
+        pc_free(c, p->old);
+        PC_STAT_ADD(coll, destroyed, 1);
+    }
+    return rc;
+}
+
+/* The TTL-only refresh of a set predicted identical (pc_predict_identical),
+ * confirmed under the lock and handed to the hook. Returns false when the
+ * lock showed otherwise (the full set runs), else true with the set's *rc. */
+static inline bool pc_set_refresh(pc_coll *coll, uint64_t h, const void *key, size_t klen,
+                                  const void *val, size_t vlen, int64_t now, int64_t expires,
+                                  unsigned flags, int *rc)
+{
+    struct pc_loc loc;
+    pc_locate(coll, h, key, klen, now, &loc);
+    pc_off roff = loc.rec_off;
+    int64_t prev_exp =
+        loc.where != 0 ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
+    bool done = pc_refresh_locked(coll, &loc, klen, val, vlen, expires, flags);
+    int64_t final_exp = done ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
+    uint32_t stamp = pc_stamp(&loc);
+    pc_release(&loc);
+    if (!done)
+        return false;
+    PC_STAT_ADD(coll, stores, 1);
+    *rc = 0;
+    unsigned w = pc_hooked(coll);
+    if (w == 0)
+        return true;
+    *rc = pc_mutated(coll, w, PC_MUT_SET, key, klen, val, vlen, 0, final_exp, stamp);
+    if (*rc != 0 && final_exp != prev_exp)
+        pc_undo_expiry(coll, h, key, klen, roff, final_exp, prev_exp);
+    return true;
+}
+
+/* Installs the set's record p->rec (built, bytes long) under the key's
+ * lock, over the key or as a new key, unless NX or XX refuse. Returns 0,
+ * PC_EEXIST, PC_ENOTFOUND, or PC_ENOMEM when no overflow node could be built
+ * (p->rec is then freed). */
+static inline int pc_set_install(pc_coll *coll, uint64_t h, const void *key, size_t klen,
+                                 int64_t now, int64_t expires, unsigned flags, size_t bytes,
+                                 struct pc_put *p)
+{
+    pc_cache *c = coll->c;
+    struct pc_rec_shm *nr = pc_cell(c, p->rec);
+    struct pc_loc loc;
+    int rc = 0;
+    for (;;) {
+        pc_locate(coll, h, key, klen, now, &loc);
+        if ((flags & PC_SET_NX) && loc.live) {
+            rc = PC_EEXIST;
+        } else if ((flags & PC_SET_XX) && !loc.live) {
+            rc = PC_ENOTFOUND;
+        } else if (loc.where != 0) {
+            if ((flags & PC_SET_KEEPTTL) && loc.live) {
+                int64_t e = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
+                atomic_store_explicit(&nr->expires, e, memory_order_relaxed);
+                p->final_exp = e;
+            }
+            pc_replace(c, &loc, p->rec);
+            pc_hint_lower(coll, &loc, atomic_load_explicit(&nr->expires, memory_order_relaxed));
+            p->old = loc.rec_off;
+            p->mine = p->rec;
+            p->rec = 0;
+        } else if (pc_insert(coll, &loc, h, p->rec, expires, &p->node)) {
+            p->mine = p->rec;
+            p->rec = 0;
+        } else {
+            pc_release(&loc);
+            p->node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm));
+            if (p->node == 0) {
+                pc_free(c, p->rec);
+                p->rec = 0;
+                pc_nomem(coll, key, klen, bytes);
+                return PC_ENOMEM;
+            }
+            continue;
+        }
+        break;
+    }
+    p->stamp = pc_stamp(&loc);
+    pc_release(&loc);
+    return rc;
+}
+
 /* The set of pc_set (rflags 0) and pc_set_counter (PC_RF_COUNTER, 8-byte
- * value). Only a plain string can take the TTL-only refresh. */
+ * value). Only a plain string can take the TTL-only refresh. Hot path: the
+ * helpers above are static inline so this stays one body. */
 static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
                       uint8_t rflags, int64_t ttl_ms, unsigned flags)
 {
@@ -472,104 +636,29 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
     int64_t expires = pc_deadline(now, ttl_ms);
-    struct pc_loc loc;
-
     if (rflags == 0 && !(flags & PC_SET_NX) &&
-        pc_predict_identical(coll, h, key, klen, val, vlen)) {
-        pc_locate(coll, h, key, klen, now, &loc);
-        pc_off roff = loc.rec_off;
-        int64_t prev_exp =
-            loc.where != 0 ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
-        bool done = pc_refresh_locked(coll, &loc, klen, val, vlen, expires, flags);
-        int64_t final_exp =
-            done ? atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) : 0;
-        uint32_t stamp = pc_stamp(&loc);
-        pc_release(&loc);
-        if (done) {
-            PC_STAT_ADD(coll, stores, 1);
-            unsigned w = pc_hooked(coll);
-            if (w == 0)
-                return 0;
-            rc = pc_mutated(coll, w, PC_MUT_SET, key, klen, val, vlen, 0, final_exp, stamp);
-            if (rc != 0 && final_exp != prev_exp)
-                pc_undo_expiry(coll, h, key, klen, roff, final_exp, prev_exp);
-            return rc;
-        }
-    }
+        pc_predict_identical(coll, h, key, klen, val, vlen) &&
+        pc_set_refresh(coll, h, key, klen, val, vlen, now, expires, flags, &rc))
+        return rc;
 
     /* at least one byte past the header, so a record never shares the
      * 16-byte class of overflow nodes (a record cell always has room) */
     size_t bytes = PC_REC_HDR + klen + vlen;
     if (bytes <= PC_REC_HDR)
         bytes = PC_REC_HDR + 1;
-    pc_off rec = pc_alloc_evict(coll, bytes), node = 0, old = 0, mine = 0;
-    if (rec == 0) {
+    struct pc_put p = {.rec = pc_alloc_evict(coll, bytes), .final_exp = expires};
+    if (p.rec == 0) {
         pc_nomem(coll, key, klen, bytes);
         return PC_ENOMEM;
     }
-    pc_fill_rec(c, rec, key, klen, val, vlen, rflags, expires);
-    int64_t final_exp = expires;
-    uint32_t stamp = 0;
-    for (;;) {
-        pc_locate(coll, h, key, klen, now, &loc);
-        if ((flags & PC_SET_NX) && loc.live) {
-            rc = PC_EEXIST;
-        } else if ((flags & PC_SET_XX) && !loc.live) {
-            rc = PC_ENOTFOUND;
-        } else if (loc.where != 0) {
-            if ((flags & PC_SET_KEEPTTL) && loc.live) {
-                int64_t e = atomic_load_explicit(&loc.rec->expires, memory_order_relaxed);
-                atomic_store_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires, e,
-                                      memory_order_relaxed);
-                final_exp = e;
-            }
-            pc_replace(c, &loc, rec);
-            pc_hint_lower(coll, &loc,
-                          atomic_load_explicit(&((struct pc_rec_shm *)pc_cell(c, rec))->expires,
-                                               memory_order_relaxed));
-            old = loc.rec_off;
-            mine = rec;
-            rec = 0;
-        } else if (pc_insert(coll, &loc, h, rec, expires, &node)) {
-            mine = rec;
-            rec = 0;
-        } else {
-            pc_release(&loc);
-            node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm));
-            if (node == 0) {
-                pc_free(c, rec);
-                pc_nomem(coll, key, klen, bytes);
-                return PC_ENOMEM;
-            }
-            continue;
-        }
-        stamp = pc_stamp(&loc);
-        pc_release(&loc);
-        break;
-    }
-    if (rc == 0)
-        PC_STAT_ADD(coll, stores, 1);
-    if (rec != 0)
-        pc_free(c, rec);
-    if (node != 0)
-        pc_free(c, node);
-    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
-    if (w != 0) {
-        int64_t cv = 0;
-        if (rflags & PC_RF_COUNTER)
-            memcpy(&cv, val, 8);
-        rc = pc_mutated(coll, w, (rflags & PC_RF_COUNTER) ? PC_MUT_COUNTER : PC_MUT_SET, key, klen,
-                        (rflags & PC_RF_COUNTER) ? NULL : val, (rflags & PC_RF_COUNTER) ? 0 : vlen,
-                        cv, final_exp, stamp);
-        /* the old record is freed only now: the undo may put it back */
-        if (rc != 0 && pc_undo_put(coll, h, key, klen, mine, old))
-            old = 0;
-    }
-    if (old != 0) {
-        pc_free(c, old);
-        PC_STAT_ADD(coll, destroyed, 1);
-    }
-    return rc;
+    pc_fill_rec(c, p.rec, key, klen, val, vlen, rflags, expires);
+    rc = pc_set_install(coll, h, key, klen, now, expires, flags, bytes, &p);
+    bool counter = (rflags & PC_RF_COUNTER) != 0;
+    int64_t cv = 0;
+    if (counter)
+        memcpy(&cv, val, 8);
+    return pc_put_finish(coll, h, key, klen, rc, counter ? PC_MUT_COUNTER : PC_MUT_SET,
+                         counter ? NULL : val, counter ? 0 : vlen, cv, &p);
 }
 
 int pc_set(pc_coll *coll, const void *key, size_t klen, const void *val, size_t vlen,
@@ -620,14 +709,10 @@ unsigned pc_coll_hook_word(const pc_coll *coll)
 
 int pc_remove(pc_coll *coll, const void *key, size_t klen)
 {
-    if (coll == NULL || (key == NULL && klen > 0))
-        return PC_EINVAL;
-    if (klen > PC_KEY_MAX)
-        return PC_ETOOBIG;
-    pc_cache *c = coll->c;
-    int rc = pc_wblocked(coll);
-    if (rc != 0 || (rc = pc_enter(c)) != 0)
+    int rc = pc_key_write_enter(coll, key, klen);
+    if (rc != 0)
         return rc;
+    pc_cache *c = coll->c;
     if (PC_UNLIKELY(c->txn != NULL))
         return pc_txn_op_remove(c->txn, coll, key, klen);
     uint64_t h = pc_hash(key, klen);
@@ -663,148 +748,131 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     return rc;
 }
 
-/* The write changed counter record roff in place from (prev, prev_exp) to
- * (value, now_exp). */
-static void pc_undo_counter(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off roff,
-                            int64_t value, int64_t now_exp, const uint8_t prev[8], int64_t prev_exp)
+/* An add's new expiry: ttl_ms from now, else the live key's own. */
+static inline int64_t pc_add_expiry(const struct pc_loc *loc, int64_t ttl_ms, int64_t now)
 {
-    struct pc_loc loc;
-    pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
-    if (loc.where != 0 && loc.rec_off == roff && memcmp(loc.rec->data + klen, &value, 8) == 0 &&
-        atomic_load_explicit(&loc.rec->expires, memory_order_relaxed) == now_exp) {
-        pc_wbegin(loc.b);
-        memcpy(loc.rec->data + klen, prev, 8);
-        atomic_store_explicit(&loc.rec->expires, prev_exp, memory_order_relaxed);
-        pc_wend(loc.b);
-        pc_hint_lower(coll, &loc, prev_exp);
+    return ttl_ms > 0  ? pc_deadline(now, ttl_ms)
+           : loc->live ? atomic_load_explicit(&loc->rec->expires, memory_order_relaxed)
+                       : 0;
+}
+
+/* An add on a counter record changes it in place (lock held, and left
+ * held): a live counter continues, an expired one restarts. The value and
+ * expiry before go to p for the undo. */
+static inline int pc_add_inplace(pc_coll *coll, struct pc_loc *loc, size_t klen, int64_t delta,
+                                 bool neg, int64_t ttl_ms, int64_t now, int64_t *value,
+                                 struct pc_put *p)
+{
+    struct pc_rec_shm *r = loc->rec;
+    int64_t cur = 0;
+    if (loc->live)
+        memcpy(&cur, r->data + klen, 8);
+    if (!pc_apply(cur, delta, neg, value))
+        return PC_ERANGE;
+    int64_t e = pc_add_expiry(loc, ttl_ms, now);
+    p->inplace = loc->rec_off;
+    memcpy(p->prev_bytes, r->data + klen, 8);
+    p->prev_exp = atomic_load_explicit(&r->expires, memory_order_relaxed);
+    pc_wbegin(loc->b); /* a chain record is bracketed too: the stamp */
+    memcpy(r->data + klen, value, 8);
+    atomic_store_explicit(&r->expires, e, memory_order_relaxed);
+    pc_wend(loc->b);
+    pc_hint_lower(coll, loc, e);
+    p->final_exp = e;
+    return 0;
+}
+
+/* The number an add starts from when the key holds no counter record: 0
+ * for an absent or expired key, else the stored string read as an integer. */
+static inline int pc_add_base(pc_cache *c, const struct pc_loc *loc, size_t klen, int64_t *base)
+{
+    *base = 0;
+    if (loc->where == 0 || !loc->live)
+        return 0;
+    const struct pc_rec_shm *r = loc->rec;
+    size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
+    int rc = pc_parse_i64(r->data + klen, r->vlen <= room ? r->vlen : room, base);
+    /* a stored string past int64 is not a counter's text */
+    return rc == PC_ERANGE ? PC_ENOTNUM : rc;
+}
+
+/* Puts the built counter record p->rec, holding value, over the key (a
+ * string or an expired record) or in as a new key (lock held). Returns false
+ * when the new key needs an overflow node not built yet. */
+static inline bool pc_add_install(pc_coll *coll, struct pc_loc *loc, uint64_t h, const void *key,
+                                  size_t klen, int64_t value, int64_t ttl_ms, int64_t now,
+                                  struct pc_put *p)
+{
+    int64_t e = pc_add_expiry(loc, ttl_ms, now);
+    pc_fill_rec(coll->c, p->rec, key, klen, &value, 8, PC_RF_COUNTER, e);
+    p->final_exp = e;
+    if (loc->where != 0) {
+        pc_replace(coll->c, loc, p->rec);
+        p->old = loc->rec_off;
+        pc_hint_lower(coll, loc, e);
+    } else if (!pc_insert(coll, loc, h, p->rec, e, &p->node)) {
+        return false;
     }
-    pc_release(&loc);
+    p->mine = p->rec;
+    p->rec = 0;
+    return true;
 }
 
-/* cur + delta, or cur - delta when neg; false on int64 overflow. */
-static bool pc_apply(int64_t cur, int64_t delta, bool neg, int64_t *out)
-{
-    return neg ? !__builtin_sub_overflow(cur, delta, out)
-               : !__builtin_add_overflow(cur, delta, out);
-}
-
+/* pc_add and pc_sub. Hot path (INCR): the helpers above are static inline
+ * so this stays one body. */
 static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta, bool neg,
                      int64_t ttl_ms, int64_t *result)
 {
-    if (coll == NULL || (key == NULL && klen > 0) || ttl_ms < 0)
+    if (ttl_ms < 0)
         return PC_EINVAL;
-    if (klen > PC_KEY_MAX)
-        return PC_ETOOBIG;
-    pc_cache *c = coll->c;
-    int rc = pc_wblocked(coll);
-    if (rc != 0 || (rc = pc_enter(c)) != 0)
+    int rc = pc_key_write_enter(coll, key, klen);
+    if (rc != 0)
         return rc;
+    pc_cache *c = coll->c;
     if (PC_UNLIKELY(c->txn != NULL))
         return pc_txn_op_add(c->txn, coll, key, klen, delta, neg, ttl_ms, result);
     uint64_t h = pc_hash(key, klen);
     int64_t now = pc_mono_ms();
-    pc_off rec = 0, node = 0, old = 0, mine = 0, inplace = 0;
-    int64_t value = 0, final_exp = 0, prev_exp = 0;
-    uint8_t prev_bytes[8] = {0};
-    uint32_t stamp = 0;
+    const size_t bytes = PC_REC_HDR + klen + 8;
+    int64_t value = 0;
+    struct pc_put p = {0};
     struct pc_loc loc;
     for (;;) {
-        rc = 0;
         pc_locate(coll, h, key, klen, now, &loc);
-        struct pc_rec_shm *r = loc.rec;
-        if (loc.where != 0 && (r->flags & PC_RF_COUNTER) && r->vlen == 8) {
-            /* in place: a live counter continues, an expired one restarts */
-            int64_t cur = 0;
-            if (loc.live)
-                memcpy(&cur, r->data + klen, 8);
-            if (!pc_apply(cur, delta, neg, &value)) {
-                rc = PC_ERANGE;
-            } else {
-                int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
-                            : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
-                                       : 0;
-                inplace = loc.rec_off;
-                memcpy(prev_bytes, r->data + klen, 8);
-                prev_exp = atomic_load_explicit(&r->expires, memory_order_relaxed);
-                pc_wbegin(loc.b); /* a chain record is bracketed too: the stamp */
-                memcpy(r->data + klen, &value, 8);
-                atomic_store_explicit(&r->expires, e, memory_order_relaxed);
-                pc_wend(loc.b);
-                pc_hint_lower(coll, &loc, e);
-                final_exp = e;
-            }
-            stamp = pc_stamp(&loc);
+        if (loc.where != 0 && (loc.rec->flags & PC_RF_COUNTER) && loc.rec->vlen == 8) {
+            rc = pc_add_inplace(coll, &loc, klen, delta, neg, ttl_ms, now, &value, &p);
+            p.stamp = pc_stamp(&loc);
             pc_release(&loc);
             break;
         }
-        int64_t base = 0;
-        if (loc.where != 0 && loc.live) {
-            size_t room = pc_class_bytes(c, r->cls) - PC_REC_HDR - klen;
-            rc = pc_parse_i64(r->data + klen, r->vlen <= room ? r->vlen : room, &base);
-            if (rc == PC_ERANGE)
-                rc = PC_ENOTNUM; /* a stored string past int64 is not a counter's text */
-        }
+        int64_t base;
+        rc = pc_add_base(c, &loc, klen, &base);
         if (rc == 0 && !pc_apply(base, delta, neg, &value))
             rc = PC_ERANGE;
-        if (rc != 0) {
+        if (rc == 0 && p.rec != 0 &&
+            pc_add_install(coll, &loc, h, key, klen, value, ttl_ms, now, &p)) {
+            p.stamp = pc_stamp(&loc);
             pc_release(&loc);
             break;
         }
-        if (rec == 0) {
-            pc_release(&loc);
-            if ((rec = pc_alloc_evict(coll, PC_REC_HDR + klen + 8)) == 0) {
-                pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
-                rc = PC_ENOMEM;
-                break;
-            }
-            continue;
-        }
-        int64_t e = ttl_ms > 0 ? pc_deadline(now, ttl_ms)
-                    : loc.live ? atomic_load_explicit(&r->expires, memory_order_relaxed)
-                               : 0;
-        pc_fill_rec(c, rec, key, klen, &value, 8, PC_RF_COUNTER, e);
-        final_exp = e;
-        if (loc.where != 0) {
-            pc_replace(c, &loc, rec);
-            old = loc.rec_off;
-            pc_hint_lower(coll, &loc, e);
-        } else if (!pc_insert(coll, &loc, h, rec, e, &node)) {
-            pc_release(&loc);
-            if ((node = pc_alloc_evict(coll, sizeof(struct pc_ovf_node_shm))) == 0) {
-                pc_nomem(coll, key, klen, PC_REC_HDR + klen + 8);
-                rc = PC_ENOMEM;
-                break;
-            }
-            continue;
-        }
-        mine = rec;
-        rec = 0;
-        stamp = pc_stamp(&loc);
         pc_release(&loc);
-        break;
+        if (rc != 0)
+            break;
+        /* built with no lock held (I5): the record first, then a node */
+        pc_off got = pc_alloc_evict(coll, p.rec == 0 ? bytes : sizeof(struct pc_ovf_node_shm));
+        if (got == 0) {
+            pc_nomem(coll, key, klen, bytes);
+            rc = PC_ENOMEM;
+            break;
+        }
+        if (p.rec == 0)
+            p.rec = got;
+        else
+            p.node = got;
     }
-    if (rc == 0) {
-        PC_STAT_ADD(coll, stores, 1);
-        if (result != NULL)
-            *result = value;
-    }
-    if (rec != 0)
-        pc_free(c, rec);
-    if (node != 0)
-        pc_free(c, node);
-    unsigned w = rc == 0 ? pc_hooked(coll) : 0;
-    if (w != 0) {
-        rc = pc_mutated(coll, w, PC_MUT_COUNTER, key, klen, NULL, 0, value, final_exp, stamp);
-        if (rc != 0 && inplace != 0)
-            pc_undo_counter(coll, h, key, klen, inplace, value, final_exp, prev_bytes, prev_exp);
-        else if (rc != 0 && pc_undo_put(coll, h, key, klen, mine, old))
-            old = 0; /* the old record is freed only now: the undo may put it back */
-    }
-    if (old != 0) {
-        pc_free(c, old);
-        PC_STAT_ADD(coll, destroyed, 1);
-    }
-    return rc;
+    if (rc == 0 && result != NULL)
+        *result = value;
+    return pc_put_finish(coll, h, key, klen, rc, PC_MUT_COUNTER, NULL, 0, value, &p);
 }
 
 int pc_add(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t ttl_ms,
@@ -821,12 +889,10 @@ int pc_sub(pc_coll *coll, const void *key, size_t klen, int64_t delta, int64_t t
 
 int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
 {
-    if (coll == NULL || (key == NULL && klen > 0) || ttl_ms < 0)
+    if (ttl_ms < 0)
         return PC_EINVAL;
-    if (klen > PC_KEY_MAX)
-        return PC_ETOOBIG;
-    int rc = pc_wblocked(coll);
-    if (rc != 0 || (rc = pc_enter(coll->c)) != 0)
+    int rc = pc_key_write_enter(coll, key, klen);
+    if (rc != 0)
         return rc;
     if (PC_UNLIKELY(coll->c->txn != NULL))
         return pc_txn_op_expire(coll->c->txn, coll, key, klen, ttl_ms);

@@ -60,9 +60,9 @@ unsigned srv_advise_data(const srv_config *cfg, int sql, srv_advice_fn emit, voi
         return 1;
     }
     struct names colls = {0}, persisted = {0}, journaled = {0};
-    (void)srv_list_items(cfg->collections[0] ? cfg->collections : "default", add_name, &colls);
-    (void)srv_list_items(cfg->persist_collections, add_name, &persisted);
-    (void)srv_list_items(cfg->journal, add_name, &journaled);
+    (void)pc_list_items(cfg->collections[0] ? cfg->collections : "default", add_name, &colls);
+    (void)pc_list_items(cfg->persist_collections, add_name, &persisted);
+    (void)pc_list_items(cfg->journal, add_name, &journaled);
     for (unsigned i = 0; i < colls.n; i++) {
         const char *c = colls.name[i];
         if (!in_list(&persisted, c, 0)) {

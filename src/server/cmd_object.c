@@ -21,7 +21,7 @@
 #include <string.h>
 
 /* Reads key into the worker's scratch buffer. Returns 1 and sets *meta on
- * a hit, 0 on a miss (nothing queued), -1 with an error queued. */
+ * a hit, else 0 with the reply queued: nil on a miss, else the error. */
 static int read_key(srv_worker *w, conn *c, const char *key, size_t klen, size_t *vlen,
                     pc_meta *meta)
 {
@@ -30,9 +30,10 @@ static int read_key(srv_worker *w, conn *c, const char *key, size_t klen, size_t
     if (rc == 0)
         return 1;
     if (rc == PC_ENOTFOUND || rc == PC_ETOOBIG)
-        return 0;
-    reply_pc_error(c, rc);
-    return -1;
+        reply_nil(c);
+    else
+        reply_pc_error(c, rc);
+    return 0;
 }
 
 /* Redis's tryObjectEncoding for a string of n bytes. */
@@ -102,13 +103,8 @@ void cmd_object(srv_worker *w, conn *c, unsigned argc, const char **argv, const 
     }
     size_t vlen = 0;
     pc_meta meta;
-    int r = read_key(w, c, argv[2], argl[2], &vlen, &meta);
-    if (r < 0)
+    if (!read_key(w, c, argv[2], argl[2], &vlen, &meta))
         return;
-    if (r == 0) {
-        reply_nil(c);
-        return;
-    }
     int64_t ival;
     const char *e = encoding_of(w->scratch, vlen, meta.is_counter, &ival);
     if (enc)
@@ -193,12 +189,7 @@ void cmd_memory(srv_worker *w, conn *c, unsigned argc, const char **argv, const 
         }
         size_t vlen = 0;
         pc_meta meta;
-        int r = read_key(w, c, argv[2], argl[2], &vlen, &meta);
-        if (r < 0)
-            return;
-        if (r == 0)
-            reply_nil(c);
-        else
+        if (read_key(w, c, argv[2], argl[2], &vlen, &meta))
             reply_int(c, usage_estimate(argl[2], vlen, meta.is_counter));
     } else if (arg_eq(argv[1], argl[1], "STATS") && argc == 2) {
         memory_stats(w, c);

@@ -79,17 +79,24 @@ static int rmw_append(srv_worker *w, pc_coll *coll, const char *k, size_t kl, co
     return rc;
 }
 
-static void cmd_append(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+/* The reply of APPEND and SETRANGE: the value's new length, or why not
+ * (rc 1: the value would pass PC_VALUE_MAX). */
+static void reply_rmw(conn *c, int rc, size_t total)
 {
-    (void)argc;
-    size_t total = 0;
-    int rc = rmw_append(w, c->coll, argv[1], argl[1], argv[2], argl[2], &total);
     if (rc == 1)
         reply_too_long(c);
     else if (rc != 0)
         reply_pc_error(c, rc);
     else
         reply_int(c, (int64_t)total);
+}
+
+static void cmd_append(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
+{
+    (void)argc;
+    size_t total = 0;
+    int rc = rmw_append(w, c->coll, argv[1], argl[1], argv[2], argl[2], &total);
+    reply_rmw(c, rc, total); /* rc first: total is set by the call */
 }
 
 /* SETRANGE's read-modify-write: the value grown with zero bytes to off +
@@ -134,12 +141,7 @@ static void cmd_setrange(srv_worker *w, conn *c, unsigned argc, const char **arg
     }
     size_t total = 0;
     int rc = rmw_setrange(w, c->coll, argv[1], argl[1], off, argv[3], argl[3], &total);
-    if (rc == 1)
-        reply_too_long(c);
-    else if (rc != 0)
-        reply_pc_error(c, rc);
-    else
-        reply_int(c, (int64_t)total);
+    reply_rmw(c, rc, total);
 }
 
 /* ---- GETRANGE / SUBSTR ------------------------------------------------------------ */
@@ -235,13 +237,7 @@ static void cmd_msetnx(srv_worker *w, conn *c, unsigned argc, const char **argv,
     (void)w;
     if (arg_pairs_check(c, "msetnx", argc, argl) != 0)
         return;
-    int rc = rmw_msetnx(c->coll, argc, argv, argl);
-    if (rc == 0)
-        reply_int(c, 1);
-    else if (rc == PC_EEXIST)
-        reply_int(c, 0);
-    else
-        reply_pc_error(c, rc);
+    reply_nx(c, rmw_msetnx(c->coll, argc, argv, argl));
 }
 
 /* ---- INCRBYFLOAT ------------------------------------------------------------------- */

@@ -224,13 +224,7 @@ static void cmd_psetex(srv_worker *w, conn *c, unsigned argc, const char **argv,
 static void cmd_setnx(srv_worker *w, conn *c, unsigned argc, const char **argv, const size_t *argl)
 {
     (void)w, (void)argc;
-    int rc = pc_set(c->coll, argv[1], argl[1], argv[2], argl[2], 0, PC_SET_NX);
-    if (rc == 0)
-        reply_int(c, 1);
-    else if (rc == PC_EEXIST)
-        reply_int(c, 0);
-    else
-        reply_pc_error(c, rc);
+    reply_nx(c, pc_set(c->coll, argv[1], argl[1], argv[2], argl[2], 0, PC_SET_NX));
 }
 
 /* read_value, answering the client itself when there is no value: nil

@@ -81,6 +81,16 @@ static void reply_refused(conn *c)
     }
 }
 
+void reply_nx(conn *c, int rc)
+{
+    if (rc == 0)
+        reply_int(c, 1);
+    else if (rc == PC_EEXIST)
+        reply_int(c, 0);
+    else
+        reply_pc_error(c, rc);
+}
+
 void reply_pc_error(conn *c, int rc)
 {
     switch (rc) {

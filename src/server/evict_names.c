@@ -43,31 +43,6 @@ int srv_evict_policy(const char *name, size_t len, int *policy, char *err, size_
     return -1;
 }
 
-int srv_list_items(const char *list, srv_item_fn fn, void *ctx)
-{
-    for (const char *s = list; *s != '\0';) {
-        size_t n = strcspn(s, ",;");
-        const char *a = s, *e = s + n;
-        while (a < e && (*a == ' ' || *a == '\t'))
-            a++;
-        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        if (a < e) {
-            const char *eq = memchr(a, '=', (size_t)(e - a));
-            const char *ne = eq != NULL ? eq : e, *v = eq != NULL ? eq + 1 : NULL;
-            while (ne > a && (ne[-1] == ' ' || ne[-1] == '\t'))
-                ne--;
-            while (v != NULL && v < e && (*v == ' ' || *v == '\t'))
-                v++;
-            int rc = fn(ctx, a, (size_t)(ne - a), v, v != NULL ? (size_t)(e - v) : 0);
-            if (rc != 0)
-                return rc;
-        }
-        s += n + (s[n] != '\0');
-    }
-    return 0;
-}
-
 struct ev_walk {
     pc_cache *cache; /* NULL: the form only */
     char *err;
@@ -121,14 +96,14 @@ static int ev_entry(void *ctx, const char *name, size_t len, const char *val, si
 int srv_eviction_check(const char *spec, pc_cache *cache, char *err, size_t errlen)
 {
     struct ev_walk w = {.cache = cache, .err = err, .errlen = errlen};
-    return srv_list_items(spec, ev_entry, &w);
+    return pc_list_items(spec, ev_entry, &w);
 }
 
 int srv_eviction_lookup(const char *spec, const char *coll, int *policy)
 {
     char err[300];
     struct ev_walk w = {.err = err, .errlen = sizeof err, .want = coll, .want_len = strlen(coll)};
-    if (srv_list_items(spec, ev_entry, &w) != 0 || !w.found)
+    if (pc_list_items(spec, ev_entry, &w) != 0 || !w.found)
         return 0;
     *policy = w.policy;
     return 1;

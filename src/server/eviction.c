@@ -59,7 +59,7 @@ static int name_entry(void *ctx, const char *name, size_t len, const char *val, 
 static int srv_listed(const char *list, const char *coll)
 {
     struct name_walk w = {.want = coll};
-    (void)srv_list_items(list, name_entry, &w);
+    (void)pc_list_items(list, name_entry, &w);
     return w.found;
 }
 
@@ -144,11 +144,11 @@ int srv_eviction_setup(srv *s, char *err, size_t errlen)
     struct name_walk nw = {.cache = s->cache, .err = err, .errlen = errlen};
     nw.key = "event_expired_collections";
     nw.type = PC_EV_EXPIRED;
-    if (srv_list_items(cfg->event_expired_collections, name_entry, &nw) != 0)
+    if (pc_list_items(cfg->event_expired_collections, name_entry, &nw) != 0)
         return -1;
     nw.key = "event_evicted_collections";
     nw.type = PC_EV_EVICTED;
-    if (srv_list_items(cfg->event_evicted_collections, name_entry, &nw) != 0)
+    if (pc_list_items(cfg->event_evicted_collections, name_entry, &nw) != 0)
         return -1;
     /* the handler is this process's, inherited by the children it forks
      * (the maintenance process installs its own, which calls srv_event_log) */

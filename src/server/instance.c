@@ -168,29 +168,6 @@ static void addr_text(const struct sockaddr *sa, char *buf, size_t cap)
     }
 }
 
-/* Whether pid is gone or on its way out: exited, a zombie, or with a
- * SIGKILL pending (a child of a killed master, PR_SET_PDEATHSIG). */
-static bool pid_dying(long pid)
-{
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return true;
-    bool dying = false;
-    while (!dying && fgets(line, sizeof line, f) != NULL) {
-        unsigned long long mask;
-        if (strncmp(line, "State:", 6) == 0)
-            dying = strchr(line, 'Z') != NULL || strchr(line, 'X') != NULL;
-        else if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
-                  sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
-                 (mask & (1ull << (SIGKILL - 1))) != 0)
-            dying = true;
-    }
-    fclose(f);
-    return dying;
-}
-
 /* A listener of a killed master's children may outlive it for a moment:
  * how long a start waits for such a holder to go before it gives up. */
 #define PORT_WAIT_MS 3000
@@ -225,7 +202,7 @@ static int port_probe1(const struct sockaddr *sa, socklen_t len, bool wait, bool
         return -1;
     }
     long pid = listener_pid(port);
-    if (wait && (pid == 0 || pid_dying(pid))) {
+    if (wait && (pid == 0 || pc_pid_dying(pid))) {
         if (!*said)
             srv_log(PC_LOG_WARN,
                     "listen on %s: the port is held by a process on its way out (of an "

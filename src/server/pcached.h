@@ -157,11 +157,8 @@ int srv_log_level_parse(const char *s);
  * with err naming what to write instead (Redis's LFU and TTL policies) or
  * the names there are. */
 int srv_evict_policy(const char *name, size_t len, int *policy, char *err, size_t errlen);
-/* Calls fn for each item of "a=x;b=y" or "a,b" (both separators, blanks
- * trimmed; val NULL for an item without '='), as the persistence layer
- * reads `journal`. Stops at fn's first non-zero result and returns it. */
-typedef int (*srv_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen);
-int srv_list_items(const char *list, srv_item_fn fn, void *ctx);
+/* The lists of the configuration ("a=x;b=y", "a,b") are read with util's
+ * pc_list_items, as the persistence layer reads them. */
 /* Checks an `eviction` list ("a=allkeys-lru;b=noeviction"): its policies,
  * no collection twice and, with cache (else NULL), only declared ones.
  * 0 or -1 with err. */

@@ -132,7 +132,7 @@ int srv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int
 typedef struct srv_worker {
     srv *s;
     unsigned slot;
-    struct srv_wloop *loop; /* worker.c: the event loop's own state, on its stack */
+    struct srv_wloop *loop;         /* worker.c: the event loop's own state, on its stack */
     pc_mgmt *mgmt;                  /* mgmt_cfg[0] */
     pc_mgmt *mgmt_cfg[SRV_MAX_DBS]; /* per configured db (s->dbs): its collection the default */
     /* The database map as of generation dbmap_gen (dbmap.c): per SELECT
@@ -307,6 +307,9 @@ int arg_eq(const char *p, size_t n, const char *word); /* case-insensitive */
  * case). */
 int arg_pairs_check(conn *c, const char *name, unsigned argc, const size_t *argl);
 void reply_pc_error(conn *c, int rc);
+/* The reply of a write made only when a key is absent (SETNX, MSETNX): 1
+ * when rc is 0, 0 on PC_EEXIST, else the error. */
+void reply_nx(conn *c, int rc);
 /* The persistence whose journal health explains PC_EREFUSED replies (set
  * once before the workers fork; NULL = none). */
 void reply_set_persist(const pc_persist *p);

@@ -23,41 +23,19 @@ void pc_persist_config_init(pc_persist_config *cfg)
     cfg->journal_rewrite_min_mb = 64;
 }
 
-/* Calls fn(ctx, name, len, value, vlen) for each item of "a;b=c" or "a,b"
- * (both separators accepted; spaces trimmed). */
-typedef int (*pp_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
-                          char *err, size_t errlen);
-static int pp_items(const char *list, pp_item_fn fn, void *ctx, char *err, size_t errlen)
-{
-    const char *s = list;
-    while (s != NULL && *s != '\0') {
-        size_t n = strcspn(s, ",;");
-        const char *a = s, *e = s + n;
-        while (a < e && (*a == ' ' || *a == '\t'))
-            a++;
-        while (e > a && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        if (a < e) {
-            const char *eq = memchr(a, '=', (size_t)(e - a));
-            const char *ne = eq != NULL ? eq : e;
-            while (ne > a && ne[-1] == ' ')
-                ne--;
-            const char *v = eq != NULL ? eq + 1 : NULL;
-            while (v != NULL && v < e && *v == ' ')
-                v++;
-            int rc = fn(ctx, a, (size_t)(ne - a), v, v != NULL ? (size_t)(e - v) : 0, err, errlen);
-            if (rc != 0)
-                return rc;
-        }
-        s = s[n] == '\0' ? s + n : s + n + 1;
-    }
-    return 0;
-}
+/* What the item callbacks of pp_policy_lists work on (pc_list_items' ctx). */
+struct pp_lists {
+    pc_persist *p;
+    char *err;
+    size_t errlen;
+};
 
-static int pp_persist_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
-                           char *err, size_t errlen)
+static int pp_persist_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen)
 {
-    pc_persist *p = ctx;
+    struct pp_lists *x = ctx;
+    pc_persist *p = x->p;
+    char *err = x->err;
+    size_t errlen = x->errlen;
     (void)vlen;
     pc_coll *coll;
     if (val != NULL)
@@ -74,10 +52,12 @@ static int pp_persist_item(void *ctx, const char *name, size_t len, const char *
     return 0;
 }
 
-static int pp_journal_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen,
-                           char *err, size_t errlen)
+static int pp_journal_item(void *ctx, const char *name, size_t len, const char *val, size_t vlen)
 {
-    pc_persist *p = ctx;
+    struct pp_lists *x = ctx;
+    pc_persist *p = x->p;
+    char *err = x->err;
+    size_t errlen = x->errlen;
     char mode[16];
     unsigned m;
     if (val == NULL || vlen == 0 || vlen >= sizeof mode)
@@ -106,8 +86,9 @@ static int pp_journal_item(void *ctx, const char *name, size_t len, const char *
  * against the cache's. */
 int pp_policy_lists(pc_persist *p, const pc_persist_config *cfg, char *err, size_t errlen)
 {
-    int rc = pp_items(cfg->persist_collections, pp_persist_item, p, err, errlen);
-    return rc != 0 ? rc : pp_items(cfg->journal, pp_journal_item, p, err, errlen);
+    struct pp_lists x = {p, err, errlen};
+    int rc = pc_list_items(cfg->persist_collections, pp_persist_item, &x);
+    return rc != 0 ? rc : pc_list_items(cfg->journal, pp_journal_item, &x);
 }
 
 /* db_url: "lmdb:///abs/path" or a plain path; an SQL URL only through the

@@ -53,29 +53,6 @@ static long pp_flock_holder(dev_t dev, ino_t ino)
     return pid;
 }
 
-/* Whether pid is gone or on its way out: exited, a zombie, or with a
- * SIGKILL pending. */
-static bool pp_pid_dying(long pid)
-{
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return true;
-    bool dying = false;
-    while (!dying && fgets(line, sizeof line, f) != NULL) {
-        unsigned long long mask;
-        if (strncmp(line, "State:", 6) == 0)
-            dying = strchr(line, 'Z') != NULL || strchr(line, 'X') != NULL;
-        else if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
-                  sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
-                 (mask & (1ull << (SIGKILL - 1))) != 0)
-            dying = true;
-    }
-    fclose(f);
-    return dying;
-}
-
 /* How long a start waits for the processes of an earlier one to exit: the
  * children of a master killed with SIGKILL die with it (pcached sets
  * PR_SET_PDEATHSIG), but their exit - tearing down the shared mappings -
@@ -97,7 +74,7 @@ static int pp_flock_wait(pc_persist *p, int fd, const char *path)
         long holder = fstat(fd, &st) == 0 ? pp_flock_holder(st.st_dev, st.st_ino) : 0;
         /* the lock's recorded owner (the master that took it) alive and
          * not being killed: another server, refused at once */
-        if (ms >= PP_LOCK_WAIT_MS || (holder > 0 && !pp_pid_dying(holder))) {
+        if (ms >= PP_LOCK_WAIT_MS || (holder > 0 && !pc_pid_dying(holder))) {
             errno = EWOULDBLOCK;
             return -1;
         }

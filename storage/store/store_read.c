@@ -19,9 +19,12 @@
 
 #include "store_int.h"
 
-static int pc_rd_begin(pc_store *s, const char *name, size_t *nlen, MDB_txn **txn)
+/* The start of every offline read: the caller's own arguments (args_ok
+ * false: PC_EINVAL before anything else), the store, the process that
+ * opened it, name when given, then a read-only transaction. */
+static int pc_rd_begin(pc_store *s, int args_ok, const char *name, size_t *nlen, MDB_txn **txn)
 {
-    if (s == NULL)
+    if (!args_ok || s == NULL)
         return PC_EINVAL;
     int rc = pc_store_check_pid(s);
     if (rc != 0)
@@ -31,13 +34,23 @@ static int pc_rd_begin(pc_store *s, const char *name, size_t *nlen, MDB_txn **tx
     return pc_store_txn_begin(s, MDB_RDONLY, txn);
 }
 
+/* The end of a read of blocks: releases what pc_rd_begin and the block
+ * walk took, in reverse order (cur and dc may be NULL); returns rc. */
+static int pc_rd_end(MDB_txn *txn, MDB_cursor *cur, ZSTD_DCtx *dc, void *buf, int rc)
+{
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    ZSTD_freeDCtx(dc);
+    free(buf);
+    return rc;
+}
+
 int pc_store_coll_meta_get(pc_store *s, const char *name, pc_store_coll_meta *out)
 {
     size_t nlen;
     MDB_txn *txn;
-    if (out == NULL)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, name, &nlen, &txn);
+    int rc = pc_rd_begin(s, out != NULL, name, &nlen, &txn);
     if (rc != 0)
         return rc;
     rc = pc_store_meta_read(s, txn, name, nlen, out);
@@ -51,9 +64,7 @@ int pc_store_list(pc_store *s, pc_store_coll_meta **out, size_t *n)
     MDB_cursor *cur = NULL;
     pc_store_coll_meta *list = NULL;
     size_t cnt = 0, cap = 0;
-    if (out == NULL || n == NULL)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, NULL, NULL, &txn), mrc;
+    int rc = pc_rd_begin(s, out != NULL && n != NULL, NULL, NULL, &txn), mrc;
     if (rc != 0)
         return rc;
     if ((mrc = mdb_cursor_open(txn, s->meta, &cur)) != 0) {
@@ -165,9 +176,8 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
 {
     size_t nlen;
     MDB_txn *txn;
-    if (val == NULL || vlen == NULL || (key == NULL && klen > 0) || klen > PC_KEY_MAX)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, name, &nlen, &txn);
+    int args_ok = val != NULL && vlen != NULL && (key != NULL || klen == 0) && klen <= PC_KEY_MAX;
+    int rc = pc_rd_begin(s, args_ok, name, &nlen, &txn);
     if (rc != 0)
         return rc;
     MDB_cursor *cur = NULL;
@@ -251,12 +261,7 @@ int pc_store_get(pc_store *s, const char *name, const void *key, size_t klen, un
         break;
     }
 out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    ZSTD_freeDCtx(dc);
-    free(buf);
-    return rc;
+    return pc_rd_end(txn, cur, dc, buf, rc);
 }
 
 /* ---- iteration --------------------------------------------------------------------- */
@@ -308,9 +313,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
 {
     size_t nlen;
     MDB_txn *txn;
-    if (fn == NULL)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, name, &nlen, &txn);
+    int rc = pc_rd_begin(s, fn != NULL, name, &nlen, &txn);
     if (rc != 0)
         return rc;
     MDB_cursor *cur = NULL;
@@ -368,12 +371,7 @@ int pc_store_iterate(pc_store *s, const char *name, unsigned flags, pc_store_ite
         rc = PC_ECORRUPT;
     }
 out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
-    ZSTD_freeDCtx(dc);
-    free(buf);
-    return rc;
+    return pc_rd_end(txn, cur, dc, buf, rc);
 }
 
 /* ---- verify ----------------------------------------------------------------------------- */
@@ -693,9 +691,7 @@ int pc_store_verify(pc_store *s, const char *name, pc_store_problem **out, size_
 {
     size_t nlen = 0;
     MDB_txn *txn;
-    if (out == NULL || n == NULL)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, name, &nlen, &txn);
+    int rc = pc_rd_begin(s, out != NULL && n != NULL, name, &nlen, &txn);
     if (rc != 0)
         return rc;
     struct pc_vf vf = {.s = s};
@@ -762,9 +758,7 @@ const char *pc_store_problem_kind_name(int kind)
 int pc_store_info_get(pc_store *s, pc_store_info *out)
 {
     MDB_txn *txn;
-    if (out == NULL)
-        return PC_EINVAL;
-    int rc = pc_rd_begin(s, NULL, NULL, &txn);
+    int rc = pc_rd_begin(s, out != NULL, NULL, NULL, &txn);
     if (rc != 0)
         return rc;
     pc_store_info in;

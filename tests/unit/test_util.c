@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -203,12 +205,63 @@ static void t_log_prefix_and_truncation(void **state)
     assert_string_equal(buf, "");
 }
 
+/* The items pc_list_items hands over, joined as "name|value;" ("name|-;"
+ * without '='); stops with 7 at the item "stop". */
+struct items_seen {
+    char text[256];
+    size_t n;
+};
+
+static int items_fn(void *ctx, const char *name, size_t len, const char *val, size_t vlen)
+{
+    struct items_seen *s = ctx;
+    if (len == 4 && memcmp(name, "stop", 4) == 0)
+        return 7;
+    s->n += (size_t)snprintf(s->text + s->n, sizeof s->text - s->n, "%.*s|%.*s;", (int)len, name,
+                             val != NULL ? (int)vlen : 1, val != NULL ? val : "-");
+    return 0;
+}
+
+static void t_list_items(void **state)
+{
+    (void)state;
+    struct items_seen s = {.n = 0};
+    assert_int_equal(pc_list_items(" a ; b = x ,\tc\t=\ty\r\n,, d=;", items_fn, &s), 0);
+    assert_string_equal(s.text, "a|-;b|x;c|y;d|;");
+    s.n = 0;
+    s.text[0] = '\0';
+    assert_int_equal(pc_list_items(NULL, items_fn, &s), 0);
+    assert_int_equal(pc_list_items("", items_fn, &s), 0);
+    assert_int_equal(pc_list_items(" ;, ", items_fn, &s), 0);
+    assert_string_equal(s.text, "");
+    assert_int_equal(pc_list_items("e;stop;f", items_fn, &s), 7);
+    assert_string_equal(s.text, "e|-;");
+}
+
+static void t_pid_dying(void **state)
+{
+    (void)state;
+    assert_int_equal(pc_pid_dying((long)getpid()), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    /* a child that exited and is not reaped yet is a zombie: dying */
+    int64_t t0 = pc_mono_ms();
+    while (!pc_pid_dying((long)child) && pc_mono_ms() - t0 < 5000)
+        usleep(1000);
+    assert_int_equal(pc_pid_dying((long)child), 1);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_int_equal(pc_pid_dying((long)child), 1); /* gone */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_codecs_golden), cmocka_unit_test(t_codecs_roundtrip),
         cmocka_unit_test(t_hex),           cmocka_unit_test(t_clocks),
         cmocka_unit_test(t_log_levels),    cmocka_unit_test(t_log_prefix_and_truncation),
+        cmocka_unit_test(t_list_items),    cmocka_unit_test(t_pid_dying),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

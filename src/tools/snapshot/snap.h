@@ -104,6 +104,10 @@ long long snap_parse_count(const char *s);
         "wait", required_argument, NULL, 'W'                                                       \
     }
 int snap_common_opt(snap_ctx *cx, int c, const char *arg);
+/* The options of a verb that takes only the common ones, then its operands
+ * (from argv[optind], min to max of them): -1 to go on, else the exit code
+ * the verb returns (its help, or a usage error). */
+int snap_common_args(snap_ctx *cx, int argc, char **argv, int min, int max);
 /* Prints the verb's help (stdout when code is 0, else stderr); returns code. */
 int snap_verb_help(snap_ctx *cx, int code);
 

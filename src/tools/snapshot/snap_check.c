@@ -92,13 +92,9 @@ static void snap_verify_verdict(const char *path, const char *check_msg, const p
 
 int snap_cmd_verify(snap_ctx *cx, int argc, char **argv)
 {
-    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
-    int c, r;
-    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
-        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
-            return r;
-    if (argc - optind < 1 || argc - optind > 2)
-        return snap_verb_help(cx, SNAP_USAGE);
+    int r = snap_common_args(cx, argc, argv, 1, 2);
+    if (r >= 0)
+        return r;
     const char *path = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
     pc_store *s = NULL;
     cx->quiet = 1; /* the problems are the report; the store's log lines would repeat them */

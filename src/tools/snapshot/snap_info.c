@@ -161,13 +161,9 @@ static int snap_qprint(void *ctx, const char *name, uint64_t size, const char *r
 
 int snap_cmd_quarantine(snap_ctx *cx, int argc, char **argv)
 {
-    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
-    int c, r;
-    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
-        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
-            return r;
-    if (argc - optind != 1)
-        return snap_verb_help(cx, SNAP_USAGE);
+    int r = snap_common_args(cx, argc, argv, 1, 1);
+    if (r >= 0)
+        return r;
     pc_store *s;
     if ((r = snap_open(cx, argv[optind], &s)) != 0)
         return r;
@@ -285,13 +281,9 @@ static void snap_info_text(snap_ctx *cx, pc_store *s, const pc_store_info *in,
 
 int snap_cmd_info(snap_ctx *cx, int argc, char **argv)
 {
-    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
-    int c, r;
-    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
-        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
-            return r;
-    if (argc - optind != 1)
-        return snap_verb_help(cx, SNAP_USAGE);
+    int r = snap_common_args(cx, argc, argv, 1, 1);
+    if (r >= 0)
+        return r;
     /* pcached's check first: info classifies a store as pcached and verify
      * do, in their words (a damaged store: what LMDB can still read is
      * shown, then the verdict and exit 8) */

@@ -208,6 +208,18 @@ int snap_common_opt(snap_ctx *cx, int c, const char *arg)
     }
 }
 
+int snap_common_args(snap_ctx *cx, int argc, char **argv, int min, int max)
+{
+    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
+    int c, r;
+    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
+        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
+            return r;
+    if (argc - optind < min || argc - optind > max)
+        return snap_verb_help(cx, SNAP_USAGE);
+    return -1;
+}
+
 long long snap_parse_count(const char *s)
 {
     char *end;

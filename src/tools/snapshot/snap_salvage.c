@@ -97,13 +97,9 @@ static int salvage_coll(snap_ctx *cx, size_t i, const pc_store_salvage_coll *k)
 
 int snap_cmd_salvage(snap_ctx *cx, int argc, char **argv)
 {
-    static const struct option opts[] = {SNAP_COMMON_OPTS, {NULL, 0, NULL, 0}};
-    int c, r;
-    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1)
-        if ((r = snap_common_opt(cx, c, optarg)) >= 0)
-            return r;
-    if (argc - optind != 2)
-        return snap_verb_help(cx, SNAP_USAGE);
+    int r = snap_common_args(cx, argc, argv, 2, 2);
+    if (r >= 0)
+        return r;
     const char *src = argv[optind], *dst = argv[optind + 1];
     pc_store_salvage_result res;
     char err[700];

@@ -1,7 +1,8 @@
 /*
  * pcache_util.h - the small helpers every pcache component shares: the
  * logging funnel and its logger struct, monotonic and wall clocks,
- * byte-order codecs, hex digits.
+ * byte-order codecs, hex digits, configuration values (byte counts, item
+ * lists), whether a process is dying.
  *
  * The bottom of the component map (docs/architecture.md): libc only, no
  * state, nothing here knows a cache, a store or a host. Everything but the
@@ -157,6 +158,23 @@ static inline struct timespec pc_wall_ts(void)
  * s (borrowed, NUL-terminated) holds nothing else: no sign, no blanks.
  * 0 with *out set, or -1 (not a count, or past 2^64 - 1). */
 int pc_parse_bytes(const char *s, uint64_t *out);
+
+/* ---- item lists (items.c) ---------------------------------------------------
+ * A configuration value that lists items: entries separated by ',' or ';',
+ * each "name" or "name=value", blanks (C's isspace) trimmed around the
+ * entry, the name and the value; empty entries are skipped. fn is called
+ * for each, in order, with name (len > 0) and val (NULL without '=',
+ * vlen 0 for "name=") pointing into list, borrowed for the call. The first
+ * non-zero fn return stops the walk and is returned; else 0. list NULL is
+ * an empty list. */
+typedef int (*pc_item_fn)(void *ctx, const char *name, size_t len, const char *val, size_t vlen);
+int pc_list_items(const char *list, pc_item_fn fn, void *ctx);
+
+/* ---- processes (procfs.c) ---------------------------------------------------
+ * 1 when process pid is gone or on its way out (/proc/pid/status: no such
+ * process, a zombie, dead, or a SIGKILL pending, as for a child of a killed
+ * parent with PR_SET_PDEATHSIG), else 0. */
+int pc_pid_dying(long pid);
 
 /* ---- byte-order codecs -----------------------------------------------------
  * Integers at any alignment in on-disk and on-wire formats. memcpy plus a

@@ -520,6 +520,7 @@ static void pc_fill_meta(const struct pc_rd *rd, size_t vlen, pc_meta *meta)
     }
     meta->is_counter = (rd->flags & PC_RF_COUNTER) != 0;
     meta->vlen = vlen;
+    meta->counter = meta->is_counter ? rd->counter : 0;
 }
 
 /* quiet_toosmall: a too-small result is not counted (pc_get retries it). */

@@ -483,6 +483,8 @@ int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *
         return PC_ENOTFOUND;
     char num[24];
     if (flags & PC_RF_COUNTER) {
+        if (meta != NULL)
+            meta->counter = tx_counter_of(val, len);
         int n = snprintf(num, sizeof num, "%" PRId64, tx_counter_of(val, len));
         val = (const unsigned char *)num;
         len = (size_t)n;

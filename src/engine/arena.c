@@ -14,6 +14,10 @@
  * state lives in the process's slot in shared memory, so the cells a dead
  * process held go back to the pools (pool.c, pc_slot_reap).
  *
+ * The memory figures (pc_mem_classes, and pc_mem_snapshot for
+ * pc_mem_stats_get and the eviction ahead of need) are read here, next to
+ * the state they sum.
+ *
  * Why our own allocator and not malloc: cells must live in the shared
  * region, keep their class byte forever and never be unmapped; no libc or
  * Debian allocator offers that contract.
@@ -241,4 +245,74 @@ void pc_free(pc_cache *c, pc_off off)
 void pc_arena_drop_local(pc_cache *c)
 {
     c->cls = NULL;
+}
+
+/* ---- what the arena and the region hold (pc_mem_stats_get, pc_mem_classes) -- */
+
+void pc_mem_snapshot(pc_cache *c, pc_mem_stats *out)
+{
+    const struct pc_header_shm *h = c->hdr;
+    uint64_t bh = atomic_load(&h->bump_huge), bp = atomic_load(&h->bump_plain);
+    pc_mem_stats m;
+    memset(&m, 0, sizeof m);
+    m.tier = h->tier;
+    m.pinned = h->pinned;
+    m.hugepage_bytes = (size_t)h->huge_end;
+    /* a bump pointer never passes its extent's end (region.c), and the
+     * subtraction is still guarded so free space can never wrap */
+    m.hugepage_free = (size_t)(h->huge_end > bh ? h->huge_end - bh : 0);
+    m.plain_bytes = (size_t)(h->plain_end - h->huge_end);
+    m.plain_free = (size_t)(h->plain_end > bp ? h->plain_end - bp : 0);
+    m.chunks = atomic_load(&h->chunks);
+    m.chunk_bytes = atomic_load(&h->chunk_bytes);
+    m.table_bytes = atomic_load(&h->table_bytes);
+    pc_mem_class cl[PC_MAX_CLASSES];
+    unsigned n = 0;
+    (void)pc_mem_classes(c, cl, PC_MAX_CLASSES, &n);
+    for (unsigned i = 0; i < n; i++) {
+        m.used_cell_bytes += (cl[i].cells - cl[i].free_cells) * cl[i].cell_bytes;
+        m.free_cell_bytes += cl[i].free_cells * cl[i].cell_bytes;
+        m.starved += cl[i].starved;
+    }
+    m.maxmemory = atomic_load_explicit(&h->maxmemory, memory_order_relaxed);
+    *out = m;
+}
+
+int pc_mem_classes(pc_cache *c, pc_mem_class *out, unsigned cap, unsigned *n)
+{
+    if (c == NULL || out == NULL || n == NULL)
+        return PC_EINVAL;
+    struct pc_header_shm *h = c->hdr;
+    uint64_t free_cells[PC_MAX_CLASSES] = {0};
+    uint32_t hwm = atomic_load_explicit(&h->proc_hwm, memory_order_acquire);
+    for (uint32_t i = 1; i <= hwm && i < PC_MAX_PROCS; i++) {
+        uint64_t off = atomic_load_explicit(&h->procs[i].alloc_off, memory_order_acquire);
+        if (off == 0)
+            continue;
+        const struct pc_alloc_shm *a = pc_at(c, off);
+        for (unsigned k = 0; k < c->nclasses; k++) {
+            pc_off bump = a[k].bump, end = a[k].end; /* racy reads: a snapshot */
+            uint32_t step = c->class_size[k] >> PC_OFF_SHIFT;
+            free_cells[k] += a[k].free_count;
+            if (bump != 0 && end > bump && step > 0)
+                free_cells[k] += (end - bump) / step;
+        }
+    }
+    unsigned k2 = 0;
+    for (unsigned k = 0; k < c->nclasses && k2 < cap; k++) {
+        uint64_t chunks = atomic_load_explicit(&h->class_chunks[k], memory_order_relaxed);
+        uint64_t starved = atomic_load_explicit(&h->class_starved[k], memory_order_relaxed);
+        if (chunks == 0 && starved == 0)
+            continue;
+        uint32_t cell = c->class_size[k];
+        uint64_t cells = chunks * (pc_chunk_bytes(cell) / cell);
+        uint64_t fr = free_cells[k] + h->pool[k].count;
+        out[k2++] = (pc_mem_class){.cell_bytes = cell,
+                                   .chunks = chunks,
+                                   .cells = cells,
+                                   .free_cells = fr < cells ? fr : cells,
+                                   .starved = starved};
+    }
+    *n = k2;
+    return 0;
 }

@@ -12,7 +12,9 @@
  *    record is copied under its bucket lock into the spare cell (taken
  *    before the lock, I5) and its slot or chain node repointed inside a
  *    version bracket (I3), exactly as an overwrite with the same bytes;
- *  - evicted, when its collection's policy evicts it (evict.c);
+ *  - evicted, when its collection's policy evicts it (or it expired): the
+ *    drain unlinks it and hands it to its caller's eviction (evict.c
+ *    passes its own in), so this file never calls back into evict.c;
  *  - otherwise the drain stops: the chunk stays where it is.
  * A cell's record is found from its own key: read without a lock (bounded
  * by the cell, I1/I2), hashed, and looked up under the lock of the bucket
@@ -196,7 +198,8 @@ struct pc_drain {
     uint32_t spare_at; /* its entry in the log */
     pc_off *log;       /* this slot's drain log: every cell in hand */
     uint32_t *logn;
-    unsigned char *key; /* PC_KEY_MAX bytes */
+    unsigned char *key;              /* PC_KEY_MAX bytes */
+    pc_drain_evicted_fn *evict_done; /* the caller's eviction, after the unlock */
     unsigned moved, evicted;
 };
 
@@ -265,7 +268,7 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
     int64_t now = pc_mono_ms();
     for (unsigned ci = 0; ci < c->ncoll; ci++) {
         pc_coll *coll = &c->coll[ci];
-        uint32_t pol = (uint32_t)pc_coll_eviction(coll);
+        uint32_t pol = pc_evict_policy_of(coll);
         if (!pc_bucket_may_hold(coll, h, off))
             continue; /* not this collection's (or a free cell's bytes) */
         if (d->spare == 0)
@@ -320,7 +323,7 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
             pc_free(c, off);
             d->moved++;
         } else {
-            pc_evicted_one(coll, off, node, stamp, now);
+            d->evict_done(coll, off, node, stamp, now);
             d->evicted++;
         }
         return true;
@@ -349,7 +352,12 @@ static void pc_drain_log_recover(pc_cache *c, pc_off *log)
            freed);
 }
 
-int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt)
+/* Picks a chunk of another class than cls (attempt n: the n-th candidate
+ * class, see pc_drain_pick_class) and moves (or, may_evict, evicts) every
+ * record in it; the rebalancer then re-classes it. 0 when every record
+ * left, PC_ENOMEM when none could be picked or one had to stay. */
+static int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt,
+                          pc_drain_evicted_fn *evicted)
 {
     int k = pc_drain_pick_class(c, cls, may_evict, attempt);
     uint64_t off = 0, len = 0;
@@ -360,8 +368,13 @@ int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt)
     if (pc_lock_word(c, &h->drain_lock) == PC_LOCK_RECOVERED)
         pc_drain_log_recover(c, log);
     uint32_t cell = c->class_size[k];
-    struct pc_drain d = {
-        .c = c, .k = (unsigned)k, .lo = off, .hi = off + len, .log = log, .logn = &h->drain_log_n};
+    struct pc_drain d = {.c = c,
+                         .k = (unsigned)k,
+                         .lo = off,
+                         .hi = off + len,
+                         .log = log,
+                         .logn = &h->drain_log_n,
+                         .evict_done = evicted};
     *d.logn = 0;
     d.key = malloc(PC_KEY_MAX);
     int rc = d.key == NULL ? PC_EHEAP : 0;
@@ -387,4 +400,22 @@ int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt)
            "evicted%s",
            cell, c->class_size[cls], d.moved, d.evicted, rc == 0 ? "" : " (stopped)");
     return rc == 0 ? 0 : PC_ENOMEM;
+}
+
+/* The one entry point into drains (pc_alloc_evict's). After a write whose
+ * attempts all failed (last) none runs for 100 ms in this process: a full
+ * arena of records that must stay makes each refused write pay only one
+ * look. Within a write, a failed attempt does not stop the next one, which
+ * tries the next candidate class. */
+pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict, unsigned attempt,
+                        bool last, pc_drain_evicted_fn *evicted)
+{
+    int64_t now = pc_mono_ms();
+    if (now < c->drain_next_ms[cls])
+        return 0;
+    int rc = pc_chunk_drain(c, cls, may_evict, attempt, evicted);
+    pc_off off = pc_alloc_quiet(c, bytes);
+    if (off == 0 && rc != 0 && last)
+        c->drain_next_ms[cls] = now + 100;
+    return off;
 }

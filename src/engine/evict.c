@@ -87,11 +87,6 @@ static bool pc_policy_valid(int p)
     return false;
 }
 
-static inline uint32_t pc_policy(const pc_coll *coll)
-{
-    return atomic_load_explicit(&coll->shm->evict_policy, memory_order_relaxed);
-}
-
 int pc_set_maxmemory(pc_cache *c, uint64_t bytes)
 {
     if (c == NULL)
@@ -176,12 +171,12 @@ int pc_coll_set_eviction(pc_coll *coll, int policy)
 
 int pc_coll_eviction(const pc_coll *coll)
 {
-    return coll == NULL ? PC_EVICT_NONE : (int)pc_policy(coll);
+    return coll == NULL ? PC_EVICT_NONE : (int)pc_evict_policy_of(coll);
 }
 
 uint8_t pc_evict_on_insert(pc_coll *coll, uint64_t h, pc_off rec)
 {
-    uint32_t alg = pc_policy(coll) & PC_POLICY_ALG;
+    uint32_t alg = pc_evict_policy_of(coll) & PC_POLICY_ALG;
     uint8_t tag = pc_tag_of(h);
     if (alg == PC_EVICT_LRU)
         return (uint8_t)(tag | PC_TAG_REF); /* a new key is a recent one */
@@ -256,7 +251,10 @@ static uint64_t pc_victims_free(pc_coll *coll, const struct pc_victim *v, unsign
     return bytes;
 }
 
-void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int64_t now)
+/* The after-unlock part of one eviction of record off (and its chain node,
+ * 0 = none), unlinked under a bucket lock whose version became stamp: what
+ * a chunk drain does with a record it evicts (pc_alloc_drained's evicted). */
+static void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int64_t now)
 {
     const struct pc_rec_shm *r = pc_cell(coll->c, off);
     int64_t e = atomic_load_explicit(&r->expires, memory_order_relaxed);
@@ -360,7 +358,7 @@ static uint64_t pc_s3_target(pc_cache *c)
                                                 memory_order_relaxed)) {
         uint64_t entries = 0;
         for (unsigned i = 0; i < c->ncoll; i++)
-            if ((pc_policy(&c->coll[i]) & PC_POLICY_ALG) == PC_EVICT_S3FIFO)
+            if ((pc_evict_policy_of(&c->coll[i]) & PC_POLICY_ALG) == PC_EVICT_S3FIFO)
                 entries += pc_coll_entries(&c->coll[i]);
         atomic_store_explicit(&h->s3_target, entries / 10 + 1, memory_order_relaxed);
         uint64_t g = 4096;
@@ -369,21 +367,6 @@ static uint64_t pc_s3_target(pc_cache *c)
         atomic_store_explicit(&h->s3_ghost_used, g, memory_order_relaxed);
     }
     return atomic_load_explicit(&h->s3_target, memory_order_relaxed);
-}
-
-bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off)
-{
-    const struct pc_coll_shm *cs = coll->shm;
-    const struct pc_bucket_shm *b =
-        pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
-    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
-    if (used & PC_USED_OVF)
-        return true;
-    unsigned n = used & PC_USED_MASK;
-    for (unsigned i = 0; i < n && i < PC_SLOTS; i++)
-        if (atomic_load_explicit(&b->slot[i], memory_order_relaxed) == off)
-            return true;
-    return false;
 }
 
 enum { PC_POP_EMPTY = -1, PC_POP_KEPT = 0, PC_POP_EVICTED = 1 };
@@ -414,7 +397,7 @@ static int pc_s3_pop(pc_cache *c, uint64_t *bytes)
     if (ci >= c->ncoll)
         return PC_POP_KEPT;
     pc_coll *coll = &c->coll[ci];
-    uint32_t pol = pc_policy(coll);
+    uint32_t pol = pc_evict_policy_of(coll);
     const struct pc_rec_shm *r = pc_cell(c, off);
     if ((pol & PC_POLICY_ALG) != PC_EVICT_S3FIFO || r == NULL)
         return PC_POP_KEPT;
@@ -469,7 +452,7 @@ static int pc_s3_pop(pc_cache *c, uint64_t *bytes)
  * the hand. Returns the keys removed. */
 static unsigned pc_evict_turn(pc_coll *coll, int cls, bool force, uint64_t *bytes)
 {
-    uint32_t pol = pc_policy(coll);
+    uint32_t pol = pc_evict_policy_of(coll);
     if (pol == PC_EVICT_NONE)
         return 0;
     unsigned n = 0;
@@ -490,7 +473,7 @@ static unsigned pc_evict_turn(pc_coll *coll, int cls, bool force, uint64_t *byte
  * round-robin order, until one gives something. */
 static unsigned pc_evict_batch(pc_cache *c, pc_coll *pref, int cls, bool force, uint64_t *bytes)
 {
-    if (pref != NULL && pc_policy(pref) != PC_EVICT_NONE) {
+    if (pref != NULL && pc_evict_policy_of(pref) != PC_EVICT_NONE) {
         unsigned n = pc_evict_turn(pref, cls, force, bytes);
         if (n > 0)
             return n;
@@ -507,24 +490,6 @@ static unsigned pc_evict_batch(pc_cache *c, pc_coll *pref, int cls, bool force, 
     return 0;
 }
 
-/* A chunk drain for cls (drain.c), attempt n of this write. After a write
- * whose attempts all failed (last) none runs for 100 ms in this process: a
- * full arena of records that must stay makes each refused write pay only
- * one look. Within a write, a failed attempt does not stop the next one,
- * which tries the next candidate class. */
-static pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict,
-                               unsigned attempt, bool last)
-{
-    int64_t now = pc_mono_ms();
-    if (now < c->drain_next_ms[cls])
-        return 0;
-    int rc = pc_chunk_drain(c, cls, may_evict, attempt);
-    pc_off off = pc_alloc_quiet(c, bytes);
-    if (off == 0 && rc != 0 && last)
-        c->drain_next_ms[cls] = now + 100;
-    return off;
-}
-
 pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
 {
     pc_cache *c = coll->c;
@@ -539,7 +504,7 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
          * (a chunk that another process's free stack keeps incomplete
          * sends the drain on to the next one) */
         for (unsigned k = 0; k < 3 && off == 0; k++)
-            off = pc_alloc_drained(c, (unsigned)cls, bytes, false, 0, true);
+            off = pc_alloc_drained(c, (unsigned)cls, bytes, false, 0, true, pc_evicted_one);
         if (off == 0)
             pc_arena_starved(c, (unsigned)cls);
         return off;
@@ -554,7 +519,7 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes)
          * cell is pooled): the next turns drain the next chunks */
         if (round >= PC_ANY_FROM && round < PC_FORCE_FROM + 1 &&
             (off = pc_alloc_drained(c, (unsigned)cls, bytes, true, round - PC_ANY_FROM,
-                                    round == PC_FORCE_FROM)) != 0)
+                                    round == PC_FORCE_FROM, pc_evicted_one)) != 0)
             return off;
         (void)pc_evict_batch(c, coll, round < PC_ANY_FROM ? cls : -1, round >= PC_FORCE_FROM,
                              &freed);
@@ -571,8 +536,7 @@ uint64_t pc_evict_ahead(pc_cache *c)
     if (atomic_load_explicit(&h->evict_colls, memory_order_relaxed) == 0)
         return 0;
     pc_mem_stats m;
-    if (pc_mem_stats_get(c, &m) != 0)
-        return 0;
+    pc_mem_snapshot(c, &m);
     uint64_t cap = m.maxmemory;
     bool capped = (cap != 0 && m.chunk_bytes + PC_CHUNK_TARGET > cap) ||
                   m.hugepage_free + m.plain_free < PC_CHUNK_TARGET;

@@ -14,7 +14,8 @@
  * ids and corrupted the allocator.
  *
  * The maintenance process drains chains back into buckets that have room
- * (pc_overflow_drain), so overflow empties once growth catches up.
+ * (pc_overflow_drain, growth.c), so overflow empties once growth catches
+ * up. This file takes no bucket lock: its callers hold the one it needs.
  */
 #include "pc_int.h"
 
@@ -46,29 +47,6 @@ static bool pc_route_locked(pc_coll *coll, uint64_t h)
            coll->c->token;
 }
 
-/* Whether record rec's key already sits in a slot of bucket b (locked by
- * the caller). PC_ASSERT only. */
-static bool pc_bucket_holds(const pc_cache *c, const struct pc_bucket_shm *b, pc_off rec)
-{
-    const struct pc_rec_shm *r = pc_cell(c, rec);
-    unsigned n = atomic_load_explicit(&b->used, memory_order_relaxed) & PC_USED_MASK;
-    for (unsigned i = 0; i < n && i < PC_SLOTS; i++) {
-        const struct pc_rec_shm *o =
-            pc_cell(c, atomic_load_explicit(&b->slot[i], memory_order_relaxed));
-        if (o != NULL && pc_rec_key_eq(c, o, r->data, r->klen))
-            return true;
-    }
-    return false;
-}
-
-static struct pc_ovf_node_shm *pc_node(const pc_cache *c, pc_off off)
-{
-    struct pc_ovf_node_shm *n = pc_cell(c, off);
-    if (n == NULL || pc_class_bytes(c, n->cls) != sizeof *n)
-        return NULL;
-    return n;
-}
-
 pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, size_t klen,
                      pc_off *prev)
 {
@@ -77,7 +55,7 @@ pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, si
     uint8_t tag = (uint8_t)(h >> 56);
     pc_off p = 0;
     for (pc_off off = ch->head; off != 0;) {
-        struct pc_ovf_node_shm *n = pc_node(c, off);
+        struct pc_ovf_node_shm *n = pc_ovf_node(c, off);
         if (n == NULL)
             break;
         if (n->tag == tag && n->hlo == (uint32_t)h) {
@@ -129,7 +107,7 @@ bool pc_chain_routes_to(pc_coll *coll, struct pc_chain_shm *ch, uint64_t route, 
 {
     unsigned l2 = coll->shm->log2_initial;
     for (pc_off off = ch->head; off != 0;) {
-        struct pc_ovf_node_shm *n = pc_node(coll->c, off);
+        struct pc_ovf_node_shm *n = pc_ovf_node(coll->c, off);
         if (n == NULL)
             break;
         if (pc_route_index(route, l2, n->hlo) == idx)
@@ -175,7 +153,7 @@ void pc_chain_repair(pc_coll *coll, struct pc_chain_shm *ch)
     uint32_t n = 0;
     pc_off *link = &ch->head;
     while (*link != 0 && n < PC_CHAIN_WALK_MAX) {
-        struct pc_ovf_node_shm *nd = pc_node(coll->c, *link);
+        struct pc_ovf_node_shm *nd = pc_ovf_node(coll->c, *link);
         if (nd == NULL || pc_cell(coll->c, nd->rec) == NULL) {
             *link = 0;
             break;
@@ -188,103 +166,4 @@ void pc_chain_repair(pc_coll *coll, struct pc_chain_shm *ch)
            "(%u nodes, count was %u)",
            coll->shm->name, n, ch->count);
     ch->count = n;
-}
-
-/* Moves one node into its bucket if the bucket has room. Returns 1 when
- * moved. Lock order: bucket, then chain (I7). */
-static int pc_drain_one(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off rec,
-                        uint32_t hlo, pc_off *freed)
-{
-    pc_cache *c = coll->c;
-    uint64_t idx;
-    struct pc_bucket_shm *b = pc_lock_route(coll, hlo, &idx);
-    pc_chain_lock(coll, ch);
-    int moved = 0;
-    pc_off prev = 0, off = ch->head;
-    while (off != 0 && off != node) {
-        struct pc_ovf_node_shm *n = pc_node(c, off);
-        if (n == NULL)
-            break;
-        prev = off;
-        off = n->next;
-    }
-    struct pc_ovf_node_shm *n = off == node ? pc_node(c, node) : NULL;
-    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
-    unsigned cnt = used & PC_USED_MASK;
-    if (n != NULL && n->rec == rec && cnt < PC_SLOTS) {
-        /* The bracket opens before the unlink: a reader or the walker that
-         * read the bucket before the move and the chain after it sees the
-         * version change and retries, so the key never falls between. */
-        PC_ASSERT(c, I4, (used & PC_USED_OVF) != 0);
-        PC_ASSERT(c, I4, !pc_bucket_holds(c, b, rec));
-        uint8_t tag = n->tag;
-        pc_wbegin(b);
-        pc_chain_unlink(coll, ch, prev, node);
-        atomic_store_explicit(&b->slot[cnt], rec, memory_order_relaxed);
-        /* a chain node keeps all 8 bits; a slot's tag has 7 and the access bit */
-        atomic_store_explicit(&b->tags[cnt], (uint8_t)(tag & PC_TAG_BITS), memory_order_relaxed);
-        atomic_store_explicit(&b->used, (uint8_t)((cnt + 1) | PC_USED_OVF), memory_order_relaxed);
-        pc_wend(b);
-        pc_chain_unlock(ch);
-        /* the flag stayed set (conservative); clear it if nothing is left */
-        if (!pc_bucket_has_overflow(coll, pc_route_load(coll->shm), idx)) {
-            pc_wbegin(b);
-            atomic_store_explicit(&b->used, (uint8_t)(cnt + 1), memory_order_relaxed);
-            pc_wend(b);
-        }
-        struct pc_rec_shm *r = pc_cell(c, rec);
-        uint32_t hint = pc_hint_of(atomic_load_explicit(&r->expires, memory_order_relaxed));
-        _Atomic uint32_t *hp = pc_hint_at(coll, idx);
-        uint32_t cur = atomic_load_explicit(hp, memory_order_relaxed);
-        if (hint != 0 && (cur == 0 || hint < cur))
-            atomic_store_explicit(hp, hint, memory_order_relaxed);
-        *freed = node;
-        moved = 1;
-    } else {
-        pc_chain_unlock(ch);
-    }
-    pc_bucket_unlock(b);
-    return moved;
-}
-
-/* Maintenance: walks non-empty chains and moves nodes into buckets that
- * have a free slot, at most budget moves. */
-unsigned pc_overflow_drain(pc_coll *coll, unsigned budget)
-{
-    pc_cache *c = coll->c;
-    struct pc_chain_shm *chains = pc_at(c, coll->shm->chains_off);
-    unsigned moved = 0;
-    for (unsigned i = 0; i < PC_CHAINS && moved < budget; i++) {
-        struct pc_chain_shm *ch = &chains[i];
-        if (ch->count == 0) /* racy peek; the locks decide */
-            continue;
-        /* snapshot a batch of candidates, then move them one by one */
-        enum { BATCH = 32 };
-        pc_off nodes[BATCH], recs[BATCH];
-        uint32_t hlos[BATCH];
-        unsigned k = 0;
-        pc_chain_lock(coll, ch);
-        for (pc_off off = ch->head; off != 0 && k < BATCH;) {
-            struct pc_ovf_node_shm *n = pc_node(c, off);
-            if (n == NULL)
-                break;
-            nodes[k] = off;
-            recs[k] = n->rec;
-            hlos[k++] = n->hlo;
-            off = n->next;
-        }
-        pc_chain_unlock(ch);
-        unsigned moved_here = 0;
-        for (unsigned j = 0; j < k && moved < budget; j++) {
-            pc_off freed = 0;
-            if (pc_drain_one(coll, ch, nodes[j], recs[j], hlos[j], &freed)) {
-                pc_free(c, freed);
-                moved++;
-                moved_here++;
-            }
-        }
-        if (moved_here == k && k == BATCH)
-            i--; /* the chain may hold more: visit it again */
-    }
-    return moved;
 }

@@ -66,6 +66,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -457,6 +458,29 @@ static inline struct pc_stats_shm *pc_stats(const pc_coll *coll)
                               (n),                                                                 \
                           memory_order_relaxed)
 
+/* in - out of a per-process counter pair, summed over every slot ever
+ * claimed (fields given by offset into pc_stats_shm). Off the hot path:
+ * growth, eviction and the statistics read it. */
+static inline uint64_t pc_stats_pair(const pc_coll *coll, size_t in_off, size_t out_off)
+{
+    const unsigned char *s = pc_at(coll->c, coll->shm->stats_off);
+    uint32_t hwm = atomic_load(&coll->c->hdr->proc_hwm);
+    uint64_t in = 0, out = 0;
+    for (uint32_t i = 0; i <= hwm && i < PC_MAX_PROCS; i++) {
+        const unsigned char *line = s + (size_t)i * sizeof(struct pc_stats_shm);
+        in += atomic_load_explicit((const _Atomic uint64_t *)(line + in_off), memory_order_relaxed);
+        out +=
+            atomic_load_explicit((const _Atomic uint64_t *)(line + out_off), memory_order_relaxed);
+    }
+    return in >= out ? in - out : 0; /* a racing pair may read skewed */
+}
+
+static inline uint64_t pc_coll_entries(const pc_coll *coll)
+{
+    return pc_stats_pair(coll, offsetof(struct pc_stats_shm, inserted),
+                         offsetof(struct pc_stats_shm, deleted));
+}
+
 static inline uint64_t pc_route_load(const struct pc_coll_shm *cs)
 {
     return atomic_load_explicit(&cs->route, memory_order_acquire);
@@ -560,11 +584,19 @@ static inline void pc_cpu_relax(void)
 #endif
 }
 
-/* ---- errors.c --------------------------------------------------------- */
+/* ==== the internal calls between the engine's files =======================
+ * One group per file that provides them, lowest layer first, each naming
+ * its callers, so a file's dependencies are the groups it calls into.
+ * docs/architecture.md ("Inside the engine") draws the map and lists the
+ * cycles that remain. */
+
+/* ---- errors.c: the log funnel and the invariant checks ---------------------
+ * Used by every file. */
 void pc_log(const pc_cache *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- procs.c: process slots and owner-token locks --------------------- */
+/* ---- procs.c: process slots and owner-token locks --------------------------
+ * Used by every file that locks. */
 extern _Atomic uint64_t pc_fork_epoch;
 int pc_local_refresh(pc_cache *c);
 /* Every operation starts here: claims a process slot and drops inherited
@@ -598,14 +630,16 @@ unsigned pc_procs_reap(pc_cache *c);
 bool pc_token_gone(pc_cache *c, uint32_t t);
 void pc_procs_init(struct pc_header_shm *h);
 
-/* ---- region.c ----------------------------------------------------------- */
+/* ---- region.c: the shared mapping and its carving --------------------------
+ * Used by arena, cache, evict, growth, procs. */
 int pc_region_create(pc_cache *c, const pc_config *cfg, size_t meta_bytes);
 void pc_region_destroy(pc_cache *c);
 /* Carves bytes (aligned) from the region: huge extent first, then plain.
  * Returns the byte offset or 0 when the region is full. */
 uint64_t pc_region_carve(pc_cache *c, uint64_t bytes, uint64_t align);
 
-/* ---- arena.c ------------------------------------------------------------ */
+/* ---- arena.c: cells, chunks and the memory figures -------------------------
+ * Used by the writers (write, txn, drain, evict), growth, sweep, cache, pool, procs, rebalance. */
 void pc_arena_classes_init(uint32_t *sizes, uint32_t *n);
 int pc_class_for(const pc_cache *c, size_t bytes); /* -1 if too large */
 pc_off pc_alloc(pc_cache *c, size_t bytes);        /* 0 = arena full */
@@ -623,8 +657,12 @@ void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, 
                       unsigned from);
 /* Makes [first, last) the bump range of L, closed while it moves. */
 void pc_bump_set(struct pc_alloc_shm *L, pc_off first, pc_off last);
+/* pc_mem_stats_get's figures but the eviction count (left 0), which cache.c
+ * sums from the collections' counters. Used by cache.c and evict.c. */
+void pc_mem_snapshot(pc_cache *c, pc_mem_stats *out);
 
-/* ---- rebalance.c: fully free chunks move to a starved class ------------- */
+/* ---- rebalance.c: fully free chunks move to a starved class ----------------
+ * Used by arena, evict. */
 /* Called by pc_alloc when class cls has no cell and no chunk can be carved:
  * returns this process's cells to the pools, finds a chunk of another class
  * whose cells are all on that class's pool and re-classes it as this
@@ -648,8 +686,19 @@ static inline size_t pc_rec_room(const pc_cache *c, const struct pc_rec_shm *r)
     uint64_t left = c->region_bytes > at ? c->region_bytes - at : 0;
     return cell < left ? cell : (size_t)left;
 }
+/* Whether record r holds key, its length clamped by the cell (I1/I2): a
+ * torn or stale record compares unequal, never reads past the region. On
+ * the read path (table.c) and under bucket and chain locks. */
+static inline bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key,
+                                 size_t klen)
+{
+    size_t room = pc_rec_room(c, r);
+    room = room > PC_REC_HDR ? room - PC_REC_HDR : 0;
+    return r->klen == klen && klen <= room && memcmp(r->data, key, klen) == 0;
+}
 
-/* ---- pool.c: the global pools and recovery from dead processes ---------- */
+/* ---- pool.c: the global pools and recovery from dead processes -------------
+ * Used by arena, procs, rebalance. */
 unsigned pc_pool_take(pc_cache *c, unsigned cls); /* cells moved to this process */
 void pc_pool_give(pc_cache *c, unsigned cls, unsigned n);
 /* Moves everything slot idx's allocation state holds into the pools. The
@@ -658,13 +707,67 @@ void pc_slot_reap(pc_cache *c, uint32_t idx);
 /* Cells of a class carved so far: a bound for every list walk. */
 uint64_t pc_class_cells_bound(const pc_cache *c);
 
-/* ---- table.c ---------------------------------------------------------- */
+/* ---- events.c: the event callback ------------------------------------------
+ * Used by cache, evict, sweep, write.
+ * The cost with no subscriber: one relaxed load of the shared mask. */
+void pc_event_raise_slow(pc_cache *c, const pc_event *ev);
+static inline bool pc_event_wanted(const pc_cache *c, int type)
+{
+    return (atomic_load_explicit(&c->hdr->ev_mask, memory_order_relaxed) & (1u << type)) != 0;
+}
+
+/* ---- collections.c: the collections specification --------------------------
+ * Used by cache. */
+struct pc_coll_decl {
+    char name[PC_COLL_NAME_MAX + 1];
+    unsigned log2;
+};
+int pc_collections_parse(const pc_cache *c, const char *spec, struct pc_coll_decl *out,
+                         unsigned *n);
+
+/* ---- overflow.c: the side chains ------------------------------------------
+ * Callers hold the chain lock unless said otherwise.
+ * Used by table, write, txn, evict, drain, growth, sweep, walk. Calls none of the other engine
+ * files that touch the table: the bottom of the table layer. */
+void pc_chain_lock(pc_coll *coll, struct pc_chain_shm *ch);
+void pc_chain_unlock(struct pc_chain_shm *ch);
+/* Finds key in a chain; *prev gets the predecessor node offset (0 = head). */
+pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, size_t klen,
+                     pc_off *prev);
+void pc_chain_push(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off rec, uint64_t h,
+                   int64_t expires);
+void pc_chain_unlink(pc_coll *coll, struct pc_chain_shm *ch, pc_off prev, pc_off node);
+/* Whether any node of the chain routes to bucket idx under route. */
+bool pc_chain_routes_to(pc_coll *coll, struct pc_chain_shm *ch, uint64_t route, uint64_t idx);
+bool pc_bucket_has_overflow(pc_coll *coll, uint64_t route, uint64_t idx);
+/* Repairs a chain whose lock was taken from a dead owner. */
+void pc_chain_repair(pc_coll *coll, struct pc_chain_shm *ch);
+/* The overflow node at off, NULL when the offset cannot name one (a cell of
+ * another class: a stale or corrupt link). */
+static inline struct pc_ovf_node_shm *pc_ovf_node(const pc_cache *c, pc_off off)
+{
+    struct pc_ovf_node_shm *n = pc_cell(c, off);
+    if (n == NULL || pc_class_bytes(c, n->cls) != sizeof *n)
+        return NULL;
+    return n;
+}
+
+/* ---- table.c: bucket locks and lock-free peeks -----------------------------
+ * Used by write, txn, evict, drain, growth, sweep, walk. Calls overflow.c, and txn.c for a read
+ * while a transaction is bound (the one call up, see docs/architecture.md). */
 int pc_bucket_lock(pc_coll *coll, struct pc_bucket_shm *b, uint64_t idx);
 void pc_bucket_unlock(struct pc_bucket_shm *b);
 struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx);
-bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen);
+/* Lock-free peek: whether the bucket h routes to may hold record off (a
+ * slot names it, or its keys may be in overflow). The callers (evict.c's
+ * queue, drain.c) find a record from its own key read without a lock, so a
+ * torn key routes anywhere: this keeps them from locking buckets no key of
+ * theirs is in. */
+bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off);
 
-/* ---- write.c: the lock-held steps of a write, shared with txn.c ------------ */
+/* ---- write.c: the lock-held steps of a write, shared with txn.c ------------
+ * Used by txn, evict, drain, walk. Calls evict.c for room (pc_alloc_evict) and txn.c for a write
+ * while a transaction is bound. */
 /* Where a key was found, under the bucket lock. */
 struct pc_loc {
     struct pc_bucket_shm *b;
@@ -702,7 +805,8 @@ bool pc_undo_put(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off
 bool pc_undo_remove(pc_coll *coll, uint64_t h, const void *key, size_t klen, pc_off old);
 int64_t pc_deadline(int64_t now, int64_t ttl_ms);
 
-/* ---- txn.c: the data operations of a bound transaction (pc_txn_bind) -----
+/* ---- txn.c: the data operations of a bound transaction (pc_txn_bind) -------
+ * Used by table, write (their public operations hand over to it).
  * Called by the public operations, after their argument checks, when
  * c->txn is set; same contracts as the public calls. */
 int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *buf, size_t cap,
@@ -716,38 +820,8 @@ int pc_txn_op_add(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_
                   int64_t ttl_ms, int64_t *result);
 int pc_txn_op_expire(pc_txn *t, pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms);
 
-/* ---- overflow.c (callers hold the chain lock unless said otherwise) ----- */
-void pc_chain_lock(pc_coll *coll, struct pc_chain_shm *ch);
-void pc_chain_unlock(struct pc_chain_shm *ch);
-/* Finds key in a chain; *prev gets the predecessor node offset (0 = head). */
-pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, size_t klen,
-                     pc_off *prev);
-void pc_chain_push(pc_coll *coll, struct pc_chain_shm *ch, pc_off node, pc_off rec, uint64_t h,
-                   int64_t expires);
-void pc_chain_unlink(pc_coll *coll, struct pc_chain_shm *ch, pc_off prev, pc_off node);
-/* Whether any node of the chain routes to bucket idx under route. */
-bool pc_chain_routes_to(pc_coll *coll, struct pc_chain_shm *ch, uint64_t route, uint64_t idx);
-bool pc_bucket_has_overflow(pc_coll *coll, uint64_t route, uint64_t idx);
-/* Repairs a chain whose lock was taken from a dead owner. */
-void pc_chain_repair(pc_coll *coll, struct pc_chain_shm *ch);
-unsigned pc_overflow_drain(pc_coll *coll, unsigned budget);
-
-/* ---- growth.c / sweep.c -------------------------------------------------- */
-int pc_coll_carve_segment(pc_coll *coll, unsigned j);
-unsigned pc_grow(pc_coll *coll, unsigned budget);
-unsigned pc_sweep(pc_coll *coll, unsigned *probed);
-uint64_t pc_coll_entries(pc_coll *coll);
-uint64_t pc_stats_pair(pc_coll *coll, size_t in_off, size_t out_off);
-
-/* ---- events.c -------------------------------------------------------------
- * The cost with no subscriber: one relaxed load of the shared mask. */
-void pc_event_raise_slow(pc_cache *c, const pc_event *ev);
-static inline bool pc_event_wanted(const pc_cache *c, int type)
-{
-    return (atomic_load_explicit(&c->hdr->ev_mask, memory_order_relaxed) & (1u << type)) != 0;
-}
-
-/* ---- evict.c -------------------------------------------------------------- */
+/* ---- evict.c: room for a write and the eviction policies -------------------
+ * Used by write, txn, cache. Reaches drains through pc_alloc_drained only. */
 /* pc_alloc for a write into coll: when the arena refuses and some
  * collection evicts, evicts a bounded batch at a time and tries again.
  * No lock may be held (I5: the eviction takes bucket locks itself). */
@@ -756,31 +830,40 @@ pc_off pc_alloc_evict(pc_coll *coll, size_t bytes);
  * the tag to store (the access bit set for LRU) and, for S3-FIFO, the
  * push of the record onto the small queue (no allocation, one atomic). */
 uint8_t pc_evict_on_insert(pc_coll *coll, uint64_t h, pc_off rec);
-/* Lock-free peek: whether the bucket h routes to may hold record off (a
- * slot names it, or its keys may be in overflow). The callers find a
- * record from its own key read without a lock, so a torn key routes
- * anywhere: this keeps them from locking buckets no key of theirs is in. */
-bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off);
 /* The maintenance process's eviction ahead of need (PC_MAINT_EVICT). */
 uint64_t pc_evict_ahead(pc_cache *c);
-/* The after-unlock part of one eviction of record off (and its chain node,
- * 0 = none), unlinked under a bucket lock whose version became stamp. */
-void pc_evicted_one(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp, int64_t now);
+/* A collection's policy word (enum pc_evict_policy | PC_EVICT_VOLATILE),
+ * set by pc_coll_set_eviction: one relaxed load. */
+static inline uint32_t pc_evict_policy_of(const pc_coll *coll)
+{
+    return atomic_load_explicit(&coll->shm->evict_policy, memory_order_relaxed);
+}
 
-/* ---- drain.c: a chunk's residents leave for a starved class ---------------- */
+/* ---- drain.c: a chunk's residents leave for a starved class ----------------
+ * Used by evict (pc_alloc_drained only). Evicts through the callback its caller hands it, never by
+ * calling evict.c. */
 #define PC_DRAIN_LOG 4096u /* > the cells of a 64 KiB chunk of any class a drain takes */
-/* Picks a chunk of another class than cls (attempt n: the n-th candidate
- * class, see pc_drain_pick_class) and moves (or, may_evict, evicts) every
- * record in it; the rebalancer then re-classes it. 0 when every record
- * left, PC_ENOMEM when none could be picked or one had to stay. */
-int pc_chunk_drain(pc_cache *c, unsigned cls, bool may_evict, unsigned attempt);
+/* What a drain does with a record it unlinked instead of moving (expired,
+ * or its collection's policy evicts it): off and its chain node (0 = none),
+ * unlinked under a bucket lock whose version became stamp, now freed by the
+ * caller's eviction. evict.c hands its own, so drain.c never calls it. */
+typedef void pc_drain_evicted_fn(pc_coll *coll, pc_off off, pc_off node, uint32_t stamp,
+                                 int64_t now);
+/* The one entry point into drains, for a write of bytes (class cls) that
+ * found no cell: drains a chunk of another class (attempt n: the n-th
+ * candidate class; may_evict: also the classes whose records must be
+ * evicted to leave) and allocates again. Returns the cell, 0 when none;
+ * after a failed last attempt no drain runs for 100 ms in this process. */
+pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict, unsigned attempt,
+                        bool last, pc_drain_evicted_fn *evicted);
 
-/* ---- collections.c -------------------------------------------------------- */
-struct pc_coll_decl {
-    char name[PC_COLL_NAME_MAX + 1];
-    unsigned log2;
-};
-int pc_collections_parse(const pc_cache *c, const char *spec, struct pc_coll_decl *out,
-                         unsigned *n);
+/* ---- growth.c / sweep.c: upkeep under the maintenance lock -----------------
+ * Used by cache (pc_maintain) only. */
+int pc_coll_carve_segment(pc_coll *coll, unsigned j);
+unsigned pc_grow(pc_coll *coll, unsigned budget);
+/* Moves overflow nodes back into buckets with a free slot, at most budget
+ * (growth.c: the maintenance pass after the splits). */
+unsigned pc_overflow_drain(pc_coll *coll, unsigned budget);
+unsigned pc_sweep(pc_coll *coll, unsigned *probed);
 
 #endif /* PC_INT_H */

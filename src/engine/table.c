@@ -134,11 +134,19 @@ struct pc_bucket_shm *pc_lock_route(pc_coll *coll, uint64_t h, uint64_t *idx)
     }
 }
 
-bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen)
+bool pc_bucket_may_hold(pc_coll *coll, uint64_t h, pc_off off)
 {
-    size_t room = pc_rec_room(c, r);
-    room = room > PC_REC_HDR ? room - PC_REC_HDR : 0;
-    return r->klen == klen && klen <= room && memcmp(r->data, key, klen) == 0;
+    const struct pc_coll_shm *cs = coll->shm;
+    const struct pc_bucket_shm *b =
+        pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
+    uint8_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+    if (used & PC_USED_OVF)
+        return true;
+    unsigned n = used & PC_USED_MASK;
+    for (unsigned i = 0; i < n && i < PC_SLOTS; i++)
+        if (atomic_load_explicit(&b->slot[i], memory_order_relaxed) == off)
+            return true;
+    return false;
 }
 
 /* ---- the read path ------------------------------------------------------ */
@@ -512,6 +520,7 @@ static void pc_fill_meta(const struct pc_rd *rd, size_t vlen, pc_meta *meta)
     }
     meta->is_counter = (rd->flags & PC_RF_COUNTER) != 0;
     meta->vlen = vlen;
+    meta->counter = meta->is_counter ? rd->counter : 0;
 }
 
 /* quiet_toosmall: a too-small result is not counted (pc_get retries it). */

@@ -504,6 +504,8 @@ int pc_txn_op_get(pc_txn *t, pc_coll *coll, const void *key, size_t klen, void *
     size_t len = v.len;
     char num[24];
     if (v.flags & PC_RF_COUNTER) {
+        if (meta != NULL)
+            meta->counter = tx_counter_of(val, len);
         int n = snprintf(num, sizeof num, "%" PRId64, tx_counter_of(val, len));
         val = (const unsigned char *)num;
         len = (size_t)n;

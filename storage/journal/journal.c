@@ -212,10 +212,8 @@ static int pc_jrotation_state(pc_journal *j, const pc_mutation *r, pc_mutation *
     if (m.ttl_ms >= 0)
         out->expires_mono_ms = pc_mono_ms() + (m.ttl_ms > 0 ? m.ttl_ms : 1);
     if (m.is_counter) {
-        /* the engine formats a counter as the canonical text of an int64,
-         * which its own parser reads back exactly */
-        if (pc_parse_i64(j->scratch, got, &out->counter) != 0)
-            return 0;
+        /* the read hands the counter over as a number as well as its text */
+        out->counter = m.counter;
         out->op = PC_MUT_COUNTER;
     } else {
         out->op = PC_MUT_SET;

@@ -280,6 +280,7 @@ static void get_buf_paths(void **state)
     assert_memory_equal(buf, "-12345", 6);
     assert_int_equal(m.is_counter, 1);
     assert_int_equal(m.vlen, 6);
+    assert_int_equal(m.counter, -12345); /* the number as well as its text */
 }
 
 /* pc_parse_i64 takes the canonical text only (Redis's string2ll). */
@@ -445,6 +446,7 @@ static void get_alloc_paths(void **state)
     assert_int_equal(vlen, 6);
     assert_string_equal(v, "-12345");
     assert_int_equal(m.is_counter, 1);
+    assert_int_equal(m.counter, -12345);
     ca_release(v, &ca);
 
     /* a failing allocator: PC_EHEAP, nothing kept */

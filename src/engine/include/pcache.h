@@ -175,6 +175,10 @@ typedef struct pc_meta {
     int64_t ttl_ms; /* remaining milliseconds, -1 = never expires */
     int is_counter; /* 1 when the value is a native int64 counter */
     size_t vlen;    /* the value's length as returned (decimal for counters) */
+    /* When is_counter, the counter as a number (the value a read returns is
+     * its decimal text): a layer above needs no parser to get it back.
+     * Filled by pc_get_buf, pc_get and pc_get_alloc. */
+    int64_t counter;
 } pc_meta;
 
 /* Reads into the caller's buffer (no allocation). *vlen and *needed are

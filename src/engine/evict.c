@@ -301,13 +301,7 @@ static unsigned pc_hand_bucket(pc_coll *coll, uint64_t idx, uint32_t pol, int cl
         }
     }
     if (nv > 0) {
-        pc_wbegin(b);
-        for (unsigned i = 0; i < n; i++) {
-            atomic_store_explicit(&b->slot[i], i < nk ? keep[i] : 0, memory_order_relaxed);
-            atomic_store_explicit(&b->tags[i], i < nk ? keep_tag[i] : 0, memory_order_relaxed);
-        }
-        atomic_store_explicit(&b->used, (uint8_t)(nk | (used & PC_USED_OVF)), memory_order_relaxed);
-        pc_wend(b);
+        pc_bucket_keep(b, n, used, keep, keep_tag, nk);
         uint32_t stamp = atomic_load_explicit(&b->version, memory_order_relaxed);
         for (unsigned i = 0; i < nv; i++)
             out[i].stamp = stamp;

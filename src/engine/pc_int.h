@@ -561,6 +561,21 @@ static inline void pc_wend(struct pc_bucket_shm *b)
     PC_ASSERT(NULL, I3, (v & 1) == 1 && atomic_load_explicit(&b->lock, memory_order_relaxed) != 0);
 }
 
+/* Rewrites locked bucket b, which held n slots, to the nk slots keep /
+ * keep_tag (dense, in order), in one version bracket; the overflow bit of
+ * used is kept. The one way a sweep or an eviction drops slots. */
+static inline void pc_bucket_keep(struct pc_bucket_shm *b, unsigned n, uint8_t used,
+                                  const pc_off *keep, const uint8_t *keep_tag, unsigned nk)
+{
+    pc_wbegin(b);
+    for (unsigned i = 0; i < n; i++) {
+        atomic_store_explicit(&b->slot[i], i < nk ? keep[i] : 0, memory_order_relaxed);
+        atomic_store_explicit(&b->tags[i], i < nk ? keep_tag[i] : 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&b->used, (uint8_t)(nk | (used & PC_USED_OVF)), memory_order_relaxed);
+    pc_wend(b);
+}
+
 /* The bracket of a write that may run inside an outer one (a transaction's
  * commit opens every bracket first): br false = the caller brackets. */
 static inline void pc_wbegin_if(struct pc_bucket_shm *b, bool br)

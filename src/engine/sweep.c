@@ -59,15 +59,8 @@ static unsigned pc_sweep_bucket(pc_coll *coll, uint64_t idx, int64_t now)
         keep_tag[nk] = atomic_load_explicit(&b->tags[i], memory_order_relaxed);
         keep[nk++] = off;
     }
-    if (nd > 0) {
-        pc_wbegin(b);
-        for (unsigned i = 0; i < n; i++) {
-            atomic_store_explicit(&b->slot[i], i < nk ? keep[i] : 0, memory_order_relaxed);
-            atomic_store_explicit(&b->tags[i], i < nk ? keep_tag[i] : 0, memory_order_relaxed);
-        }
-        atomic_store_explicit(&b->used, (uint8_t)(nk | (used & PC_USED_OVF)), memory_order_relaxed);
-        pc_wend(b);
-    }
+    if (nd > 0)
+        pc_bucket_keep(b, n, used, keep, keep_tag, nk);
     atomic_store_explicit(pc_hint_at(coll, idx), hint, memory_order_relaxed);
     pc_bucket_unlock(b);
     /* the records are ours now: raise events from them, then free (I5) */

@@ -490,6 +490,18 @@ static inline int pc_key_write_enter(pc_coll *coll, const void *key, size_t klen
     return rc;
 }
 
+/* pc_insert with the overflow node passed through a local: the address of
+ * a field of the caller's struct pc_put would make the compiler keep the
+ * whole struct in memory on the SET path. */
+static inline bool pc_insert_node(pc_coll *coll, struct pc_loc *loc, uint64_t h, pc_off rec,
+                                  int64_t expires, pc_off *node)
+{
+    pc_off n = *node;
+    bool done = pc_insert(coll, loc, h, rec, expires, &n);
+    *node = n;
+    return done;
+}
+
 /* What a set or an add built, installed and replaced, carried from the
  * locked step to pc_put_finish. Lives on the writer's stack only. */
 struct pc_put {
@@ -593,7 +605,7 @@ static inline int pc_set_install(pc_coll *coll, uint64_t h, const void *key, siz
             p->old = loc.rec_off;
             p->mine = p->rec;
             p->rec = 0;
-        } else if (pc_insert(coll, &loc, h, p->rec, expires, &p->node)) {
+        } else if (pc_insert_node(coll, &loc, h, p->rec, expires, &p->node)) {
             p->mine = p->rec;
             p->rec = 0;
         } else {
@@ -810,7 +822,7 @@ static inline bool pc_add_install(pc_coll *coll, struct pc_loc *loc, uint64_t h,
         pc_replace(coll->c, loc, p->rec);
         p->old = loc->rec_off;
         pc_hint_lower(coll, loc, e);
-    } else if (!pc_insert(coll, loc, h, p->rec, e, &p->node)) {
+    } else if (!pc_insert_node(coll, loc, h, p->rec, e, &p->node)) {
         return false;
     }
     p->mine = p->rec;

@@ -39,7 +39,7 @@ static uint32_t pc_layout_fingerprint(void)
                         PC_SLOTS,
                         PC_CHAINS,
                         PC_MAX_PROCS};
-    return (uint32_t)pc_hash(parts, sizeof parts);
+    return (uint32_t)pc_key_hash(parts, sizeof parts);
 }
 
 static uint64_t pc_coll_meta_bytes(unsigned log2)

@@ -264,7 +264,7 @@ static bool pc_drain_cell(struct pc_drain *d, pc_off off)
     if (PC_REC_HDR + klen > room)
         return true; /* not a record now (a free cell's bytes) */
     memcpy(d->key, r->data, klen);
-    uint64_t h = pc_hash(d->key, klen);
+    uint64_t h = pc_key_hash(d->key, klen);
     int64_t now = pc_mono_ms();
     for (unsigned ci = 0; ci < c->ncoll; ci++) {
         pc_coll *coll = &c->coll[ci];

@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <xxhash.h>
 
 const char *pc_strerror(int err)
 {
@@ -103,5 +102,5 @@ void pc_assert_fail(const pc_cache *c, const char *inv, const char *cond, const 
  * sequential keys that push a weaker hash's entries into overflow. */
 uint64_t pc_hash(const void *key, size_t len)
 {
-    return XXH3_64bits(key, len);
+    return pc_key_hash(key, len);
 }

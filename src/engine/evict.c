@@ -402,7 +402,7 @@ static int pc_s3_pop(pc_cache *c, uint64_t *bytes)
     if (klen > sizeof key || PC_REC_HDR + klen > room)
         return PC_POP_KEPT;
     memcpy(key, r->data, klen);
-    uint64_t kh = pc_hash(key, klen);
+    uint64_t kh = pc_key_hash(key, klen);
     if (!pc_bucket_may_hold(coll, kh, off))
         return PC_POP_KEPT; /* gone, moved or torn: nothing to lock for */
     int64_t now = pc_mono_ms();

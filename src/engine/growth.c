@@ -50,7 +50,7 @@ int pc_coll_carve_segment(pc_coll *coll, unsigned j)
 static uint64_t pc_hash_of_slot(pc_cache *c, pc_off off)
 {
     const struct pc_rec_shm *r = pc_cell(c, off);
-    return pc_hash(r->data, r->klen);
+    return pc_key_hash(r->data, r->klen);
 }
 
 /* Splits the next bucket. Returns 0, or PC_ENOMEM when the table cannot

@@ -51,7 +51,7 @@ pc_off pc_chain_find(pc_coll *coll, struct pc_chain_shm *ch, const void *key, si
                      pc_off *prev)
 {
     const pc_cache *c = coll->c;
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     uint8_t tag = (uint8_t)(h >> 56);
     pc_off p = 0;
     for (pc_off off = ch->head; off != 0;) {

@@ -69,6 +69,14 @@
 #include <stddef.h>
 #include <string.h>
 
+/* The key hash is on every read and write: XXH3 from libxxhash's header,
+ * compiled into the engine (XXH_INLINE_ALL) rather than called through the
+ * shared library's PLT, so a short key's hash is a few inlined instructions.
+ * Same algorithm and values as the library's XXH3_64bits, which the public
+ * pc_hash (errors.c) and the files it orders (store, snapshot) rely on. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -152,6 +160,11 @@ _Static_assert(PC_SLOTS <= PC_USED_MASK, "slot count fits the used field");
  * once per sweep, not per read; the sweep clears it under the bucket lock
  * with an atomic AND. Every tag comparison masks the bit off. A bit set on
  * a slot that a writer reused meanwhile marks the new key: harmless. */
+static inline uint64_t pc_key_hash(const void *key, size_t len)
+{
+    return XXH3_64bits(key, len);
+}
+
 #define PC_TAG_REF 0x80u
 #define PC_TAG_BITS 0x7fu
 static inline uint8_t pc_tag_of(uint64_t h)

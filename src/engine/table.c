@@ -61,11 +61,11 @@ static void pc_bucket_repair(pc_coll *coll, struct pc_bucket_shm *b, uint64_t id
         for (unsigned j = 0; j < k; j++)
             dup |= keep[j] == off;
         if (r == NULL || dup || r->klen > room ||
-            pc_route_index(route, coll->shm->log2_initial, pc_hash(r->data, r->klen)) != idx) {
+            pc_route_index(route, coll->shm->log2_initial, pc_key_hash(r->data, r->klen)) != idx) {
             dropped++;
             continue;
         }
-        tags[k] = pc_tag_of(pc_hash(r->data, r->klen));
+        tags[k] = pc_tag_of(pc_key_hash(r->data, r->klen));
         keep[k++] = off;
     }
     uint32_t v = atomic_load_explicit(&b->version, memory_order_relaxed);
@@ -394,7 +394,7 @@ int pc_snap_end(pc_cache *c)
 static int pc_lookup(pc_coll *coll, const void *key, size_t klen, struct pc_rd *rd)
 {
     const struct pc_coll_shm *cs = coll->shm;
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     uint8_t tag = pc_tag_of(h);
     unsigned l2 = cs->log2_initial;
     int res = PC_RD_RETRY;
@@ -458,7 +458,7 @@ void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage)
     if (coll == NULL || key == NULL || klen > PC_KEY_MAX)
         return;
     const struct pc_coll_shm *cs = coll->shm;
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     const struct pc_bucket_shm *b =
         pc_bucket_at(coll, pc_route_index(pc_route_load(cs), cs->log2_initial, h));
     if (stage == 0) {

@@ -160,7 +160,7 @@ struct tx_obs {
  * with the same expiry (tx_same_key). */
 static uint64_t tx_fingerprint(const unsigned char *v, size_t vl, uint8_t flags)
 {
-    return pc_hash(v, vl) ^ ((uint64_t)flags << 56) ^ ((uint64_t)vl * 0x9e3779b97f4a7c15u);
+    return pc_key_hash(v, vl) ^ ((uint64_t)flags << 56) ^ ((uint64_t)vl * 0x9e3779b97f4a7c15u);
 }
 
 /* Copies what record r (or its absence) holds into o and, when val is not
@@ -346,7 +346,7 @@ static int tx_entry_v(pc_txn *t, pc_coll *coll, const void *key, size_t klen, bo
 {
     if (coll->c != t->c)
         return PC_EINVAL;
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     struct pc_txn_ent *found = tx_find(t, coll, h, key, klen);
     if (found != NULL) {
         int rc = want_value && !found->loaded ? tx_load(found) : 0;

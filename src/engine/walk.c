@@ -480,7 +480,7 @@ int pc_walk_ordered(pc_coll *coll, unsigned flags, pc_walk_fn fn, void *ctx)
             icap = g.n * 2;
         }
         for (size_t i = 0; i < g.n; i++) {
-            idx[i].order = pc_order_key(pc_hash(g.bytes + g.ents[i].koff, g.ents[i].klen));
+            idx[i].order = pc_order_key(pc_key_hash(g.bytes + g.ents[i].koff, g.ents[i].klen));
             idx[i].i = i;
         }
         pc_gidx_sort(idx, g.n, &g);

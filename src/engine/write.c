@@ -645,7 +645,7 @@ static int pc_set_rec(pc_coll *coll, const void *key, size_t klen, const void *v
         return rc;
     if (PC_UNLIKELY(c->txn != NULL))
         return pc_txn_op_set(c->txn, coll, key, klen, val, vlen, rflags, ttl_ms, flags);
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     int64_t now = pc_mono_ms();
     int64_t expires = pc_deadline(now, ttl_ms);
     if (rflags == 0 && !(flags & PC_SET_NX) &&
@@ -727,7 +727,7 @@ int pc_remove(pc_coll *coll, const void *key, size_t klen)
     pc_cache *c = coll->c;
     if (PC_UNLIKELY(c->txn != NULL))
         return pc_txn_op_remove(c->txn, coll, key, klen);
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, pc_mono_ms(), &loc);
     pc_off old = 0, old_node = 0;
@@ -843,7 +843,7 @@ static int pc_addsub(pc_coll *coll, const void *key, size_t klen, int64_t delta,
     pc_cache *c = coll->c;
     if (PC_UNLIKELY(c->txn != NULL))
         return pc_txn_op_add(c->txn, coll, key, klen, delta, neg, ttl_ms, result);
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     int64_t now = pc_mono_ms();
     const size_t bytes = PC_REC_HDR + klen + 8;
     int64_t value = 0;
@@ -908,7 +908,7 @@ int pc_expire(pc_coll *coll, const void *key, size_t klen, int64_t ttl_ms)
         return rc;
     if (PC_UNLIKELY(coll->c->txn != NULL))
         return pc_txn_op_expire(coll->c->txn, coll, key, klen, ttl_ms);
-    uint64_t h = pc_hash(key, klen);
+    uint64_t h = pc_key_hash(key, klen);
     int64_t now = pc_mono_ms();
     struct pc_loc loc;
     pc_locate(coll, h, key, klen, now, &loc);

@@ -274,7 +274,9 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     if (c->txn != NULL && cmd_txn_queue(w, c, d->name, argc, argv, argl))
         goto out; /* queued (+QUEUED) or refused: counted when EXEC runs it */
     c->lastcmd = d->name;
-    int64_t t0 = pc_mono_us();
+    /* the start is the batch's previous command's end: its time includes
+     * its own parsing, a few ns (resp.h, cmd_end_us) */
+    int64_t t0 = w->cmd_end_us != 0 ? w->cmd_end_us : pc_mono_us();
     if (d->flags & CMD_ATOMIC)
         cmd_txn_atomic(w, c, d->fn, argc, argv, argl);
     else if ((d->flags & CMD_SNAPSHOT) && argc > 2)
@@ -282,6 +284,7 @@ void cmd_dispatch(srv_worker *w, conn *c, unsigned argc, const char **argv, cons
     else
         d->fn(w, c, argc, argv, argl);
     int64_t t1 = pc_mono_us();
+    w->cmd_end_us = t1;
     /* one comparison per command; logging is the rare case (slowlog.c) */
     if ((uint64_t)(t1 - t0) >= w->s->cfg.slowlog_log_slower_than &&
         w->s->cfg.slowlog_log_slower_than != SRV_SLOW_OFF)

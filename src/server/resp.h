@@ -153,6 +153,14 @@ typedef struct srv_worker {
     int slot_kind;     /* how the waiter gets the answer: 0 JSON bulk, 1 +OK (SAVE) */
     int stopping;
     int64_t accept_resume_ms; /* accepts paused (EMFILE) until then; 0 = not paused */
+    /* Clock reads are a few percent of a pipelined command's CPU (a vDSO
+     * read costs about as much as the table lookup), so they are shared:
+     * turn_ms is read once per event-loop turn (a connection's activity
+     * stamp, as Redis's cached clock); cmd_end_us is the end of the last
+     * command of the batch conn_process is running, and the next command's
+     * start (0 outside a batch: cmd_dispatch reads the clock) */
+    int64_t turn_ms;
+    int64_t cmd_end_us;
     conn *graveyard;
     /* group commit (worker.c); the sync thread reads batch and writes
      * gc_done (under gc_mu) only while inflight */

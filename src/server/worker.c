@@ -457,6 +457,7 @@ void conn_process(srv_worker *w, conn *c)
         return;
     size_t out_max = (size_t)w->s->cfg.max_output_mb << 20;
     unsigned ahead = 0;
+    w->cmd_end_us = 0; /* the batch's first command reads the clock */
     while (!c->closing && !c->blocked && !c->paused) {
         if (ahead == 0)
             ahead = prefetch_ahead(c);
@@ -516,6 +517,7 @@ void conn_process(srv_worker *w, conn *c)
         if (c->out.len - c->out.off > out_max)
             c->paused = 1;
     }
+    w->cmd_end_us = 0;
     if (w->stopping && !c->blocked)
         c->closing = 1;
     (void)conn_flush(w, c);
@@ -598,7 +600,7 @@ static void conn_read(srv_worker *w, conn *c)
                               atomic_load_explicit(&w->st->net_in, memory_order_relaxed) +
                                   (uint64_t)n,
                               memory_order_relaxed);
-        c->last_ms = pc_mono_ms();
+        c->last_ms = w->turn_ms;
         conn_process(w, c);
         if ((size_t)n < room)
             break;
@@ -1017,6 +1019,7 @@ void srv_worker_main(srv *s, unsigned slot)
     for (;;) {
         srv_dbmap_turn_end(w); /* no command runs while we wait (dbmap.c) */
         int n = epoll_wait(w->epfd, evs, 256, loop.unix_off ? W_UNIX_OFF_MAX_MS : 200);
+        w->turn_ms = pc_mono_ms();
         srv_dbmap_turn_begin(w);
         for (int i = 0; i < n; i++)
             worker_event(w, &evs[i]);

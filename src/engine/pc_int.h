@@ -79,6 +79,11 @@
 
 #define PC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* For the read path's few helpers that take a constant flag (locked or
+ * not): inlined into each caller, every copy loses the branches on the flag
+ * and the call's register saves. At a table the caches hold, a read is
+ * bound by its instruction count, not by memory (docs/design.md). */
+#define PC_ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* ---- debug checks of the invariants ------------------------------------
  * PC_ASSERT(c, I3, cond) states that invariant I3 holds at a point that
@@ -465,11 +470,12 @@ static inline struct pc_stats_shm *pc_stats(const pc_coll *coll)
     struct pc_stats_shm *s = pc_at(coll->c, coll->shm->stats_off);
     return s + coll->c->slot;
 }
-#define PC_STAT_ADD(coll, field, n)                                                                \
-    atomic_store_explicit(&pc_stats(coll)->field,                                                  \
-                          atomic_load_explicit(&pc_stats(coll)->field, memory_order_relaxed) +     \
-                              (n),                                                                 \
+/* s: this process's stats line (pc_stats), for a caller that bumps several */
+#define PC_STAT_BUMP(s, field, n)                                                                  \
+    atomic_store_explicit(&(s)->field,                                                             \
+                          atomic_load_explicit(&(s)->field, memory_order_relaxed) + (n),           \
                           memory_order_relaxed)
+#define PC_STAT_ADD(coll, field, n) PC_STAT_BUMP(pc_stats(coll), field, n)
 
 /* in - out of a per-process counter pair, summed over every slot ever
  * claimed (fields given by offset into pc_stats_shm). Off the hot path:
@@ -714,6 +720,31 @@ static inline size_t pc_rec_room(const pc_cache *c, const struct pc_rec_shm *r)
     uint64_t left = c->region_bytes > at ? c->region_bytes - at : 0;
     return cell < left ? cell : (size_t)left;
 }
+/* Whether n bytes at a equal those at b. Keys of 4 to 16 bytes (most of a
+ * cache's: call ids, tags, "user:1234") compare as two overlapping words,
+ * where memcmp's call and its dispatch on the length cost more than the
+ * compare itself; it reads exactly [0, n) of each side. */
+static inline bool pc_bytes_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    if (n >= 8 && n <= 16) {
+        uint64_t x0, x1, y0, y1;
+        memcpy(&x0, x, 8);
+        memcpy(&y0, y, 8);
+        memcpy(&x1, x + n - 8, 8);
+        memcpy(&y1, y + n - 8, 8);
+        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t x0, x1, y0, y1;
+        memcpy(&x0, x, 4);
+        memcpy(&y0, y, 4);
+        memcpy(&x1, x + n - 4, 4);
+        memcpy(&y1, y + n - 4, 4);
+        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+    }
+    return memcmp(x, y, n) == 0;
+}
 /* Whether record r holds key, its length clamped by the cell (I1/I2): a
  * torn or stale record compares unequal, never reads past the region. On
  * the read path (table.c) and under bucket and chain locks. */
@@ -722,7 +753,7 @@ static inline bool pc_rec_key_eq(const pc_cache *c, const struct pc_rec_shm *r, 
 {
     size_t room = pc_rec_room(c, r);
     room = room > PC_REC_HDR ? room - PC_REC_HDR : 0;
-    return r->klen == klen && klen <= room && memcmp(r->data, key, klen) == 0;
+    return r->klen == klen && klen <= room && pc_bytes_eq(r->data, key, klen);
 }
 
 /* ---- pool.c: the global pools and recovery from dead processes -------------

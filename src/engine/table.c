@@ -177,15 +177,16 @@ struct pc_rd {
 /* Copies rec's value into rd with every length clamped: a torn klen/vlen
  * can shrink what is copied but never push it past the cell (the clamp is
  * subtractive, so it cannot wrap). The one copy routine of every read. */
-static bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r, const void *key, size_t klen,
-                        struct pc_rd *rd, bool locked)
+static PC_ALWAYS_INLINE bool pc_copy_out(const pc_cache *c, const struct pc_rec_shm *r,
+                                         const void *key, size_t klen, struct pc_rd *rd,
+                                         bool locked)
 {
     size_t room = pc_rec_room(c, r);
     if (room <= PC_REC_HDR)
         return false;
     room -= PC_REC_HDR;
     size_t kl = r->klen;
-    if (kl != klen || kl > room || memcmp(r->data, key, klen) != 0)
+    if (kl != klen || kl > room || !pc_bytes_eq(r->data, key, klen))
         return false;
     size_t vroom = room - kl;
     size_t vl = r->vlen;
@@ -243,10 +244,9 @@ static void pc_obtain_ahead(pc_coll *coll, const struct pc_rec_shm *r, size_t kl
     uint32_t guess = atomic_load_explicit(&coll->alloc_guess, memory_order_relaxed);
     if (guess == 0 || guess > PC_GUESS_MAX)
         return;
-    const char *p = (const char *)r;
-    size_t span = PC_REC_HDR + klen + guess;
-    for (size_t o = 0; o < span + 63; o += 64)
-        __builtin_prefetch(p + o, 0, 3); /* a prefetch past the region cannot fault */
+    const char *p = (const char *)r, *end = p + PC_REC_HDR + klen + guess;
+    for (; p < end; p += 64)
+        __builtin_prefetch(p, 0, 3); /* a prefetch past the region cannot fault */
     if ((rd->buf = rd->alloc->obtain((size_t)guess + 1, rd->alloc->ctx)) != NULL)
         rd->cap = guess;
 }
@@ -268,9 +268,9 @@ static void pc_note_guess(pc_coll *coll, size_t vlen)
 /* Scans one bucket. With locked=false this is the optimistic attempt and
  * may return PC_RD_RETRY; *v gets the version it was read under, *ovf
  * whether the bucket points at overflow and *hit_slot the slot of a hit. */
-static int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag, const void *key,
-                          size_t klen, struct pc_rd *rd, bool locked, uint32_t *v, bool *ovf,
-                          unsigned *hit_slot)
+static PC_ALWAYS_INLINE int pc_bucket_read(pc_coll *coll, struct pc_bucket_shm *b, uint8_t tag,
+                                           const void *key, size_t klen, struct pc_rd *rd,
+                                           bool locked, uint32_t *v, bool *ovf, unsigned *hit_slot)
 {
     const pc_cache *c = coll->c;
     uint32_t v1 = atomic_load_explicit(&b->version, memory_order_acquire);
@@ -486,17 +486,18 @@ void pc_prefetch(pc_coll *coll, const void *key, size_t klen, int stage)
 /* Records one read in this process's stats line. Called once per user
  * read, so an internal retry (pc_get growing its buffer) is not counted
  * twice. */
-static void pc_read_stats(pc_coll *coll, const struct pc_rd *rd, bool hit)
+static inline void pc_read_stats(pc_coll *coll, const struct pc_rd *rd, bool hit)
 {
-    if (rd->retries)
-        PC_STAT_ADD(coll, retries, rd->retries);
-    if (rd->fallback)
-        PC_STAT_ADD(coll, fallbacks, 1);
-    PC_STAT_ADD(coll, reads, 1);
+    struct pc_stats_shm *s = pc_stats(coll);
+    if (PC_UNLIKELY(rd->retries | rd->fallback)) {
+        PC_STAT_BUMP(s, retries, rd->retries);
+        PC_STAT_BUMP(s, fallbacks, rd->fallback ? 1 : 0);
+    }
+    PC_STAT_BUMP(s, reads, 1);
     if (hit)
-        PC_STAT_ADD(coll, hits, 1);
+        PC_STAT_BUMP(s, hits, 1);
     else
-        PC_STAT_ADD(coll, misses, 1);
+        PC_STAT_BUMP(s, misses, 1);
 }
 
 static int pc_check_key(const pc_coll *coll, const void *key, size_t klen)

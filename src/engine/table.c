@@ -244,9 +244,15 @@ static void pc_obtain_ahead(pc_coll *coll, const struct pc_rec_shm *r, size_t kl
     uint32_t guess = atomic_load_explicit(&coll->alloc_guess, memory_order_relaxed);
     if (guess == 0 || guess > PC_GUESS_MAX)
         return;
+    /* a prefetch past the record or the region cannot fault: the first
+     * four lines (a typical record) without a loop, then the rest */
     const char *p = (const char *)r, *end = p + PC_REC_HDR + klen + guess;
-    for (; p < end; p += 64)
-        __builtin_prefetch(p, 0, 3); /* a prefetch past the region cannot fault */
+    __builtin_prefetch(p, 0, 3);
+    __builtin_prefetch(p + 64, 0, 3);
+    __builtin_prefetch(p + 128, 0, 3);
+    __builtin_prefetch(p + 192, 0, 3);
+    for (p += 256; p < end; p += 64)
+        __builtin_prefetch(p, 0, 3);
     if ((rd->buf = rd->alloc->obtain((size_t)guess + 1, rd->alloc->ctx)) != NULL)
         rd->cap = guess;
 }

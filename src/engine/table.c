@@ -612,6 +612,63 @@ int pc_get(pc_coll *coll, const void *key, size_t klen, void **val, size_t *vlen
     return rc;
 }
 
+/* What pc_get_alloc's common hit does not need, out of its line: a read
+ * under the lock that found no room (room is made here, outside the lock,
+ * and the read repeated), a counter, a failed obtain, a miss, meta. rd and
+ * rc are the first lookup's. */
+static __attribute__((noinline)) int pc_get_alloc_rest(pc_coll *coll, const void *key, size_t klen,
+                                                       const pc_allocator *a, struct pc_rd *rd,
+                                                       int rc, void **val, size_t *vlen,
+                                                       pc_meta *meta)
+{
+    unsigned retries = rd->retries;
+    bool fallback = rd->fallback;
+    while (rc == 0 && !rd->alloc_failed && !(rd->flags & PC_RF_COUNTER) && rd->vlen > rd->cap) {
+        if (rd->buf != NULL)
+            a->release(rd->buf, a->ctx);
+        rd->cap = 0;
+        if ((rd->buf = a->obtain(rd->vlen + 1, a->ctx)) == NULL) {
+            rd->alloc_failed = true;
+            break;
+        }
+        rd->cap = rd->vlen;
+        rc = pc_lookup(coll, key, klen, rd);
+        retries += rd->retries;
+        fallback |= rd->fallback;
+    }
+    rd->retries = retries;
+    rd->fallback = fallback;
+    pc_read_stats(coll, rd, rc == 0 && !rd->alloc_failed);
+    if (rc == 0 && !rd->alloc_failed && !(rd->flags & PC_RF_COUNTER))
+        pc_note_guess(coll, rd->vlen);
+    if (rc == 0 && !rd->alloc_failed && (rd->flags & PC_RF_COUNTER)) {
+        char num[24];
+        int n = snprintf(num, sizeof num, "%" PRId64, rd->counter);
+        if (rd->buf == NULL || (size_t)n > rd->cap) {
+            if (rd->buf != NULL)
+                a->release(rd->buf, a->ctx);
+            rd->cap = (size_t)n;
+            if ((rd->buf = a->obtain((size_t)n + 1, a->ctx)) == NULL)
+                rd->alloc_failed = true;
+        }
+        if (rd->buf != NULL)
+            memcpy(rd->buf, num, (size_t)n);
+        rd->vlen = (size_t)n;
+    }
+    if (rc == 0 && rd->alloc_failed)
+        rc = PC_EHEAP;
+    if (rc != 0) {
+        if (rd->buf != NULL)
+            a->release(rd->buf, a->ctx);
+        return rc;
+    }
+    ((char *)rd->buf)[rd->vlen] = '\0';
+    *val = rd->buf;
+    *vlen = rd->vlen;
+    pc_fill_meta(rd, rd->vlen, meta);
+    return 0;
+}
+
 int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator *a, void **val,
                  size_t *vlen, pc_meta *meta)
 {
@@ -628,55 +685,19 @@ int pc_get_alloc(pc_coll *coll, const void *key, size_t klen, const pc_allocator
     if (PC_UNLIKELY(coll->c->txn != NULL))
         return pc_txn_op_get(coll->c->txn, coll, key, klen, NULL, 0, a, val, vlen, NULL, meta);
     struct pc_rd rd = {.alloc = a};
-    unsigned retries = 0;
-    bool fallback = false;
-    for (;;) {
-        rc = pc_lookup(coll, key, klen, &rd);
-        retries += rd.retries;
-        fallback |= rd.fallback;
-        if (rc != 0 || rd.alloc_failed || (rd.flags & PC_RF_COUNTER) || rd.vlen <= rd.cap)
-            break;
-        /* read under a lock with no room: make room here, outside it */
-        if (rd.buf != NULL)
-            a->release(rd.buf, a->ctx);
-        rd.cap = 0;
-        if ((rd.buf = a->obtain(rd.vlen + 1, a->ctx)) == NULL) {
-            rd.alloc_failed = true;
-            break;
-        }
-        rd.cap = rd.vlen;
-    }
-    rd.retries = retries;
-    rd.fallback = fallback;
-    pc_read_stats(coll, &rd, rc == 0 && !rd.alloc_failed);
-    if (rc == 0 && !rd.alloc_failed && !(rd.flags & PC_RF_COUNTER))
+    rc = pc_lookup(coll, key, klen, &rd);
+    /* the common hit: a value in the block the lookup obtained ahead; the
+     * rest (pc_get_alloc_rest) stays out of this function's registers */
+    if (PC_LIKELY(rc == 0 && !rd.alloc_failed && !(rd.flags & PC_RF_COUNTER) && rd.vlen <= rd.cap &&
+                  meta == NULL)) {
+        pc_read_stats(coll, &rd, true);
         pc_note_guess(coll, rd.vlen);
-    if (rc == 0 && !rd.alloc_failed && (rd.flags & PC_RF_COUNTER)) {
-        char num[24];
-        int n = snprintf(num, sizeof num, "%" PRId64, rd.counter);
-        if (rd.buf == NULL || (size_t)n > rd.cap) {
-            if (rd.buf != NULL)
-                a->release(rd.buf, a->ctx);
-            rd.cap = (size_t)n;
-            if ((rd.buf = a->obtain((size_t)n + 1, a->ctx)) == NULL)
-                rd.alloc_failed = true;
-        }
-        if (rd.buf != NULL)
-            memcpy(rd.buf, num, (size_t)n);
-        rd.vlen = (size_t)n;
+        ((char *)rd.buf)[rd.vlen] = '\0';
+        *val = rd.buf;
+        *vlen = rd.vlen;
+        return 0;
     }
-    if (rc == 0 && rd.alloc_failed)
-        rc = PC_EHEAP;
-    if (rc != 0) {
-        if (rd.buf != NULL)
-            a->release(rd.buf, a->ctx);
-        return rc;
-    }
-    ((char *)rd.buf)[rd.vlen] = '\0';
-    *val = rd.buf;
-    *vlen = rd.vlen;
-    pc_fill_meta(&rd, rd.vlen, meta);
-    return 0;
+    return pc_get_alloc_rest(coll, key, klen, a, &rd, rc, val, vlen, meta);
 }
 
 int pc_probe(pc_coll *coll, const void *key, size_t klen, pc_meta *meta)

@@ -5,13 +5,16 @@
 # GET and SET runs redis-benchmark pinned to CPU 1 (50 clients, -P N,
 # 200-byte values) while perf record samples the server's processes for
 # 8 s; prints the server's CPU microseconds per request (its processes'
-# user + system time over the requests the benchmark made), the split by
-# object (kernel, the server, libc) and the top symbols.
+# user + system time over the requests the benchmark made), its system
+# calls and context switches per request over the same requests (perf
+# stat's syscall tracepoints: unlike strace, they leave the timing, and so
+# the batching of epoll_wait, as it is), the split by object (kernel, the
+# server, libc) and the top symbols.
 # Needs perf, redis-benchmark, redis-cli.
 #   bench/server_profile.sh [-P N (default 1)] [-t get,set (default get)]
 #       [-r REDIS_SERVER] PCACHED POGOCACHE [PORT (default 25001; +1, +2)] [OUTDIR]
 set -u
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; }
 pipe=1; tests=get; redis=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -62,6 +65,8 @@ for who in $servers; do
     taskset -c 1 redis-benchmark -p $p -c 50 -d 200 -r 100000 -t set -n 200000 -P 16 -q >/dev/null
 done
 hz=$(getconf CLK_TCK)
+scev=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_write
+scev=$scev,syscalls:sys_enter_epoll_wait,context-switches
 for who in $servers; do
     case $who in
     pcached) p=$port; pid=$pp ;;
@@ -74,14 +79,19 @@ for who in $servers; do
         echo "== $who $t -P $pipe (load $(cut -d' ' -f1 /proc/loadavg))"
         perf record -F 999 -g -o "$out/$who-$t.data" -p "$pids" -- sleep 8 >/dev/null 2>&1 &
         perfp=$!
+        perf stat -x, -e "$scev" -p "$pids" -o "$out/$who-$t.stat" >/dev/null 2>&1 &
+        statp=$!
         sleep 0.5
         t0=$(ticks "$pids")
         taskset -c 1 redis-benchmark -p $p -c 50 -d 200 -r 100000 -t $t -n $n -P $pipe --csv \
             2>/dev/null
         t1=$(ticks "$pids")
-        wait $perfp
+        kill -INT $statp 2>/dev/null
+        wait $statp $perfp
         awk -v d=$((t1 - t0)) -v hz="$hz" -v n=$n \
             'BEGIN { printf "server CPU: %.3f us per request (%d requests)\n", d / hz * 1e6 / n, n }'
+        awk -F, -v n=$n '$1 ~ /^[0-9]+$/ { printf "  %s: %.3f per request\n", $3, $1 / n }' \
+            "$out/$who-$t.stat" 2>/dev/null
         perf report -i "$out/$who-$t.data" --stdio --no-children --sort dso 2>/dev/null |
             grep -E "^ +[0-9]" | head -5
         perf report -i "$out/$who-$t.data" --stdio --no-children -g none --sort dso,sym \

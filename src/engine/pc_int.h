@@ -726,23 +726,13 @@ static inline size_t pc_rec_room(const pc_cache *c, const struct pc_rec_shm *r)
  * compare itself; it reads exactly [0, n) of each side. */
 static inline bool pc_bytes_eq(const void *a, const void *b, size_t n)
 {
-    const unsigned char *x = a, *y = b;
-    if (n >= 8 && n <= 16) {
-        uint64_t x0, x1, y0, y1;
-        memcpy(&x0, x, 8);
-        memcpy(&y0, y, 8);
-        memcpy(&x1, x + n - 8, 8);
-        memcpy(&y1, y + n - 8, 8);
-        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
-    }
-    if (n >= 4 && n < 8) {
-        uint32_t x0, x1, y0, y1;
-        memcpy(&x0, x, 4);
-        memcpy(&y0, y, 4);
-        memcpy(&x1, x + n - 4, 4);
-        memcpy(&y1, y + n - 4, 4);
-        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
-    }
+    const uint8_t *x = a, *y = b;
+    if (n >= 8 && n <= 16)
+        return ((pc_get_le64(x) ^ pc_get_le64(y)) |
+                (pc_get_le64(x + n - 8) ^ pc_get_le64(y + n - 8))) == 0;
+    if (n >= 4 && n < 8)
+        return ((pc_get_le32(x) ^ pc_get_le32(y)) |
+                (pc_get_le32(x + n - 4) ^ pc_get_le32(y + n - 4))) == 0;
     return memcmp(x, y, n) == 0;
 }
 /* Whether record r holds key, its length clamped by the cell (I1/I2): a

@@ -220,7 +220,8 @@ static int start_pogocache(const struct sopts *o, struct server *s, int cpu, con
     s->port = free_port();
     snprintf(port, sizeof port, "%d", s->port);
     snprintf(log, sizeof log, "%s/pogocache.log", o->tmp);
-    char *argv[] = {(char *)o->pogocache, "-h", "127.0.0.1", "-p", port, "--threads", (char *)threads, NULL};
+    char *argv[] = {(char *)o->pogocache, "-h", "127.0.0.1", "-p", port, "--threads",
+                    (char *)threads,      NULL};
     s->name = "pogocache";
     s->pid = spawn(argv, log, cpu);
     return wait_ready(s->port, s->pid, 60);
@@ -321,11 +322,17 @@ static int redis_bench(const struct sopts *o, const struct server *s, unsigned p
 
 /* One lean-client case of one server over the rounds. */
 struct lean_case {
-    rload_result med;            /* the run nearest the median rate */
-    double ratio[NSRV_MAX];      /* median of per-round (this / server k) */
+    rload_result med;       /* the run nearest the median rate */
+    double ratio[NSRV_MAX]; /* median of per-round (this / server k) */
     double rmin[NSRV_MAX], rmax[NSRV_MAX];
-    double gen_cpu_max;          /* the busiest round's generator CPU / wall */
-    double srv_us;               /* median server CPU us per request */
+    double gen_cpu_max; /* the busiest round's generator CPU / wall */
+    double srv_us;      /* median server CPU us per request */
+    /* median of per-round (server k's CPU us per request / this one's):
+     * above 1, this server costs less per request. The figure that decides
+     * a rate ratio once the generator or the cores, not the server, set
+     * the rate (both servers then serve what they are given). */
+    double cpu_ratio[NSRV_MAX];
+    double cmin[NSRV_MAX], cmax[NSRV_MAX];
 };
 
 /* GET -P 1 without and during saves, paired within each round. */
@@ -339,10 +346,9 @@ struct save_figs {
 
 struct figs {
     struct lean_case lean[NSRV_MAX][2][2]; /* [pcached, redis, pogocache][set/get][p1/p16] */
-    rload_result two[2][2];                 /* pcached, 2 workers unpinned [op][p] */
-    double pogo2_rate[2][2];                /* pogocache, 2 threads, unpinned */
-    double two_ratio[2][2], two_min[2][2], two_max[2][2]; /* pcached 2w / pogocache 2t */
-    double rb[NSRV_MAX][2][2];              /* redis-benchmark [server][p][set/get] */
+    /* [pcached 2 workers, pogocache 2 threads][set/get][p1/p16], unpinned */
+    struct lean_case two[2][2][2];
+    double rb[NSRV_MAX][2][2]; /* redis-benchmark [server][p][set/get] */
     struct save_figs save, r_save;
     double shutdown_s, restart_s;
     uint64_t restart_keys;
@@ -441,11 +447,11 @@ static int during_save(const struct sopts *o, const struct server *s, int bg, st
 }
 
 /* The figures of one case of one server from its rounds (see lean_case). */
-static void lean_summary(rload_result (*runs)[2][2][SRV_ROUNDS_MAX], int nsrv, int rounds,
-                         int srv, int op, int p, struct lean_case *lc)
+static void lean_summary(rload_result (*runs)[2][2][SRV_ROUNDS_MAX], int nsrv, int rounds, int srv,
+                         int op, int p, struct lean_case *lc)
 {
     const rload_result *mine = runs[srv][op][p];
-    double rate[SRV_ROUNDS_MAX], us[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX];
+    double rate[SRV_ROUNDS_MAX], us[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX], cr[SRV_ROUNDS_MAX];
     lc->gen_cpu_max = 0;
     for (int r = 0; r < rounds; r++) {
         rate[r] = mine[r].rate;
@@ -460,10 +466,14 @@ static void lean_summary(rload_result (*runs)[2][2][SRV_ROUNDS_MAX], int nsrv, i
     lc->med = mine[pick];
     lc->srv_us = bench_median(us, (size_t)rounds);
     for (int k = 0; k < nsrv; k++) {
-        for (int r = 0; r < rounds; r++)
+        for (int r = 0; r < rounds; r++) {
             rat[r] = ratio(mine[r].rate, runs[k][op][p][r].rate);
+            cr[r] = ratio(runs[k][op][p][r].srv_us, mine[r].srv_us);
+        }
         lc->ratio[k] = bench_median(rat, (size_t)rounds);
         bench_minmax(rat, (size_t)rounds, &lc->rmin[k], &lc->rmax[k]);
+        lc->cpu_ratio[k] = bench_median(cr, (size_t)rounds);
+        bench_minmax(cr, (size_t)rounds, &lc->cmin[k], &lc->cmax[k]);
     }
 }
 
@@ -490,8 +500,7 @@ static int run_lean(const struct sopts *o, struct figs *f, int cs)
                  : srv == 1 ? start_redis(o, &sv[srv], cs)
                             : start_pogocache(o, &sv[srv], cs, "1");
         if (rc != 0 || fill(&sv[srv], ks) != 0) {
-            fprintf(stderr, "server: %s did not start or fill (log in %s)\n", sv[srv].name,
-                    o->tmp);
+            fprintf(stderr, "server: %s did not start or fill (log in %s)\n", sv[srv].name, o->tmp);
             stop_all(sv, srv + 1);
             return -1;
         }
@@ -525,8 +534,11 @@ static int run_lean(const struct sopts *o, struct figs *f, int cs)
 }
 
 /* pcached with 2 workers and, with --pogocache, pogocache with 2 threads,
- * all unpinned (the client too): --rounds interleaved rounds; the figures
- * are the median rates and the median of per-round ratios with spread. */
+ * all unpinned (the client too): --rounds interleaved rounds, summarised
+ * as the lean cases are (lean_summary): median rates, the median of
+ * per-round rate ratios and of per-round CPU-per-request ratios, the
+ * generator's busiest round. The generator shares the two cores with the
+ * server here, so its CPU figure says how much of them the server had. */
 static int run_two(const struct sopts *o, struct figs *f)
 {
     const uint64_t ks = 100000;
@@ -551,21 +563,10 @@ static int run_two(const struct sopts *o, struct figs *f)
                         return -1;
                     }
                 }
-    for (int op = 0; op < 2; op++)
-        for (int p = 0; p < 2; p++) {
-            double rate[SRV_ROUNDS_MAX], rat[SRV_ROUNDS_MAX];
-            for (int r = 0; r < o->rounds; r++) {
-                rate[r] = runs[0][op][p][r].rate;
-                rat[r] = n > 1 ? ratio(runs[0][op][p][r].rate, runs[1][op][p][r].rate) : 0;
-            }
-            f->two[op][p] = runs[0][op][p][0];
-            f->two[op][p].rate = bench_median(rate, (size_t)o->rounds);
-            for (int r = 0; r < o->rounds; r++)
-                rate[r] = n > 1 ? runs[1][op][p][r].rate : 0;
-            f->pogo2_rate[op][p] = bench_median(rate, (size_t)o->rounds);
-            f->two_ratio[op][p] = bench_median(rat, (size_t)o->rounds);
-            bench_minmax(rat, (size_t)o->rounds, &f->two_min[op][p], &f->two_max[op][p]);
-        }
+    for (int i = 0; i < n; i++)
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++)
+                lean_summary(runs, n, o->rounds, i, op, p, &f->two[i][op][p]);
     stop_all(sv, n);
     return 0;
 }
@@ -638,11 +639,21 @@ static void report_json(const struct sopts *o, const struct figs *f, const char 
             printf(",\"ratio_%s_p%d\":%.3f,\"ratio_%s_p%d_min\":%.3f,\"ratio_%s_p%d_max\":%.3f",
                    op_key[op], pp, lc->ratio[1], op_key[op], pp, lc->rmin[1], op_key[op], pp,
                    lc->rmax[1]);
-            if (nsrv > 2)
+            printf(",\"cpu_ratio_%s_p%d\":%.3f,\"cpu_ratio_%s_p%d_min\":%.3f,"
+                   "\"cpu_ratio_%s_p%d_max\":%.3f",
+                   op_key[op], pp, lc->cpu_ratio[1], op_key[op], pp, lc->cmin[1], op_key[op], pp,
+                   lc->cmax[1]);
+            if (nsrv > 2) {
                 printf(",\"ratio_vs_pogocache_%s_p%d\":%.3f,\"ratio_vs_pogocache_%s_p%d_min\":%.3f,"
                        "\"ratio_vs_pogocache_%s_p%d_max\":%.3f,\"pogocache_ratio_%s_p%d\":%.3f",
                        op_key[op], pp, lc->ratio[2], op_key[op], pp, lc->rmin[2], op_key[op], pp,
                        lc->rmax[2], op_key[op], pp, f->lean[2][op][p].ratio[1]);
+                printf(",\"cpu_ratio_vs_pogocache_%s_p%d\":%.3f,"
+                       "\"cpu_ratio_vs_pogocache_%s_p%d_min\":%.3f,"
+                       "\"cpu_ratio_vs_pogocache_%s_p%d_max\":%.3f",
+                       op_key[op], pp, lc->cpu_ratio[2], op_key[op], pp, lc->cmin[2], op_key[op],
+                       pp, lc->cmax[2]);
+            }
             for (int srv = 0; srv < nsrv; srv++) {
                 const struct lean_case *c = &f->lean[srv][op][p];
                 printf(",\"%s_%s_p%d\":{\"rate\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f,"
@@ -662,21 +673,33 @@ static void report_json(const struct sopts *o, const struct figs *f, const char 
     for (int op = 0; op < 2; op++)
         for (int p = 0; p < 2; p++) {
             int pp = p ? 16 : 1;
-            printf(",\"pcached2w_%s_p%d\":%.0f", op_key[op], pp, f->two[op][p].rate);
-            if (nsrv > 2)
+            const struct lean_case *w2 = &f->two[0][op][p], *t2 = &f->two[1][op][p];
+            printf(",\"pcached2w_%s_p%d\":%.0f,\"pcached2w_%s_p%d_cpu_us_per_req\":%.3f,"
+                   "\"pcached2w_%s_p%d_generator_cpu_max\":%.3f",
+                   op_key[op], pp, w2->med.rate, op_key[op], pp, w2->srv_us, op_key[op], pp,
+                   w2->gen_cpu_max);
+            if (nsrv > 2) {
                 printf(",\"pogocache2t_%s_p%d\":%.0f,\"ratio_2w_vs_pogocache_2t_%s_p%d\":%.3f,"
                        "\"ratio_2w_vs_pogocache_2t_%s_p%d_min\":%.3f,"
                        "\"ratio_2w_vs_pogocache_2t_%s_p%d_max\":%.3f",
-                       op_key[op], pp, f->pogo2_rate[op][p], op_key[op], pp, f->two_ratio[op][p],
-                       op_key[op], pp, f->two_min[op][p], op_key[op], pp, f->two_max[op][p]);
+                       op_key[op], pp, t2->med.rate, op_key[op], pp, w2->ratio[1], op_key[op], pp,
+                       w2->rmin[1], op_key[op], pp, w2->rmax[1]);
+                printf(",\"pogocache2t_%s_p%d_cpu_us_per_req\":%.3f,"
+                       "\"pogocache2t_%s_p%d_generator_cpu_max\":%.3f,"
+                       "\"cpu_ratio_2w_vs_pogocache_2t_%s_p%d\":%.3f,"
+                       "\"cpu_ratio_2w_vs_pogocache_2t_%s_p%d_min\":%.3f,"
+                       "\"cpu_ratio_2w_vs_pogocache_2t_%s_p%d_max\":%.3f",
+                       op_key[op], pp, t2->srv_us, op_key[op], pp, t2->gen_cpu_max, op_key[op], pp,
+                       w2->cpu_ratio[1], op_key[op], pp, w2->cmin[1], op_key[op], pp, w2->cmax[1]);
+            }
         }
     for (int srv = 0; srv < nsrv; srv++)
         for (int p = 0; p < 2; p++)
             for (int op = 0; op < 2; op++)
                 printf(",\"rb_%s_%s_p%d\":%.0f", srv_key[srv], op_key[op], p ? 16 : 1,
                        f->rb[srv][p][op]);
-    printf(",\"get_p999_us_base\":%.0f,\"get_p999_us_during_save\":%.0f}\n",
-           f->save.base.p999_us, f->save.during.p999_us);
+    printf(",\"get_p999_us_base\":%.0f,\"get_p999_us_during_save\":%.0f}\n", f->save.base.p999_us,
+           f->save.during.p999_us);
 }
 
 static void report_lean_text(const struct sopts *o, const struct figs *f)
@@ -694,9 +717,31 @@ static void report_lean_text(const struct sopts *o, const struct figs *f)
                 if (srv == 0)
                     printf("  over redis %.2fx (%.2f-%.2f)", c->ratio[1], c->rmin[1], c->rmax[1]);
                 if (srv == 0 && nsrv > 2)
-                    printf(", over pogocache %.2fx (%.2f-%.2f)", c->ratio[2], c->rmin[2],
-                           c->rmax[2]);
+                    printf(", over pogocache %.2fx (%.2f-%.2f), CPU/request %.2fx (%.2f-%.2f)",
+                           c->ratio[2], c->rmin[2], c->rmax[2], c->cpu_ratio[2], c->cmin[2],
+                           c->cmax[2]);
                 printf("%s\n", c->gen_cpu_max > 0.9 ? "  GENERATOR-BOUND" : "");
+            }
+}
+
+/* pcached 2 workers against pogocache 2 threads, all unpinned: the rates,
+ * each one's CPU per request and the generator's share of a core. */
+static void report_two_text(const struct sopts *o, const struct figs *f)
+{
+    int n = o->pogocache != NULL ? 2 : 1;
+    printf("\n2 workers / 2 threads, unpinned (the client shares both CPUs): ops/s; server CPU "
+           "us/request; generator CPU/wall, busiest round\n");
+    for (int i = 0; i < n; i++)
+        for (int op = 0; op < 2; op++)
+            for (int p = 0; p < 2; p++) {
+                const struct lean_case *c = &f->two[i][op][p];
+                printf("  %-10s %s -P %-2d %9.0f;%6.2f;%5.2f", i ? "pogocache" : "pcached",
+                       op ? "GET" : "SET", p ? 16 : 1, c->med.rate, c->srv_us, c->gen_cpu_max);
+                if (i == 0 && n > 1)
+                    printf("  rate over pogocache %.2fx (%.2f-%.2f), CPU/request %.2fx (%.2f-%.2f)",
+                           c->ratio[1], c->rmin[1], c->rmax[1], c->cpu_ratio[1], c->cmin[1],
+                           c->cmax[1]);
+                printf("\n");
             }
 }
 
@@ -719,13 +764,7 @@ static void report(const struct sopts *o, const struct figs *f)
            o->pin ? "server on CPU 0, client on CPU 1" : "unpinned (one CPU)", f->load_start,
            f->load_end);
     report_lean_text(o, f);
-    printf(
-        "\npcached 2 workers unpinned: SET %.0f / GET %.0f at -P 1, SET %.0f / GET %.0f at -P 16\n",
-        f->two[0][0].rate, f->two[1][0].rate, f->two[0][1].rate, f->two[1][1].rate);
-    if (o->pogocache != NULL)
-        printf("  over pogocache 2 threads unpinned: SET %.2fx GET %.2fx at -P 1, SET %.2fx GET "
-               "%.2fx at -P 16\n",
-               f->two_ratio[0][0], f->two_ratio[1][0], f->two_ratio[0][1], f->two_ratio[1][1]);
+    report_two_text(o, f);
     if (o->redis_benchmark != NULL)
         printf("\nredis-benchmark -c 50 -d 200 -r 100000 (client-bound): pcached SET %.0f GET %.0f "
                "(-P 1), %.0f / %.0f (-P 16); redis-server %.0f / %.0f, %.0f / %.0f\n",
@@ -739,9 +778,8 @@ static void report(const struct sopts *o, const struct figs *f)
            "%.0f, %.2fx (%.2f-%.2f)\n",
            (unsigned long long)o->keys, o->rounds, a->base.p999_us, a->during.p999_us,
            a->p999_ratio, a->p999_min, a->p999_max, a->base.rate, a->during.rate, a->rate_ratio,
-           a->rate_min, a->rate_max, b->base.p999_us, b->during.p999_us, b->p999_ratio,
-           b->p999_min, b->p999_max, b->base.rate, b->during.rate, b->rate_ratio, b->rate_min,
-           b->rate_max);
+           a->rate_min, a->rate_max, b->base.p999_us, b->during.p999_us, b->p999_ratio, b->p999_min,
+           b->p999_max, b->base.rate, b->during.rate, b->rate_ratio, b->rate_min, b->rate_max);
     printf("  shutdown save (SIGTERM to exit): %.3f s; restart to first PING: %.3f s with %llu "
            "keys served%s\n",
            f->shutdown_s, f->restart_s, (unsigned long long)f->restart_keys,

@@ -213,11 +213,12 @@ static uint64_t pc_overflow_count(pc_coll *coll)
                          offsetof(struct pc_stats_shm, ovf_out));
 }
 
-/* Grows one collection by at most budget splits and raises grown. */
-static unsigned pc_grow_coll(pc_cache *c, pc_coll *coll, unsigned budget)
+/* Grows one collection by at most budget splits, toward its entries plus
+ * extra, and raises grown. */
+static unsigned pc_grow_coll(pc_cache *c, pc_coll *coll, uint64_t extra, unsigned budget)
 {
     uint64_t before = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
-    unsigned s = pc_grow(coll, budget);
+    unsigned s = pc_grow(coll, extra, budget);
     if (s > 0 && pc_event_wanted(c, PC_EV_GROWN)) {
         pc_event ev = {.type = PC_EV_GROWN,
                        .collection = coll->shm->name,
@@ -252,7 +253,7 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
             share = 1;
         for (int pass = 0; pass < 2 && budget > 0; pass++) {
             for (unsigned i = 0; i < c->ncoll && budget > 0; i++) {
-                unsigned s = pc_grow_coll(c, &c->coll[i], pass == 0 ? share : budget);
+                unsigned s = pc_grow_coll(c, &c->coll[i], 0, pass == 0 ? share : budget);
                 if (s > budget)
                     s = budget;
                 r.splits += s;
@@ -279,6 +280,29 @@ int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
     if (report != NULL)
         *report = r;
     return 0;
+}
+
+int pc_coll_reserve(pc_coll *coll, uint64_t entries)
+{
+    if (coll == NULL)
+        return PC_EINVAL;
+    pc_cache *c = coll->c;
+    int rc = pc_enter(c);
+    if (rc != 0)
+        return rc;
+    PC_ASSERT(c, I7, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0); /* it is the outer lock */
+    if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
+        return PC_EBUSY;
+    /* at most a quarter of the region in buckets, whatever entries says
+     * (it comes from a file): the records must still fit */
+    uint64_t cap = c->region_bytes / 4 / sizeof(struct pc_bucket_shm) * c->hdr->growth_load_factor;
+    if (entries > cap)
+        entries = cap;
+    /* no budget: a reserve made before a load splits buckets that are
+     * still nearly empty, and stops at PC_LOG2_MAX (pc_split_one fails) */
+    unsigned s = pc_grow_coll(c, coll, entries, UINT_MAX);
+    pc_unlock_word(&c->hdr->maint_lock);
+    return s > INT_MAX ? INT_MAX : (int)s;
 }
 
 /* The cumulative counters, in the order of pc_coll_shm.base[]. */

@@ -138,13 +138,14 @@ static int pc_split_one(pc_coll *coll)
     return 0;
 }
 
-/* Splits toward growth_load_factor entries per bucket, at most budget. */
-unsigned pc_grow(pc_coll *coll, unsigned budget)
+/* Splits toward growth_load_factor entries per bucket for the collection's
+ * entries plus extra (keys about to be inserted), at most budget. */
+unsigned pc_grow(pc_coll *coll, uint64_t extra, unsigned budget)
 {
     unsigned lf = coll->c->hdr->growth_load_factor;
     if (lf == 0 || atomic_load(&coll->shm->grow_failed))
         return 0;
-    uint64_t entries = pc_coll_entries(coll);
+    uint64_t entries = pc_coll_entries(coll) + extra;
     uint64_t buckets = pc_route_buckets(pc_route_load(coll->shm), coll->shm->log2_initial);
     unsigned done = 0;
     while (done < budget && entries > (uint64_t)lf * (buckets + done)) {

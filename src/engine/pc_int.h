@@ -909,7 +909,7 @@ pc_off pc_alloc_drained(pc_cache *c, unsigned cls, size_t bytes, bool may_evict,
 /* ---- growth.c / sweep.c: upkeep under the maintenance lock -----------------
  * Used by cache (pc_maintain) only. */
 int pc_coll_carve_segment(pc_coll *coll, unsigned j);
-unsigned pc_grow(pc_coll *coll, unsigned budget);
+unsigned pc_grow(pc_coll *coll, uint64_t extra, unsigned budget);
 /* Moves overflow nodes back into buckets with a free slot, at most budget
  * (growth.c: the maintenance pass after the splits). */
 unsigned pc_overflow_drain(pc_coll *coll, unsigned budget);

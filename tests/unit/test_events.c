@@ -110,6 +110,46 @@ static void sleep_ms(long ms)
 
 /* ---- grown ------------------------------------------------------------------------- */
 
+/* pc_coll_reserve: grows for keys not yet inserted, past the per-call
+ * budget, with one grown event; the inserts after it overflow nothing; a
+ * count out of reason (it comes from a file) is bounded, never an error. */
+static void reserve_grows_ahead_of_the_keys(void **state)
+{
+    (void)state;
+    struct recorder r = {0};
+    pc_cache *c = mk_cache("default;g=4;h=4", 64, 5, &r);
+    pc_coll *g = pc_fx_coll(c, "g"), *h = pc_fx_coll(c, "h");
+    check_rc(pc_event_subscribe(c, PC_EV_GROWN, 1), PC_OK);
+    assert_int_equal(pc_coll_reserve(NULL, 10), PC_EINVAL);
+    int s = pc_coll_reserve(g, 20000);
+    pc_coll_stats st;
+    check_rc(pc_coll_stats_get(g, &st), PC_OK);
+    print_message("reserve 20000: %d splits, %" PRIu64 " buckets\n", s, st.buckets);
+    assert_true(s > 5); /* not held to the budget of 5 */
+    assert_int_equal(st.buckets, 16 + (uint64_t)s);
+    assert_true(st.buckets * 4 >= 20000); /* the default load factor, 4 */
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.ev[0].ev.splits, (uint64_t)s);
+    assert_int_equal(r.ev[0].ev.entries, 0);
+    fill(g, "g", 0, 20000);
+    check_rc(pc_coll_stats_get(g, &st), PC_OK);
+    assert_int_equal(st.entries, 20000);
+    assert_true(st.overflow < 200);             /* without the reserve: most of them */
+    assert_int_equal(pc_coll_reserve(g, 0), 0); /* nothing more to do */
+    /* a count no cache could hold: the buckets stay within a quarter of
+     * the region and the collection still takes keys */
+    s = pc_coll_reserve(h, UINT64_MAX / 2);
+    assert_true(s >= 0);
+    check_rc(pc_coll_stats_get(h, &st), PC_OK);
+    pc_mem_stats ms;
+    check_rc(pc_mem_stats_get(c, &ms), PC_OK);
+    print_message("reserve of a huge count: %d splits, %" PRIu64 " buckets, plain extent %zu B\n",
+                  s, st.buckets, ms.plain_bytes);
+    assert_true(st.buckets * 64 <= (ms.plain_bytes + ms.hugepage_bytes) / 2);
+    fill(h, "h", 0, 1000);
+    pc_cache_destroy(c);
+}
+
 static void grown_event_carries_the_growth(void **state)
 {
     (void)state;
@@ -551,6 +591,7 @@ int main(int argc, char **argv)
     pc_test_args(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grown_event_carries_the_growth),
+        cmocka_unit_test(reserve_grows_ahead_of_the_keys),
         cmocka_unit_test(expired_event_is_opt_in_per_collection),
         cmocka_unit_test(nomem_event_names_the_dropped_write),
         cmocka_unit_test(nomem_event_when_the_overflow_node_is_missing),

@@ -289,6 +289,15 @@ typedef struct pc_maint_report {
  * be NULL. */
 int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report);
 
+/* Grows the collection now so that entries more keys fit at the cache's
+ * growth_load_factor without overflowing (splits with no budget, up to the
+ * largest size; nothing when growth is off). For a bulk load that knows its
+ * size and runs before any maintenance process does (a snapshot's load):
+ * without it the keys pile into the overflow chains of the initial table,
+ * whose walk every later insert pays. Returns the splits made (>= 0),
+ * PC_EBUSY when another process is inside pc_maintain, PC_EINVAL. */
+int pc_coll_reserve(pc_coll *coll, uint64_t entries);
+
 /* ---- gauges and counters (cheap snapshot; sums per-process shards) ------- */
 typedef struct pc_coll_stats {
     uint64_t entries; /* live + not yet reclaimed entries */

@@ -116,6 +116,7 @@ static int pc_carve_chunk(pc_cache *c, unsigned cls)
      * (the tab entry stays 0, "no chunk"): one store's window */
     me->carving = (pc_off)(off >> PC_OFF_SHIFT);
     PC_CRASH_ORDER();
+    pc_region_populate(c, off, bytes);
     pc_chunk_publish(c, slot, off, bytes, cls, 0);
     pc_bump_set(&c->cls[cls], (pc_off)(off >> PC_OFF_SHIFT),
                 (pc_off)((off + bytes / cell * cell) >> PC_OFF_SHIFT));
@@ -129,8 +130,13 @@ void pc_chunk_publish(pc_cache *c, uint64_t slot, uint64_t off, uint64_t bytes, 
     struct pc_header_shm *h = c->hdr;
     uint64_t *tab = pc_at(c, h->chunk_tab_off);
     uint32_t cell = c->class_size[cls];
-    for (uint64_t o = 0; o + cell <= bytes; o += cell)
-        *(uint8_t *)pc_at(c, off + o) = (uint8_t)cls;
+    /* the stamps of a fresh chunk miss the cache one line after another;
+     * asked for a few cells ahead, the misses overlap instead */
+    unsigned char *p = pc_at(c, off);
+    for (uint64_t o = 0; o + cell <= bytes; o += cell) {
+        __builtin_prefetch(p + o + 8 * (uint64_t)cell, 1, 3);
+        p[o] = (uint8_t)cls;
+    }
     uint64_t e = pc_chunk_entry(off, bytes, cls);
     uint64_t was =
         atomic_exchange_explicit((_Atomic uint64_t *)&tab[slot], e, memory_order_acq_rel);

@@ -189,6 +189,23 @@ static uint64_t pc_bump(_Atomic uint64_t *bump, uint64_t end, uint64_t bytes, ui
     }
 }
 
+void pc_region_populate(pc_cache *c, uint64_t off, uint64_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    static _Atomic int unsupported;
+    if (atomic_load_explicit(&unsupported, memory_order_relaxed) || off < c->hdr->huge_end)
+        return;
+    const uint64_t pg = 4096;
+    uint64_t lo = off & ~(pg - 1), hi = (off + bytes + pg - 1) & ~(pg - 1);
+    if (hi > c->region_bytes)
+        hi = c->region_bytes & ~(pg - 1);
+    if (hi > lo && madvise(c->base + lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        atomic_store_explicit(&unsupported, 1, memory_order_relaxed);
+#else
+    (void)c, (void)off, (void)bytes;
+#endif
+}
+
 uint64_t pc_region_carve(pc_cache *c, uint64_t bytes, uint64_t align)
 {
     PC_ASSERT(c, I5, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0);

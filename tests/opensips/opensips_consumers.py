@@ -46,7 +46,8 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opensips_e2e import check, free_port, has_module, resolve_opensips, wait_for  # noqa: E402
+from opensips_e2e import (check, default_allocator, free_port, has_module,  # noqa: E402
+                          resolve_opensips, wait_for)
 
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,10 +104,11 @@ class Node:
 
     def start(self):
         logf = open(self.log, "w")
+        alloc = self.allocator or default_allocator(self.binary)
         self.proc = subprocess.Popen(
             [self.binary, "-F", "-f", self.cfg, "-w", self.work,
              "-m", str(self.shm_mb), "-M", "16"]
-            + (["-a", self.allocator] if self.allocator else []),
+            + (["-a", alloc] if alloc else []),
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 60
         while time.time() < deadline:

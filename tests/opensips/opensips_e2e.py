@@ -336,7 +336,9 @@ class OpenSIPS:
         logf = open(self.log, "w")
         self.proc = subprocess.Popen(
             [self.args.opensips, "-F", "-f", self.cfg, "-w", self.work,
-             "-P", os.path.join(self.work, self.name + ".pid"), "-m", "64", "-M", "8"],
+             "-P", os.path.join(self.work, self.name + ".pid"), "-m", "64", "-M", "8"]
+            + (["-a", default_allocator(self.args.opensips)]
+               if default_allocator(self.args.opensips) else []),
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             env=dict(os.environ, ODBCINI=os.path.join(self.work, "odbc.ini")))
         deadline = time.time() + START_DEADLINE
@@ -1583,6 +1585,32 @@ def has_module(mpath, m):
     source tree), as its loadmodule does."""
     return (os.path.exists(os.path.join(mpath, m + ".so")) or
             os.path.exists(os.path.join(mpath, m, m + ".so")))
+
+
+_ALLOC_CACHE = {}
+
+
+def default_allocator(binary):
+    """The -a a tree's binary needs to start at all: a tree built without
+    DBG_MALLOC (a release build: Makefile.conf's DBG_MALLOC line commented
+    out) still picks Q_MALLOC_DBG by default and exits at once ("current
+    build does not include support for selected allocator"), even for -V.
+    Returns None when the binary starts with its default, else "F_MALLOC"
+    (OpenSIPS's production allocator), probed once per binary."""
+    if binary in _ALLOC_CACHE:
+        return _ALLOC_CACHE[binary]
+    alloc = None
+    try:
+        r = subprocess.run([binary, "-V"], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0 and "does not include support for selected allocator" in (
+                r.stdout + r.stderr):
+            alloc = "F_MALLOC"
+            print("-- %s: built without DBG_MALLOC, started with -a F_MALLOC" % binary,
+                  flush=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    _ALLOC_CACHE[binary] = alloc
+    return alloc
 
 
 def resolve_opensips(args):

@@ -148,6 +148,7 @@ static void reserve_grows_ahead_of_the_keys(void **state)
     assert_true(st.buckets * 64 <= (ms.plain_bytes + ms.hugepage_bytes) / 2);
     fill(h, "h", 0, 1000);
     pc_cache_destroy(c);
+    free(r.ev);
 }
 
 static void grown_event_carries_the_growth(void **state)

@@ -232,16 +232,27 @@ static unsigned pc_grow_coll(pc_cache *c, pc_coll *coll, uint64_t extra, unsigne
     return s;
 }
 
-int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
+/* Enters maintenance: this process's handle checked, then the cache's
+ * maintenance lock, the outer lock of every pass. 0, an engine code, or
+ * PC_EBUSY when another process holds it. */
+static int pc_maint_enter(pc_cache *c)
 {
-    if (c == NULL)
-        return PC_EINVAL;
     int rc = pc_enter(c);
     if (rc != 0)
         return rc;
     PC_ASSERT(c, I7, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0); /* it is the outer lock */
     if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
         return PC_EBUSY;
+    return 0;
+}
+
+int pc_maintain(pc_cache *c, unsigned what, pc_maint_report *report)
+{
+    if (c == NULL)
+        return PC_EINVAL;
+    int rc = pc_maint_enter(c);
+    if (rc != 0)
+        return rc;
     pc_maint_report r = {0};
     if (what & PC_MAINT_GROW) {
         /* The split budget is per call, shared fairly: every collection
@@ -287,12 +298,9 @@ int pc_coll_reserve(pc_coll *coll, uint64_t entries)
     if (coll == NULL)
         return PC_EINVAL;
     pc_cache *c = coll->c;
-    int rc = pc_enter(c);
+    int rc = pc_maint_enter(c);
     if (rc != 0)
         return rc;
-    PC_ASSERT(c, I7, pc_dbg_bucket_locks + pc_dbg_chain_locks == 0); /* it is the outer lock */
-    if (pc_trylock_word(c, &c->hdr->maint_lock) != 0)
-        return PC_EBUSY;
     /* at most a quarter of the region in buckets, whatever entries says
      * (it comes from a file): the records must still fit */
     uint64_t cap = c->region_bytes / 4 / sizeof(struct pc_bucket_shm) * c->hdr->growth_load_factor;

@@ -476,8 +476,9 @@ def th_search(args, work, uas_port):
             json.dump(out, f, indent=1)
 
 
-def session_cpu(sid):
-    """CPU seconds (user + system) of the live processes of session sid."""
+def session_cpu(sid, per_pid=None):
+    """CPU seconds (user + system) of the live processes of session sid;
+    per_pid, when given, gets each process's own."""
     total = 0
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -489,15 +490,44 @@ def session_cpu(sid):
             continue
         if int(st[3]) == sid:  # field 6, the session id
             total += int(st[11]) + int(st[12])
+            if per_pid is not None:
+                per_pid[int(d)] = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def stack_cpu(node, backend):
+def stack_cpu(node, backend, per_pid=None):
     """CPU seconds of the OpenSIPS processes, plus redis-server's."""
-    cpu = session_cpu(node.proc.pid)
+    cpu = session_cpu(node.proc.pid, per_pid)
     if backend.redis:
         cpu += session_cpu(backend.redis.pid)
     return cpu
+
+
+def heap_fragments(node):
+    """The free-fragment count of every OpenSIPS process's pkg heap and of
+    shm after a run (pkmem:N-fragments, shmem:fragments): how cut up each
+    heap is, which sets what an F_MALLOC allocation costs (it walks the
+    free buckets from its size up to the first non-empty one)."""
+    try:
+        res = node.result("get_statistics", {"statistics": ["pkmem:", "shmem:fragments"]})
+    except Exception as e:  # a figure beside the run, not a check of it
+        return {"error": str(e)}
+    return {k: int(v) for k, v in sorted(res.items()) if k.endswith("fragments")}
+
+
+def cpu_by_process(node, before, after):
+    """Each OpenSIPS process's CPU seconds over a run, named by its type in
+    MI ps ("pid:type"): which processes the CPU per call went to."""
+    try:
+        names = {int(p["PID"]): p["Type"] for p in node.result("ps")["Processes"]}
+    except Exception:  # a figure beside the run, not a check of it
+        names = {}
+    out = {}
+    for pid, cpu in sorted(after.items()):
+        d = cpu - before.get(pid, 0.0)
+        if d > 0:
+            out["%d:%s" % (pid, names.get(pid, "?"))] = round(d, 2)
+    return out
 
 
 def th_cpu(args, work, uas_port):
@@ -517,9 +547,12 @@ def th_cpu(args, work, uas_port):
             n = th_node(args, work, k, backend, uas_port, "cpu-%s-%d" % (k, rnd))
             try:
                 n.start()
-                c0 = stack_cpu(n, backend)
+                p0, p1 = {}, {}
+                c0 = stack_cpu(n, backend, p0)
                 ok, st = th_run(args, work, n, uas_port, args.rate, args.seconds, k)
-                c1 = stack_cpu(n, backend)
+                c1 = stack_cpu(n, backend, p1)
+                heap = heap_fragments(n)
+                by_proc = cpu_by_process(n, p0, p1)
             finally:
                 n.expected_errors.append("")
                 n.stop()
@@ -527,7 +560,8 @@ def th_cpu(args, work, uas_port):
             r = {"round": rnd, "backend": k, "ok": ok, "calls": st["ok"], "failed": st["failed"],
                  "cpu_s": round(c1 - c0, 3),
                  "cpu_us_per_call": round((c1 - c0) * 1e6 / max(1, st["ok"]), 1),
-                 "load1": os.getloadavg()[0]}
+                 "load1": os.getloadavg()[0], "cpu_s_by_process": by_proc,
+                 "heap_fragments": heap}
             runs.append(r)
             print(json.dumps(r), flush=True)
     summary = {}

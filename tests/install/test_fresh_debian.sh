@@ -186,11 +186,14 @@ mark "root ready"
 
 # ---- 1. the run command ---------------------------------------------------
 # free ports (the chroot shares this machine's loopback): the README says
-# extra arguments of the run command are pcached options
+# extra arguments of the run command are pcached options. The metrics port
+# (9380 in the run command and the packaged configuration) is moved too: a
+# second run of this test on the same host holds it meanwhile.
 port=$(free_port)
 hport=$(free_port)
+mport=$(free_port)
 run_once() { # $1: log file
-    in_root_exec "cd /root/pcache && exec $run_cmd --port=$port --http_port=$hport" >"$1" 2>&1 &
+    in_root_exec "cd /root/pcache && exec $run_cmd --port=$port --http_port=$hport --metrics_port=$mport" >"$1" 2>&1 &
     runpid=$!
     wait_pong "$port" "$runpid" 1500 ||
         { tail -40 "$1"; fail "the run command did not serve on port $port"; }
@@ -240,7 +243,8 @@ ls "$R"/etc/rc2.d/S*pcached >/dev/null 2>&1 || fail "the init script is not in r
 
 port=$(free_port)
 hport=$(free_port)
-echo "DAEMON_ARGS=\"--port=$port --http_port=$hport\"" >"$R/etc/default/pcached"
+mport=$(free_port)
+echo "DAEMON_ARGS=\"--port=$port --http_port=$hport --metrics_port=$mport\"" >"$R/etc/default/pcached"
 svc() { in_root "service pcached $1" >"$tmp/svc-$1.log" 2>&1; }
 svc start || { cat "$tmp/svc-start.log"; fail "service pcached start"; }
 [ "$(redis-cli -p "$port" PING)" = PONG ] || fail "service pcached start returned before pcached served"

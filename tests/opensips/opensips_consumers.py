@@ -489,9 +489,10 @@ def session_cpu(sid, per_pid=None):
         except OSError:
             continue
         if int(st[3]) == sid:  # field 6, the session id
-            total += int(st[11]) + int(st[12])
+            ticks = int(st[11]) + int(st[12])
+            total += ticks
             if per_pid is not None:
-                per_pid[int(d)] = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+                per_pid[int(d)] = ticks / os.sysconf("SC_CLK_TCK")
     return total / os.sysconf("SC_CLK_TCK")
 
 

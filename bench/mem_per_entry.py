@@ -7,7 +7,11 @@ default) and each server, in a rotating order, it starts a fresh server
 with persistence off (pcached: one worker, its /metrics on loopback;
 redis-server: save "" and no AOF; memcached: one thread, its text
 protocol), writes N keys of that shape through pipelined raw requests, and
-reads two figures before and after, each divided by N:
+reads two figures before and after, each divided by N. "After" is once
+the server has settled: a table that grows in the background (pcached's
+maintenance splits buckets and drains its overflow chains for seconds after
+a fast fill; redis-server rehashes incrementally) is read only when its own
+accounting and PSS have held still for SETTLE_POLLS polls in a row:
 
   own  - the server's own accounting: pcached pcache_memory_used_bytes
          (carved slab chunks and tables), redis-server INFO used_memory,
@@ -37,6 +41,9 @@ import time
 import urllib.request
 
 BATCH = 5000  # requests per pipelined write
+SETTLE_POLL_S = 0.5  # between two readings of a server's memory after its fill
+SETTLE_POLLS = 4  # equal readings in a row that make it settled
+SETTLE_MAX_S = 120  # a server still changing after this fails the bench
 
 
 def free_port():
@@ -201,6 +208,25 @@ class Server:
             self.proc.wait()
 
 
+def settled(s):
+    """Waits until s's own accounting and PSS hold still (SETTLE_POLLS
+    equal readings SETTLE_POLL_S apart); returns own, pss, rss, malloced
+    and the seconds it took. A few pages of
+    the server's own stacks and buffers may move between readings, so
+    it is compared in 64 KiB units."""
+    t0, last, same = time.time(), None, 0
+    while True:
+        own, (pss, rss), mal = s.own(), mem_of(s.proc.pid), s.malloced()
+        now = (own, pss // (64 * 1024))
+        same = same + 1 if now == last else 0
+        last = now
+        if same + 1 >= SETTLE_POLLS:
+            return own, pss, rss, mal, round(time.time() - t0, 1)
+        if time.time() - t0 > SETTLE_MAX_S:
+            raise RuntimeError("%s's memory still changed after %d s" % (s.kind, SETTLE_MAX_S))
+        time.sleep(SETTLE_POLL_S)
+
+
 def one(kind, binary, klen, vlen, n):
     with tempfile.TemporaryDirectory(prefix="pcache-mem-") as d:
         s = Server(kind, binary, d)
@@ -212,12 +238,15 @@ def one(kind, binary, klen, vlen, n):
             stored = s.count()
             if stored != n:
                 raise RuntimeError("%s holds %d keys of %d written" % (kind, stored, n))
-            own1, (pss1, rss1), mal1 = s.own(), mem_of(s.proc.pid), s.malloced()
+            own_f, (pss_f, _), _ = s.own(), mem_of(s.proc.pid), s.malloced()
+            own1, pss1, rss1, mal1, settle = settled(s)
         finally:
             s.stop()
     row = {"own_per_key": (own1 - own0) / n, "pss_per_key": (pss1 - pss0) / n,
            "rss_per_key": (rss1 - rss0) / n, "pss_total_bytes": pss1,
-           "fill_s": round(secs, 2)}
+           "fill_s": round(secs, 2), "settle_s": settle,
+           "pss_per_key_at_fill_end": round((pss_f - pss0) / n, 1),
+           "own_per_key_at_fill_end": round((own_f - own0) / n, 1)}
     if mal0 is not None:
         row["malloced_per_key"] = (mal1 - mal0) / n
     for k in ("own", "pss", "rss", "malloced"):

@@ -27,7 +27,8 @@ fails (exit 1) when a server stored fewer keys than written or did not
 start, and skips (named in the JSON) a server that is not installed.
 
   /usr/bin/python3 bench/mem_per_entry.py --pcached build/src/server/pcached \\
-      [--keys 1000000] [--shapes 16+8,19+200,40+1500] [--quick]
+      [--keys 1000000] [--shapes 16+8,19+200,40+1500] [--quick] \\
+      [--pcached-opt growth_load_factor=6 ...]
 """
 import argparse
 import json
@@ -145,13 +146,13 @@ def fill(s, proto, klen, vlen, n):
 class Server:
     """One server process of a kind, its own accounting and its key count."""
 
-    def __init__(self, kind, binary, workdir):
+    def __init__(self, kind, binary, workdir, extra=()):
         self.kind, self.port, self.hport = kind, free_port(), free_port()
         log = open(os.path.join(workdir, kind + ".log"), "w")
         if kind == "pcached":
             argv = [binary, "--port=%d" % self.port, "--http_port=%d" % self.hport,
                     "--workers=1", "--mem_mb=4096", "--db_url=", "--db_mode=0",
-                    "--persist_collections=", "--journal=", "--log_level=warn"]
+                    "--persist_collections=", "--journal=", "--log_level=warn"] + list(extra)
         elif kind == "redis-server":
             argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", workdir]
@@ -227,9 +228,9 @@ def settled(s):
         time.sleep(SETTLE_POLL_S)
 
 
-def one(kind, binary, klen, vlen, n):
+def one(kind, binary, klen, vlen, n, extra=()):
     with tempfile.TemporaryDirectory(prefix="pcache-mem-") as d:
-        s = Server(kind, binary, d)
+        s = Server(kind, binary, d, extra if kind == "pcached" else ())
         try:
             own0, (pss0, rss0), mal0 = s.own(), mem_of(s.proc.pid), s.malloced()
             t0 = time.time()
@@ -267,6 +268,8 @@ def main():
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--shapes", default="16+8,19+200,40+1500", help="KEY+VALUE bytes, ...")
     ap.add_argument("--quick", action="store_true", help="100k keys (not the 1M of the figures)")
+    ap.add_argument("--pcached-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a pcached option for every run, e.g. growth_load_factor=6 (repeatable)")
     a = ap.parse_args()
     if a.pcached_path:
         a.pcached = a.pcached_path
@@ -276,7 +279,8 @@ def main():
     shapes = [tuple(int(x) for x in sh.split("+")) for sh in a.shapes.split(",")]
     servers = [("pcached", a.pcached), ("redis-server", a.redis_server),
                ("memcached", a.memcached)]
-    out = {"bench": "mem_per_entry", "quick": a.quick, "keys": a.keys,
+    extra = ["--" + o for o in a.pcached_opt]
+    out = {"bench": "mem_per_entry", "quick": a.quick, "keys": a.keys, "pcached_opts": extra,
            "date": time.strftime("%Y-%m-%dT%H:%M", time.gmtime()),
            "loadavg_start": loadavg(), "skipped": {}, "shapes": {}}
     if not a.pcached or not os.access(a.pcached, os.X_OK):
@@ -292,7 +296,7 @@ def main():
         rows = {}
         for j in range(len(run)):  # rotate the order, shape by shape
             kind, binary = run[(i + j) % len(run)]
-            rows[kind] = one(kind, binary, klen, vlen, a.keys)
+            rows[kind] = one(kind, binary, klen, vlen, a.keys, extra)
             r = rows[kind]
             print("  %d+%d %-13s own %7.1f [%6.1f]  pss %7.1f [%6.1f]  rss %7.1f" % (
                 klen, vlen, kind, r["own_per_key"], r["own_over_payload"], r["pss_per_key"],

@@ -12,7 +12,7 @@ if(TARGET pcached)
                test_atomic test_clients
                test_redis_compat test_config_set test_benchmark_strings test_metrics test_rebalance
                test_evict test_readme test_command_meta test_redis_replies test_swapdb
-               test_keep_data test_start_messages test_monitoring)
+               test_keep_data test_start_messages test_monitoring test_table_growth)
     add_test(NAME server_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/${name}.py)
     set_tests_properties(server_${name} PROPERTIES TIMEOUT 600 LABELS "server" SKIP_RETURN_CODE 77

@@ -146,6 +146,7 @@ int srv_setup_cache(srv *s, int map_huge, char *err, size_t errlen)
     pc.collections = s->cfg.collections;
     pc.mem_mb = s->cfg.mem_mb;
     pc.hugepage_mb = map_huge ? s->cfg.hugepage_mb : 0;
+    pc.growth_load_factor = s->cfg.growth_load_factor;
     pc.log.fn = srv_log_cb;
     pc.log.level = srv_log_level();
     int rc = pc_cache_create(&pc, &s->cache);

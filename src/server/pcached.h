@@ -53,6 +53,7 @@ typedef struct srv_config {
     char select_collections[2048]; /* db index -> collection: "a,b,c"; "" = declaration order */
     unsigned mem_mb;
     unsigned hugepage_mb;
+    unsigned growth_load_factor;
     unsigned maxclients;     /* per worker */
     unsigned max_args;       /* arguments in one command */
     unsigned max_bulk;       /* bytes in one argument */

@@ -96,12 +96,18 @@ EOF
             echo "odbc_servers: MariaDB server or driver not installed" >&2
             exit 0   # PostgreSQL is up; the MariaDB tests skip on the missing myport file
         fi
-        mkdir -p "$dir/my"
-        [ "$(id -u)" = 0 ] && chown nobody "$dir/my"
+        # a tmpdir of its own: a starting mariadbd removes the "#sql*"
+        # temporary-table files it finds in its tmpdir (left by a crash, it
+        # assumes), so two instances sharing /tmp - two test runs at once -
+        # removed each other's, and mariadb-install-db failed with "Unknown
+        # table 'mysql.tmp_proxies_priv'"
+        mkdir -p "$dir/my" "$dir/mytmp"
+        [ "$(id -u)" = 0 ] && chown nobody "$dir/my" "$dir/mytmp"
         as_user mariadb-install-db --no-defaults --datadir="$dir/my" --user=nobody \
-            --auth-root-authentication-method=normal --skip-test-db >"$dir/my-install.log" 2>&1 ||
-            { cat "$dir/my-install.log" >&2; exit 1; }
-        as_user /usr/sbin/mariadbd --no-defaults --datadir="$dir/my" --socket="$dir/sock/my.sock" \
+            --tmpdir="$dir/mytmp" --auth-root-authentication-method=normal --skip-test-db \
+            >"$dir/my-install.log" 2>&1 || { cat "$dir/my-install.log" >&2; exit 1; }
+        as_user /usr/sbin/mariadbd --no-defaults --datadir="$dir/my" --tmpdir="$dir/mytmp" \
+            --socket="$dir/sock/my.sock" \
             --port="$myport" --bind-address=127.0.0.1 --pid-file="$dir/my.pid" \
             --log-error="$dir/my.err" --innodb-buffer-pool-size=64M --innodb-log-file-size=64M \
             --max-allowed-packet=64M --skip-name-resolve >/dev/null 2>&1 &

@@ -37,6 +37,16 @@ if(PCACHE_PYTHON3)
                                                      LABELS "opensips")
   endforeach()
   set_tests_properties(opensips_cluster_sync PROPERTIES RUN_SERIAL TRUE)
+  # The admin guide's benchmark command (§11), as written, with relative
+  # module paths, one small round: the command runs and measures.
+  if(_osips_module AND OPENSIPS_SRC AND TARGET cdbbench)
+    add_test(NAME opensips_bench_command
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/opensips/bench_command.sh
+                     "${OPENSIPS_SRC}" "${PROJECT_SOURCE_DIR}"
+             WORKING_DIRECTORY "${PROJECT_BINARY_DIR}")
+    set_tests_properties(opensips_bench_command PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                                                          LABELS "opensips")
+  endif()
   # The modules that take a cachedb_url (topology_hiding's th_state_url,
   # dialog's shared profiles, ratelimit, sql_cacher, dns_cache) on perf://,
   # under sipp: opensips_consumers.py. A module the tree did not build, or

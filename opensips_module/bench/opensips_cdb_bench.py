@@ -107,6 +107,23 @@ def sip(port, op, url, ops=0, seed=1, get_pct=95, spread=1, keys=0, timeout=900)
     raise RuntimeError("bad reply: " + data[:200])
 
 
+def wait_ready(proc, port, log_path, limit_s=60):
+    """Wait until a SIP worker answers (a "none" loop of 1 operation), or
+    fail with the end of OpenSIPS's log if it exited or never answered."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            sip(port, "run", "none", 1, keys=1, timeout=1)
+            return
+        except (OSError, RuntimeError):
+            time.sleep(0.2)
+    with open(log_path) as f:
+        tail = f.read()[-2000:]
+    raise RuntimeError("opensips did not answer on port %d:\n%s" % (port, tail))
+
+
 def timed(port, url, ops, workers, get_pct, spread, keys):
     """Mean ns/op of `workers` concurrent loops of `ops` operations over
     `keys` keys (sent with each run: the SIP worker that runs it need not be
@@ -160,6 +177,11 @@ def main():
     ap.add_argument("--alloc", default="F_MALLOC")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
+    # OpenSIPS prefixes mpath to every loadmodule path that does not start
+    # with "/": a path relative to the caller's directory must be made whole.
+    a.opensips, a.module, a.bench_module = (os.path.abspath(x) for x in
+                                            (a.opensips, a.module, a.bench_module))
+    a.mpath = os.path.abspath(a.mpath) + "/"
     sizes = [int(x) for x in a.sizes.split(",")]
     workers = [int(x) for x in a.workers.split(",")]
     mixes = [int(x) for x in a.mixes.split(",")]
@@ -177,9 +199,7 @@ def main():
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     results = []
     try:
-        time.sleep(2)
-        if p.poll() is not None:
-            raise RuntimeError("opensips exited:\n" + open(os.path.join(work, "b.log")).read()[-2000:])
+        wait_ready(p, port, os.path.join(work, "b.log"))
         print("cdbbench in OpenSIPS: 15 B keys, 200 B values, %d ops per loop, allocator %s, "
               "median of %d interleaved rounds, the loop alone subtracted"
               % (a.ops, a.alloc, a.rounds))

@@ -30,9 +30,9 @@ highest round. The load average is recorded with every cell.
 Exits non-zero when no cell was measured. Writes every round to --json
 (default bench/results/<UTC time>-opensips-side-by-side.json).
 
-usage: side_by_side.py --opensips-src TREE --module OURS.so --original ORIG.so
+usage: side_by_side.py --markdown RECORD.json [KEYS]   (a record's tables)
+       side_by_side.py --opensips-src TREE --module OURS.so --original ORIG.so
        --bench-module cdbbench.so [--quick] [--rounds 5] [--ops 200000]
-       side_by_side.py --markdown RUN.json    (the docs' tables of a recorded run)
 """
 import argparse
 import json
@@ -494,12 +494,16 @@ def run_heap(a, work, heap, cells_out, saved):
                 p.wait()
 
 
-def markdown(path):
-    """The tables of docs/benchmarks.md from a recorded run: per heap state,
-    one row per cell, median ratio other/ours (low-high over the rounds),
-    and our CPU ns/op."""
+def markdown(path, keys=None):
+    """The tables of docs/benchmarks.md and the admin guide from a recorded
+    run: per heap state, one row per cell, median ratio other/ours (low-high
+    over the rounds), and our CPU ns/op; with keys, only the cells of that
+    many keys (and no target lines: they judge the whole run)."""
     with open(path) as f:
         d = json.load(f)
+    if keys is not None:
+        d["cells"] = [c for c in d["cells"] if c["keys"] == keys]
+        d["targets"] = []
     cols = [("orig/ours", "original get"), ("orig_buf/ours_buf", "original get_buf"),
             ("local_tuned/ours", "local tuned"), ("local_default/ours", "local default"),
             ("redis/ours", "redis")]
@@ -569,8 +573,8 @@ def parse():
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
-        return markdown(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--markdown":
+        return markdown(sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else None)
     a = parse()
     work = tempfile.mkdtemp(prefix="pcache-sbs-")
     cells, load0 = [], loadavg()

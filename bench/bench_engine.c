@@ -226,7 +226,7 @@ static int local_build(bench_local **out, unsigned buckets, const bench_keys *ke
 
 static int run_cases(bench_pool *pool, const struct be_opts *o, int size, struct be_results *r)
 {
-    double mops[BE_NSYS][16], ns[BE_NSYS][16];
+    double mops[BE_NSYS][BE_MAX_RUNS], ns[BE_NSYS][BE_MAX_RUNS];
 
     for (int m = 0; m < BE_NMIX; m++) {
         for (int p = 0; p < BE_NPROCS; p++) {
@@ -247,8 +247,9 @@ static int run_cases(bench_pool *pool, const struct be_opts *o, int size, struct
 
                     if (bench_pool_run(pool, &job, &res) != 0)
                         return -1;
-                    mops[s][run] = res.mops;
-                    ns[s][run] = res.ns_per_op;
+                    mops[s][run] = c->run_mops[run] = res.mops;
+                    ns[s][run] = c->run_ns[run] = res.ns_per_op;
+                    c->nruns = run + 1;
                     c->misses += res.misses;
                     c->errors += res.errors;
                 }
@@ -377,7 +378,7 @@ static int parse_opts(int argc, char **argv, struct be_opts *o)
             return -1;
         }
     }
-    if (o->runs < 1 || o->runs > 15 || o->run_ms < 10) {
+    if (o->runs < 1 || o->runs > BE_MAX_RUNS || o->run_ms < 10) {
         fprintf(stderr, "pcache-bench: --runs must be 1..15 and --ms at least 10\n");
         return -1;
     }

@@ -5,9 +5,14 @@
  * Definitions (docs/benchmarks.md says the same):
  *  - ns/op is the cost of one operation in one process: wall * procs / ops;
  *    Mops/s is total ops / wall.
- *  - ratio_* divide engine Mops/s by anchor Mops/s; the headline ratios use
- *    pc_get (malloc'd copy per hit), the same contract as cachedb_local's
- *    fetch; the *_getbuf variants use pc_get_buf.
+ *  - ratio_* divide engine Mops/s by anchor Mops/s round by round (the
+ *    systems of a case run interleaved in each round) and report the median
+ *    of those per-round ratios, with KEY_min / KEY_max their spread; the
+ *    headline ratios use pc_get (malloc'd copy per hit), the same contract
+ *    as cachedb_local's fetch; the *_getbuf variants use pc_get_buf.
+ *  - the 2-over-1-process scaling pairs round i of the two cases (they run
+ *    one after the other, not interleaved), and the chase ratio divides each
+ *    round's get_buf ns by the chase's median (the floor is measured apart).
  *  - a target miss is reported, never turned into an exit status.
  */
 #include "bench_engine.h"
@@ -24,13 +29,44 @@ static double ratio(double a, double b)
     return b > 0 ? a / b : 0.0;
 }
 
+/* The median of per-round ratios and their spread. */
+struct spread {
+    double med, lo, hi;
+};
+
+/* a's rate over b's, round by round (by_ns: b's ns over a's, the same
+ * direction for a cost); den > 0 instead of b: a's ns over a fixed den. */
+static struct spread rounds_ratio(const struct be_cell *a, const struct be_cell *b, double den)
+{
+    double v[BE_MAX_RUNS];
+    int n = a->nruns;
+    struct spread sp = {0, 0, 0};
+
+    if (b && b->nruns < n)
+        n = b->nruns;
+    if (n <= 0)
+        return sp;
+    for (int i = 0; i < n; i++)
+        v[i] = den > 0 ? ratio(a->run_ns[i], den) : ratio(a->run_mops[i], b->run_mops[i]);
+    bench_minmax(v, (size_t)n, &sp.lo, &sp.hi);
+    sp.med = bench_median(v, (size_t)n);
+    return sp;
+}
+
 /* The targets of the brief, evaluated on one set of numbers. */
 struct target {
     const char *key, *what;
     double value, limit;
     int at_least; /* 1: value >= limit passes; 0: value <= limit passes */
     const char *unit;
+    double lo, hi; /* the per-round spread; lo == hi == value: one figure */
 };
+
+static struct target target_of(const char *key, const char *what, struct spread sp, double limit,
+                               int at_least, const char *unit)
+{
+    return (struct target){key, what, sp.med, limit, at_least, unit, sp.lo, sp.hi};
+}
 
 enum { T_TUNED, T_DEFAULT, T_CHASE, T_SCALING, T_OVERHEAD, T_N };
 
@@ -46,40 +82,28 @@ static double overhead_per_entry(const struct be_results *r)
 
 static void targets_eval(const struct be_results *r, struct target t[T_N])
 {
-    t[T_TUNED] = (struct target){"ratio_vs_local_tuned_95_5_50k",
-                                 "95/5, 50k, 1 proc: pcache get vs local-65536",
-                                 ratio(CELL(r, BE_50K, BE_GET95, 0, BE_ENGINE_GET)->mops,
-                                       CELL(r, BE_50K, BE_GET95, 0, BE_LOCAL_TUNED)->mops),
-                                 2.5,
-                                 1,
-                                 "x"};
-    t[T_DEFAULT] = (struct target){"ratio_vs_local_default_95_5_50k",
-                                   "95/5, 50k, 1 proc: pcache get vs local-512",
-                                   ratio(CELL(r, BE_50K, BE_GET95, 0, BE_ENGINE_GET)->mops,
-                                         CELL(r, BE_50K, BE_GET95, 0, BE_LOCAL_DEFAULT)->mops),
-                                   15.0,
-                                   1,
-                                   "x"};
-    t[T_CHASE] =
-        (struct target){"getbuf_over_chase_1m",
-                        "get_buf hit at 1M, 1 proc / one chase load",
-                        ratio(CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF)->ns, r->chase_ns),
-                        2.5,
-                        0,
-                        "x"};
-    t[T_SCALING] = (struct target){"scaling_get_2p",
-                                   "100% get, 50k, get_buf: 2 procs / 1 proc",
-                                   ratio(CELL(r, BE_50K, BE_GET100, 1, BE_ENGINE_GETBUF)->mops,
-                                         CELL(r, BE_50K, BE_GET100, 0, BE_ENGINE_GETBUF)->mops),
-                                   1.8,
-                                   1,
-                                   "x"};
-    t[T_OVERHEAD] = (struct target){"shm_overhead_bytes_per_entry",
-                                    "shared bytes per entry beyond key+value, 1M",
-                                    overhead_per_entry(r),
-                                    40.0,
-                                    0,
-                                    " B"};
+    const struct be_cell *get95 = r->cell[BE_50K][BE_GET95][0];
+    double overhead = overhead_per_entry(r);
+
+    t[T_TUNED] = target_of("ratio_vs_local_tuned_95_5_50k",
+                           "95/5, 50k, 1 proc: pcache get vs local-65536",
+                           rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_TUNED], 0), 2.5, 1,
+                           "x");
+    t[T_DEFAULT] = target_of("ratio_vs_local_default_95_5_50k",
+                             "95/5, 50k, 1 proc: pcache get vs local-512",
+                             rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_DEFAULT], 0), 15.0,
+                             1, "x");
+    t[T_CHASE] = target_of("getbuf_over_chase_1m", "get_buf hit at 1M, 1 proc / one chase load",
+                           rounds_ratio(CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF), NULL,
+                                        r->chase_ns),
+                           2.5, 0, "x");
+    t[T_SCALING] = target_of("scaling_get_2p", "100% get, 50k, get_buf: 2 procs / 1 proc",
+                             rounds_ratio(CELL(r, BE_50K, BE_GET100, 1, BE_ENGINE_GETBUF),
+                                          CELL(r, BE_50K, BE_GET100, 0, BE_ENGINE_GETBUF), 0),
+                             1.8, 1, "x");
+    t[T_OVERHEAD] = target_of("shm_overhead_bytes_per_entry",
+                              "shared bytes per entry beyond key+value, 1M",
+                              (struct spread){overhead, overhead, overhead}, 40.0, 0, " B");
 }
 
 static int target_pass(const struct target *t)
@@ -115,8 +139,9 @@ static void human_table(const struct be_results *r, int z, int p, FILE *out)
         fprintf(out, "%-9s", be_mix[m].label);
         for (int s = 0; s < BE_NSYS; s++)
             fprintf(out, " %8.0f (%6.2f)", c[s].ns, c[s].mops);
-        fprintf(out, "  %7.2fx %7.1fx\n", ratio(c[BE_ENGINE_GET].mops, c[BE_LOCAL_TUNED].mops),
-                ratio(c[BE_ENGINE_GET].mops, c[BE_LOCAL_DEFAULT].mops));
+        fprintf(out, "  %7.2fx %7.1fx\n",
+                rounds_ratio(&c[BE_ENGINE_GET], &c[BE_LOCAL_TUNED], 0).med,
+                rounds_ratio(&c[BE_ENGINE_GET], &c[BE_LOCAL_DEFAULT], 0).med);
     }
 }
 
@@ -148,14 +173,16 @@ void be_report_human(const struct be_results *r, FILE *out)
     targets_eval(r, t);
     fprintf(out, "\ntargets\n");
     for (int i = 0; i < T_N; i++)
-        fprintf(out, "  %-48s %8.2f%-2s %s %6.1f%-2s %s\n", t[i].what, t[i].value, t[i].unit,
-                t[i].at_least ? ">=" : "<=", t[i].limit, t[i].unit,
-                target_pass(&t[i]) ? "PASS" : "MISS");
-    fprintf(out, "  (2 procs, 95/5, 50k: %.2fx vs local-65536, %.1fx vs local-512)\n",
-            ratio(CELL(r, BE_50K, BE_GET95, 1, BE_ENGINE_GET)->mops,
-                  CELL(r, BE_50K, BE_GET95, 1, BE_LOCAL_TUNED)->mops),
-            ratio(CELL(r, BE_50K, BE_GET95, 1, BE_ENGINE_GET)->mops,
-                  CELL(r, BE_50K, BE_GET95, 1, BE_LOCAL_DEFAULT)->mops));
+        fprintf(out, "  %-48s %8.2f%-2s (rounds %.2f-%.2f) %s %6.1f%-2s %s\n", t[i].what,
+                t[i].value, t[i].unit, t[i].lo, t[i].hi, t[i].at_least ? ">=" : "<=", t[i].limit,
+                t[i].unit, target_pass(&t[i]) ? "PASS" : "MISS");
+    {
+        const struct be_cell *c2 = r->cell[BE_50K][BE_GET95][1];
+
+        fprintf(out, "  (2 procs, 95/5, 50k: %.2fx vs local-65536, %.1fx vs local-512)\n",
+                rounds_ratio(&c2[BE_ENGINE_GET], &c2[BE_LOCAL_TUNED], 0).med,
+                rounds_ratio(&c2[BE_ENGINE_GET], &c2[BE_LOCAL_DEFAULT], 0).med);
+    }
     for (int z = 0; z < BE_NSIZE; z++) {
         const struct be_engine_info *e = &r->eng[z];
 
@@ -181,6 +208,19 @@ void be_report_human(const struct be_results *r, FILE *out)
     fflush(out);
 }
 
+/* KEY (with_median) plus KEY_min and KEY_max. */
+static void json_spread(bench_json *j, const char *key, struct spread sp, int with_median)
+{
+    char k[112];
+
+    if (with_median)
+        bench_json_num(j, key, sp.med);
+    snprintf(k, sizeof k, "%s_min", key);
+    bench_json_num(j, k, sp.lo);
+    snprintf(k, sizeof k, "%s_max", key);
+    bench_json_num(j, k, sp.hi);
+}
+
 static void json_case_key(char *buf, size_t len, const char *what, int s, int m, int z, int p)
 {
     snprintf(buf, len, "%s_%s_%s_%s_%dp", what, be_sys[s].key, be_mix[m].key, be_size[z].key,
@@ -204,21 +244,28 @@ void be_report_json(const struct be_results *r, FILE *out)
     bench_json_int(&j, "cpus", r->cpus);
     for (int i = 0; i < T_N; i++) {
         bench_json_num(&j, t[i].key, t[i].value);
+        if (t[i].lo != t[i].value || t[i].hi != t[i].value) {
+            json_spread(&j, t[i].key, (struct spread){t[i].value, t[i].lo, t[i].hi}, 0);
+        }
         snprintf(key, sizeof key, "pass_%s", t[i].key);
         bench_json_bool(&j, key, target_pass(&t[i]));
     }
-    bench_json_num(&j, "ratio_vs_local_tuned_95_5_50k_2p",
-                   ratio(CELL(r, BE_50K, BE_GET95, 1, BE_ENGINE_GET)->mops,
-                         CELL(r, BE_50K, BE_GET95, 1, BE_LOCAL_TUNED)->mops));
-    bench_json_num(&j, "ratio_vs_local_default_95_5_50k_2p",
-                   ratio(CELL(r, BE_50K, BE_GET95, 1, BE_ENGINE_GET)->mops,
-                         CELL(r, BE_50K, BE_GET95, 1, BE_LOCAL_DEFAULT)->mops));
-    bench_json_num(&j, "scaling_get_2p_1m",
-                   ratio(CELL(r, BE_1M, BE_GET100, 1, BE_ENGINE_GETBUF)->mops,
-                         CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF)->mops));
-    bench_json_num(&j, "scaling_local_tuned_get_2p",
-                   ratio(CELL(r, BE_50K, BE_GET100, 1, BE_LOCAL_TUNED)->mops,
-                         CELL(r, BE_50K, BE_GET100, 0, BE_LOCAL_TUNED)->mops));
+    {
+        const struct be_cell *c2 = r->cell[BE_50K][BE_GET95][1];
+
+        json_spread(&j, "ratio_vs_local_tuned_95_5_50k_2p",
+                    rounds_ratio(&c2[BE_ENGINE_GET], &c2[BE_LOCAL_TUNED], 0), 1);
+        json_spread(&j, "ratio_vs_local_default_95_5_50k_2p",
+                    rounds_ratio(&c2[BE_ENGINE_GET], &c2[BE_LOCAL_DEFAULT], 0), 1);
+    }
+    json_spread(&j, "scaling_get_2p_1m",
+                rounds_ratio(CELL(r, BE_1M, BE_GET100, 1, BE_ENGINE_GETBUF),
+                             CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF), 0),
+                1);
+    json_spread(&j, "scaling_local_tuned_get_2p",
+                rounds_ratio(CELL(r, BE_50K, BE_GET100, 1, BE_LOCAL_TUNED),
+                             CELL(r, BE_50K, BE_GET100, 0, BE_LOCAL_TUNED), 0),
+                1);
     bench_json_num(&j, "chase_ns", r->chase_ns);
     bench_json_num(&j, "ratio_during_keys_scan", r->mgmt_scan_ratio);
     bench_json_num(&j, "ratio_during_keys_scan_min", r->mgmt_scan_ratio_min);
@@ -271,10 +318,10 @@ void be_report_json(const struct be_results *r, FILE *out)
 
                 snprintf(key, sizeof key, "ratio_tuned_%s_%s_%dp", be_mix[m].key, be_size[z].key,
                          p + 1);
-                bench_json_num(&j, key, ratio(c[BE_ENGINE_GET].mops, c[BE_LOCAL_TUNED].mops));
+                json_spread(&j, key, rounds_ratio(&c[BE_ENGINE_GET], &c[BE_LOCAL_TUNED], 0), 1);
                 snprintf(key, sizeof key, "ratio_default_%s_%s_%dp", be_mix[m].key, be_size[z].key,
                          p + 1);
-                bench_json_num(&j, key, ratio(c[BE_ENGINE_GET].mops, c[BE_LOCAL_DEFAULT].mops));
+                json_spread(&j, key, rounds_ratio(&c[BE_ENGINE_GET], &c[BE_LOCAL_DEFAULT], 0), 1);
                 for (int s = 0; s < BE_NSYS; s++) {
                     json_case_key(key, sizeof key, "ns", s, m, z, p);
                     bench_json_num(&j, key, c[s].ns);

@@ -302,7 +302,7 @@ static size_t bs_targets(const struct bs_all *a, struct bs_target *t)
     t[k++] = (struct bs_target){"during_save_p999_ratio", "p99.9 during a save / without",
                                 a->pause.ratio_p999, 1.5, 0};
     t[k++] = (struct bs_target){"journal_everysec_set_ratio", "set rate everysec / off",
-                                ratio(a->jn.everysec, a->jn.off), 0.85, 1};
+                                a->jn.everysec_ratio, 0.85, 1};
     return k;
 }
 
@@ -313,6 +313,28 @@ static size_t bs_targets(const struct bs_all *a, struct bs_target *t)
 static int bs_judged(const struct bs_all *a)
 {
     return a->o.n == 1000000;
+}
+
+/* The journal's rates and its per-slice ratios (median, spread). */
+static void bs_journal_line(const bs_journal_result *jn, FILE *out)
+{
+    fprintf(out,
+            "  off %.0f/s, everysec %.0f/s, always %.0f/s (medians); per round: everysec / off "
+            "%.3fx (%.3f-%.3f), always / off %.5fx (%.5f-%.5f)\n",
+            jn->off, jn->everysec, jn->always, jn->everysec_ratio, jn->everysec_ratio_min,
+            jn->everysec_ratio_max, jn->always_ratio, jn->always_ratio_min, jn->always_ratio_max);
+}
+
+static void bs_journal_json(const bs_journal_result *jn, bench_json *j)
+{
+    bench_json_num(j, "journal_everysec_set_ratio_min", jn->everysec_ratio_min);
+    bench_json_num(j, "journal_everysec_set_ratio_max", jn->everysec_ratio_max);
+    bench_json_num(j, "journal_off_sets_per_s", jn->off);
+    bench_json_num(j, "journal_everysec_sets_per_s", jn->everysec);
+    bench_json_num(j, "journal_always_sets_per_s", jn->always);
+    bench_json_num(j, "journal_always_set_ratio", jn->always_ratio);
+    bench_json_num(j, "journal_always_set_ratio_min", jn->always_ratio_min);
+    bench_json_num(j, "journal_always_set_ratio_max", jn->always_ratio_max);
 }
 
 static void bs_report_text(const struct bs_all *a, FILE *out)
@@ -372,10 +394,7 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
             a->pause.ratio_ops_min, a->pause.ratio_ops_max, a->pause.save_s);
     fprintf(out, "\njournal, 100%% set, 50k keys, 200-byte values (%u interleaved slices)\n",
             a->jn.slices);
-    fprintf(out, "  off %.0f/s, everysec %.0f/s (%.3fx, cost %.1f%%), always %.0f/s (%.5fx)\n",
-            a->jn.off, a->jn.everysec, ratio(a->jn.everysec, a->jn.off),
-            (ratio(a->jn.off, a->jn.everysec) - 1) * 100, a->jn.always,
-            ratio(a->jn.always, a->jn.off));
+    bs_journal_line(&a->jn, out);
     struct bs_target t[8];
     size_t nt = bs_targets(a, t);
     fprintf(out, "\ntargets%s\n",
@@ -458,10 +477,7 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
     bench_json_num(&j, "during_save_p999_ratio_min", a->pause.ratio_p999_min);
     bench_json_num(&j, "during_save_p999_ratio_max", a->pause.ratio_p999_max);
     bench_json_bool(&j, "pinned", a->pause.pinned);
-    bench_json_num(&j, "journal_off_sets_per_s", a->jn.off);
-    bench_json_num(&j, "journal_everysec_sets_per_s", a->jn.everysec);
-    bench_json_num(&j, "journal_always_sets_per_s", a->jn.always);
-    bench_json_num(&j, "journal_always_set_ratio", ratio(a->jn.always, a->jn.off));
+    bs_journal_json(&a->jn, &j);
     bench_json_end(&j);
 }
 
@@ -469,15 +485,13 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
  * keys as the full report, so scripts read either). */
 static void bs_report_journal(const struct bs_all *a, FILE *out)
 {
-    double r = ratio(a->jn.everysec, a->jn.off);
+    double r = a->jn.everysec_ratio;
     if (!a->o.json) {
         fprintf(out, "pcache-bench store --only journal  %s  %ld CPUs\n", a->date,
                 sysconf(_SC_NPROCESSORS_ONLN));
         fprintf(out, "journal, 100%% set, 50k keys, 200-byte values (%u interleaved slices)\n",
                 a->jn.slices);
-        fprintf(out, "  off %.0f/s, everysec %.0f/s (%.3fx, cost %.1f%%), always %.0f/s (%.5fx)\n",
-                a->jn.off, a->jn.everysec, r, (ratio(a->jn.off, a->jn.everysec) - 1) * 100,
-                a->jn.always, ratio(a->jn.always, a->jn.off));
+        bs_journal_line(&a->jn, out);
         fprintf(out, "  CPU ns/set: off %.0f, everysec %.0f\n", a->jn.off_cpu_ns,
                 a->jn.everysec_cpu_ns);
         fprintf(out, "  %-34s %12.3f  >= 0.85 %s\n", "set rate everysec / off", r,
@@ -494,10 +508,7 @@ static void bs_report_journal(const struct bs_all *a, FILE *out)
     bench_json_int(&j, "journal_slices", a->jn.slices);
     bench_json_num(&j, "journal_everysec_set_ratio", r);
     bench_json_bool(&j, "pass_journal_everysec_set_ratio", r >= 0.85);
-    bench_json_num(&j, "journal_off_sets_per_s", a->jn.off);
-    bench_json_num(&j, "journal_everysec_sets_per_s", a->jn.everysec);
-    bench_json_num(&j, "journal_always_sets_per_s", a->jn.always);
-    bench_json_num(&j, "journal_always_set_ratio", ratio(a->jn.always, a->jn.off));
+    bs_journal_json(&a->jn, &j);
     bench_json_num(&j, "journal_off_cpu_ns_per_set", a->jn.off_cpu_ns);
     bench_json_num(&j, "journal_everysec_cpu_ns_per_set", a->jn.everysec_cpu_ns);
     bench_json_end(&j);

@@ -95,6 +95,9 @@ int bs_pause_run(const bs_data *d, pc_cache *c, pc_coll *coll, const char *store
 typedef struct bs_journal_result {
     double off, everysec, always; /* sets/s, medians of interleaved slices */
     double everysec_cpu_ns, off_cpu_ns;
+    /* everysec / off and always / off slice by slice: median, spread */
+    double everysec_ratio, everysec_ratio_min, everysec_ratio_max;
+    double always_ratio, always_ratio_min, always_ratio_max;
     unsigned slices;
 } bs_journal_result;
 

@@ -138,5 +138,15 @@ int bs_journal_run(const char *dir, unsigned slices, unsigned slice_ms, bs_journ
     out->always = bench_median(rate[2], slices);
     out->off_cpu_ns = bench_median(cpu[0], slices);
     out->everysec_cpu_ns = bench_median(cpu[1], slices);
+    /* the figures: each slice's mode over the off slice of the same round */
+    double q[64];
+    for (unsigned r = 0; r < slices; r++)
+        q[r] = rate[0][r] > 0 ? rate[1][r] / rate[0][r] : 0.0;
+    bench_minmax(q, slices, &out->everysec_ratio_min, &out->everysec_ratio_max);
+    out->everysec_ratio = bench_median(q, slices);
+    for (unsigned r = 0; r < slices; r++)
+        q[r] = rate[0][r] > 0 ? rate[2][r] / rate[0][r] : 0.0;
+    bench_minmax(q, slices, &out->always_ratio_min, &out->always_ratio_max);
+    out->always_ratio = bench_median(q, slices);
     return 0;
 }

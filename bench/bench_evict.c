@@ -197,7 +197,12 @@ int bench_cmd_evict(int argc, char **argv)
         bench_json_str(&j, "bench", "evict");
         bench_json_str(&j, "utc", when);
         bench_json_int(&j, "runs", runs);
+        bench_json_bool(&j, "quick", quick);
     }
+    if (quick && !json)
+        printf("QUICK: 50k keys only, %u rounds, 500k GETs and 20k SETs a round (the full run "
+               "adds 1M keys, 4M GETs, 100k SETs)\n",
+               runs);
     printf(json ? "" : "GET hit, ns per op (median of %u rounds); ratio = noeviction / policy\n",
            runs);
     for (size_t s = 0; s < nsizes; s++) {

@@ -162,17 +162,22 @@ def main():
             continue
         out["%s_set_evict_per_s" % name] = statistics.median(ev)
         out["%s_set_free_per_s" % name] = statistics.median(fr)
-        out["%s_set_evict_over_free" % name] = statistics.median(e / f for e, f in zip(ev, fr))
+        per_round = [e / f for e, f in zip(ev, fr)]
+        out["%s_set_evict_over_free" % name] = statistics.median(per_round)
+        out["%s_set_evict_over_free_min" % name] = min(per_round)
+        out["%s_set_evict_over_free_max" % name] = max(per_round)
         out["%s_rounds" % name] = {"evict": ev, "free": fr}
     tab = sys.stderr if a.json else sys.stdout  # --json: stdout holds the JSON object only
-    print("| server | SET/s evicting | SET/s free memory | evicting / free (median of rounds) |",
-          file=tab)
+    print("| server | SET/s evicting | SET/s free memory | evicting / free (median of rounds, "
+          "lowest-highest) |", file=tab)
     print("| --- | --- | --- | --- |", file=tab)
     for name in ("pcached", "redis"):
         if "%s_set_evict_over_free" % name in out:
-            print("| %s %s | %.0f | %.0f | %.3f |" % (
+            print("| %s %s | %.0f | %.0f | %.3f (%.3f-%.3f) |" % (
                 name, policy[name], out["%s_set_evict_per_s" % name],
-                out["%s_set_free_per_s" % name], out["%s_set_evict_over_free" % name]), file=tab)
+                out["%s_set_free_per_s" % name], out["%s_set_evict_over_free" % name],
+                out["%s_set_evict_over_free_min" % name],
+                out["%s_set_evict_over_free_max" % name]), file=tab)
     for f in failures:
         print("FAIL: " + f, file=tab)
     if a.json:

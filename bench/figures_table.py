@@ -12,7 +12,8 @@ loaded machine made for one figure). A record's runs are its `figures` object (r
 the whole record when it has no `figures` (a bench's raw JSON). The value
 printed is the record's "median" run when it has one, else its one run,
 else the median of its runs with their range; a figure whose run also
-holds KEY_min and KEY_max (the bench's per-round spread) prints them. The
+holds KEY_min and KEY_max (the bench's per-round spread) prints them (over
+every run's rounds when the record has several runs). The
 verdict is computed here from the value and the target; the command is the
 record's own (for a record with one command per run, the run's).
 
@@ -303,6 +304,12 @@ def value_text(runs, key, fmt):
         return label, value, text
     vals = [r[2] for r in runs]
     value = statistics.median(vals)
+    los = [lookup(r[1], key + "_min") for r in runs]
+    his = [lookup(r[1], key + "_max") for r in runs]
+    if None not in los and None not in his:  # each run kept its per-round spread
+        return runs[0][0], value, "%s (runs %s-%s; rounds %s-%s, %d runs)" % (
+            fmt.format(value), fmt.format(min(vals)), fmt.format(max(vals)),
+            fmt.format(min(los)), fmt.format(max(his)), len(vals))
     return runs[0][0], value, "%s (%s-%s, %d runs)" % (
         fmt.format(value), fmt.format(min(vals)), fmt.format(max(vals)), len(vals))
 

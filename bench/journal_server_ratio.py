@@ -117,11 +117,15 @@ def main():
         "median_sets_per_s": {k: statistics.median(v) for k, v in rates.items()},
         "ratio_journal_vs_off_per_round": [round(x, 4) for x in ratios],
         "ratio_journal_vs_off_median": round(statistics.median(ratios), 4),
+        "ratio_journal_vs_off_median_min": round(min(ratios), 4),
+        "ratio_journal_vs_off_median_max": round(max(ratios), 4),
     }
     if a.redis:
         rr = [j / r for j, r in zip(rates[a.mode], rates["redis"])]
         out["ratio_vs_redis_per_round"] = [round(x, 4) for x in rr]
         out["ratio_vs_redis_median"] = round(statistics.median(rr), 4)
+        out["ratio_vs_redis_median_min"] = round(min(rr), 4)
+        out["ratio_vs_redis_median_max"] = round(max(rr), 4)
     print(json.dumps(out, indent=2))
 
 

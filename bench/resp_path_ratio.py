@@ -133,10 +133,8 @@ def main():
             for p in (1, 16):
                 k = "%s_p%d" % (op, p)
                 med("after_over_before_" + k, (x["after_" + k] / x["before_" + k] for x in rows))
-                out["after_over_redis_" + k] = round(statistics.median(
-                    x["after_" + k] / x["redis_" + k] for x in rows), 3)
-                out["before_over_redis_" + k] = round(statistics.median(
-                    x["before_" + k] / x["redis_" + k] for x in rows), 3)
+                med("after_over_redis_" + k, (x["after_" + k] / x["redis_" + k] for x in rows))
+                med("before_over_redis_" + k, (x["before_" + k] / x["redis_" + k] for x in rows))
                 out["after_rps_" + k] = round(statistics.median(x["after_" + k] for x in rows))
         for p in (1, 16):
             k = "cpu_us_p%d" % p

@@ -142,16 +142,18 @@ def main():
                "loadavg_after": os.getloadavg(), "units_per_s": rates,
                "median_units_per_s": med}
 
-        def ratio(x, y):
-            return round(statistics.median(
-                [p / q for p, q in zip(rates[x], rates[y]) if q > 0]), 3)
+        def ratio(key, x, y):
+            """The median of per-round ratios x / y, with key_min / key_max."""
+            per = [p / q for p, q in zip(rates[x], rates[y]) if q > 0]
+            out[key] = round(statistics.median(per), 3)
+            out[key + "_min"], out[key + "_max"] = round(min(per), 3), round(max(per), 3)
         for k in ("own", "shared"):
             for srv in ("pcached", "redis"):
-                out["%s_exec_vs_plain_%s" % (srv, k)] = ratio(
-                    "%s_exec_%s" % (srv, k), "%s_plain_%s" % (srv, k))
+                ratio("%s_exec_vs_plain_%s" % (srv, k),
+                      "%s_exec_%s" % (srv, k), "%s_plain_%s" % (srv, k))
             for m in ("plain", "exec"):
-                out["pcached_vs_redis_%s_%s" % (m, k)] = ratio(
-                    "pcached_%s_%s" % (m, k), "redis_%s_%s" % (m, k))
+                ratio("pcached_vs_redis_%s_%s" % (m, k),
+                      "pcached_%s_%s" % (m, k), "redis_%s_%s" % (m, k))
         print(json.dumps(out))
     finally:
         if rp is not None:

@@ -98,12 +98,15 @@ def main():
                 for d, v in per.items():
                     row[d] = statistics.median(v)
 
-                def ratio(num, den):
-                    return round(statistics.median(x / y for x, y in zip(per[num], per[den])), 3)
-                row["pcached_unix_over_tcp"] = ratio("pcached_unix", "pcached_tcp")
-                row["redis_unix_over_tcp"] = ratio("redis_unix", "redis_tcp")
-                row["pcached_over_redis_tcp"] = ratio("pcached_tcp", "redis_tcp")
-                row["pcached_over_redis_unix"] = ratio("pcached_unix", "redis_unix")
+                def ratio(key, num, den):
+                    """The median of per-round ratios, with key_min / key_max."""
+                    xs = [x / y for x, y in zip(per[num], per[den])]
+                    row[key] = round(statistics.median(xs), 3)
+                    row[key + "_min"], row[key + "_max"] = round(min(xs), 3), round(max(xs), 3)
+                ratio("pcached_unix_over_tcp", "pcached_unix", "pcached_tcp")
+                ratio("redis_unix_over_tcp", "redis_unix", "redis_tcp")
+                ratio("pcached_over_redis_tcp", "pcached_tcp", "redis_tcp")
+                ratio("pcached_over_redis_unix", "pcached_unix", "redis_unix")
                 summary["%s_P%d" % (t, p)] = row
         ver = subprocess.run(["redis-server", "--version"], capture_output=True,
                              text=True).stdout.strip()

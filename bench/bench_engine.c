@@ -46,7 +46,29 @@ struct be_opts {
     int quick, json, runs;
     unsigned run_ms, warm_ms;
     uint64_t chase_loads;
+    /* --profile SYSTEM:MIX:SIZE: that one cell with 1 process, nothing else,
+     * so a profiler attached to the run sees one system's code alone */
+    int prof_sys, prof_mix, prof_size; /* -1: a full run */
 };
+
+/* "SYSTEM:MIX:SIZE" (keys of be_sys, be_mix, be_size) into o's prof_*. */
+static int parse_profile(const char *arg, struct be_opts *o)
+{
+    char sys[32], mix[32], size[32];
+
+    if (sscanf(arg, "%31[^:]:%31[^:]:%31s", sys, mix, size) != 3)
+        return -1;
+    for (int i = 0; i < BE_NSYS; i++)
+        if (strcmp(be_sys[i].key, sys) == 0)
+            o->prof_sys = i;
+    for (int i = 0; i < BE_NMIX; i++)
+        if (strcmp(be_mix[i].key, mix) == 0)
+            o->prof_mix = i;
+    for (int i = 0; i < BE_NSIZE; i++)
+        if (strcmp(be_size[i].key, size) == 0)
+            o->prof_size = i;
+    return o->prof_sys < 0 || o->prof_mix < 0 || o->prof_size < 0 ? -1 : 0;
+}
 
 /* ---- the engine as a pool target --------------------------------------- */
 
@@ -229,9 +251,13 @@ static int run_cases(bench_pool *pool, const struct be_opts *o, int size, struct
     double mops[BE_NSYS][BE_MAX_RUNS], ns[BE_NSYS][BE_MAX_RUNS];
 
     for (int m = 0; m < BE_NMIX; m++) {
-        for (int p = 0; p < BE_NPROCS; p++) {
+        if (o->prof_mix >= 0 && m != o->prof_mix)
+            continue;
+        for (int p = 0; p < (o->prof_mix >= 0 ? 1 : BE_NPROCS); p++) {
             for (int run = 0; run < o->runs; run++) {
                 for (int s = 0; s < BE_NSYS; s++) {
+                    if (o->prof_sys >= 0 && s != o->prof_sys)
+                        continue;
                     bench_job job = {
                         .target = s,
                         .nprocs = p + 1,
@@ -257,6 +283,8 @@ static int run_cases(bench_pool *pool, const struct be_opts *o, int size, struct
             for (int s = 0; s < BE_NSYS; s++) {
                 struct be_cell *c = &r->cell[size][m][p][s];
 
+                if (o->prof_sys >= 0 && s != o->prof_sys)
+                    continue;
                 c->mops = bench_median(mops[s], (size_t)o->runs);
                 c->ns = bench_median(ns[s], (size_t)o->runs);
             }
@@ -309,7 +337,7 @@ static int run_size(const bench_keys *all, const struct be_opts *o, int size, st
     fprintf(stderr, "pcache-bench: %s: measuring\n", be_size[size].label);
     if (run_cases(pool, o, size, r) != 0)
         goto out;
-    if (size == BE_1M &&
+    if (size == BE_1M && o->prof_sys < 0 &&
         be_measure_mgmt(pool, eng.cache, eng.coll, BE_ENGINE_GETBUF, o->runs, o->run_ms,
                         be_size[size].entries, r) != 0)
         goto out;
@@ -359,7 +387,13 @@ static int run_chase(const struct be_opts *o, struct be_results *r)
 
 static int parse_opts(int argc, char **argv, struct be_opts *o)
 {
-    *o = (struct be_opts){.runs = 5, .run_ms = 300, .warm_ms = 10, .chase_loads = 4000000};
+    *o = (struct be_opts){.runs = 5,
+                          .run_ms = 300,
+                          .warm_ms = 10,
+                          .chase_loads = 4000000,
+                          .prof_sys = -1,
+                          .prof_mix = -1,
+                          .prof_size = -1};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             o->quick = 1;
@@ -373,8 +407,17 @@ static int parse_opts(int argc, char **argv, struct be_opts *o)
             o->runs = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--ms") == 0 && i + 1 < argc) {
             o->run_ms = (unsigned)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+            if (parse_profile(argv[++i], o) != 0) {
+                fprintf(stderr, "pcache-bench: --profile takes SYSTEM:MIX:SIZE, e.g. "
+                                "engine_get:get95:50k (systems engine_get engine_getbuf "
+                                "local65536 local512; mixes get100 get95 get50 set100; sizes "
+                                "50k 1m)\n");
+                return -1;
+            }
         } else {
-            fprintf(stderr, "usage: pcache-bench engine [--quick] [--json] [--runs N] [--ms N]\n");
+            fprintf(stderr, "usage: pcache-bench engine [--quick] [--json] [--runs N] [--ms N] "
+                            "[--profile SYSTEM:MIX:SIZE]\n");
             return -1;
         }
     }
@@ -406,8 +449,17 @@ int bench_cmd_engine(int argc, char **argv)
     r->cpus = sysconf(_SC_NPROCESSORS_ONLN);
     bench_utc_now(r->date, sizeof r->date);
     for (int s = 0; s < BE_NSIZE; s++)
-        if (run_size(&keys, &o, s, r) != 0)
+        if ((o.prof_size < 0 || s == o.prof_size) && run_size(&keys, &o, s, r) != 0)
             goto out;
+    if (o.prof_sys >= 0) { /* a profiling run: the one cell, no figure */
+        const struct be_cell *c = &r->cell[o.prof_size][o.prof_mix][0][o.prof_sys];
+
+        printf("PROFILE RUN (no figure): %s, %s, %s, 1 process: %.1f ns/op, median of %d runs\n",
+               be_sys[o.prof_sys].label, be_mix[o.prof_mix].label, be_size[o.prof_size].label,
+               c->ns, o.runs);
+        rc = c->nruns > 0 ? 0 : 1;
+        goto out;
+    }
     if (run_chase(&o, r) != 0)
         goto out;
     be_report_human(r, o.json ? stderr : stdout);

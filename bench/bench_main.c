@@ -16,9 +16,10 @@ struct bench_cmd {
 
 static const struct bench_cmd cmds[] = {
     {"engine", bench_cmd_engine,
-     "engine [--quick] [--json] [--runs N] [--ms N]\n"
+     "engine [--quick] [--json] [--runs N] [--ms N] [--profile SYSTEM:MIX:SIZE]\n"
      "      the engine vs the cachedb_local model (512 and 65536 buckets) and a\n"
-     "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes"},
+     "      dependent pointer chase; 50k and 1M entries, 1 and 2 processes\n"
+     "      (--profile: one cell, one process, no figure: for a profiler)"},
     {"store", bench_cmd_store,
      "store [--quick] [--json] [--entries N] [--runs N] [--redis PATH] [--only journal]\n"
      "      the snapshot store's save, load, size, p99.9 during a save and journal\n"

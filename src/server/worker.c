@@ -56,7 +56,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -992,7 +991,10 @@ void srv_worker_main(srv *s, unsigned slot)
     char role[16];
     snprintf(role, sizeof role, "worker%u", slot);
     srv_log_role(role);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    /* The parent-death signal stays the SIGKILL the fork set (master.c):
+     * a worker that drained on the master's death held the port for tens
+     * of ms, and a successor started at once was refused ("in use by
+     * another process"): only a process with SIGKILL pending is waited for. */
     srv_resp_close(s, (int)slot);
     struct srv_wloop loop;
     memset(&loop, 0, sizeof loop);

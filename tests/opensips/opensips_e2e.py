@@ -752,8 +752,8 @@ def run_lmdb(args, work, cap, nodes):
         print("ok  every MI command (perf_stats, perf_stats_reset, perf_keys, perf_scan, "
               "perf_dump, perf_get, perf_set, perf_ttl, perf_del, perf_mget, perf_mget_json, "
               "perf_save, perf_load, perf_sync), errors, statistics")
-        time.sleep(1.5)  # the queued script perf_sync runs in the timer
-        check("perf_sync sessions:" in a.logtext(), "script perf_sync ran in the timer")
+        # the queued script perf_sync runs in the module's timer: wait for its line
+        check(logged(a, "perf_sync sessions:", 30), "script perf_sync ran in the timer")
 
         # ---- 4. the shutdown save (db_mode 2) and the startup load after restart
         a.mi("perf_set", ["late", "after-the-last-save"])

@@ -40,6 +40,7 @@ struct drv {
     double ratio_copy, ratio_copy_serial, gain; /* of the per-round ratios */
     int private_target; /* the bench's own server, not a PCACHE_BENCH_ODBC_* target */
     int ok;
+    double ratio_copy_min, ratio_copy_max; /* the spread of the per-round ratios */
 };
 
 static void mk_key(size_t i, char k[KLEN + 1])
@@ -270,6 +271,8 @@ static int run_size(struct drv *d, size_t n, unsigned rounds, int json)
         d->serial_rps = bench_median(serial, rounds);
         d->gain = bench_median(gain, rounds);
         d->copy_rps = copy ? bench_median(cp, rounds) : 0;
+        if (copy)
+            bench_minmax(rc_ratio, rounds, &d->ratio_copy_min, &d->ratio_copy_max);
         d->ratio_copy = copy ? bench_median(rc_ratio, rounds) : 0;
         d->ratio_copy_serial = copy ? bench_median(rs_ratio, rounds) : 0;
         /* the last save left the rows: load them into an empty cache */
@@ -335,13 +338,12 @@ int bench_cmd_odbc(int argc, char **argv)
     const char *ov_s = getenv("PCACHE_BENCH_ODBC_SQLITE"), *ov_p = getenv("PCACHE_BENCH_ODBC_PG");
     const char *ov_m = getenv("PCACHE_BENCH_ODBC_MARIADB");
     struct drv drivers[3] = {
-        {"sqlite", ov_s != NULL ? ov_s : odbc_env_sqlite(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {"pg", ov_p != NULL ? ov_p : odbc_env_pg(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {"mariadb",
-         ov_m != NULL              ? ov_m
-         : odbc_env_have_mariadb() ? odbc_env_mariadb()
-                                   : NULL,
-         0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {.name = "sqlite", .target = ov_s != NULL ? ov_s : odbc_env_sqlite()},
+        {.name = "pg", .target = ov_p != NULL ? ov_p : odbc_env_pg()},
+        {.name = "mariadb",
+         .target = ov_m != NULL              ? ov_m
+                   : odbc_env_have_mariadb() ? odbc_env_mariadb()
+                                             : NULL},
     };
     drivers[0].private_target = ov_s == NULL;
     drivers[1].private_target = ov_p == NULL;
@@ -397,6 +399,10 @@ int bench_cmd_odbc(int argc, char **argv)
                 bench_json_num(&j, key, d->copy_rps);
                 snprintf(key, sizeof key, "%s_ratio_vs_copy%s", d->name, sfx);
                 bench_json_num(&j, key, d->ratio_copy);
+                snprintf(key, sizeof key, "%s_ratio_vs_copy%s_min", d->name, sfx);
+                bench_json_num(&j, key, d->ratio_copy_min);
+                snprintf(key, sizeof key, "%s_ratio_vs_copy%s_max", d->name, sfx);
+                bench_json_num(&j, key, d->ratio_copy_max);
                 snprintf(key, sizeof key, "%s_ratio_vs_copy_serial%s", d->name, sfx);
                 bench_json_num(&j, key, d->ratio_copy_serial);
             }

@@ -177,6 +177,8 @@ ROWS = [
      "during_save_get_rate_ratio", "{:.2f}", None, "pcached's GET rate without a save"),
     ("server: redis-server GET p99.9 during BGSAVE / without", "*-server.json",
      "redis_during_bgsave_get_p999_ratio", "{:.2f}", None, "the anchor, same run"),
+    ("server: redis-server GET rate during BGSAVE / without", "*-server.json",
+     "redis_during_bgsave_get_rate_ratio", "{:.2f}", None, "the anchor, same run"),
     ("server: shutdown save at 1M, s", "*-server.json", "shutdown_save_s_1m", "{:.2f} s",
      ("le", 2.0), "-"),
     ("server: restart to first PING at 1M, s", "*-server.json", "restart_ready_s_1m",

@@ -13,7 +13,7 @@ Parts (--only, comma-separated):
             4 SIP workers while calls are up, after a restart with the
             module's persistence on (dialog db_mode 1 on SQLite), and new
             calls after that restart counted and uncounted exactly.
-  ratelimit a cachedb-backed (/s) TAILDROP pipe: exactly `limit` of a burst
+  ratelimit a cachedb-backed TAILDROP pipe ("pcache/r"): exactly `limit` of a burst
             let through across the workers, the stored counter exact.
   sqlcacher sql_cacher over SQLite: full and on-demand caching, a reload
             after the table changed.

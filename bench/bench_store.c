@@ -147,6 +147,8 @@ void bs_rmdir(const char *dir)
 /* ---- pcache save and load ------------------------------------------------ */
 struct bs_pcache_result {
     double save_rate, load_rate, save_s, load_s, commit_s;
+    double save_rate_r[16], load_rate_r[16]; /* each round, for per-round ratios */
+    unsigned nr;
     double stored_over_values, pages_over_values, file_over_values;
     uint64_t saved, loaded;
 };
@@ -208,6 +210,11 @@ static int bs_pcache_run(const bs_data *d, pc_coll *coll, const char *dir, unsig
         ld[r] = lr.seconds;
     }
     pc_store_close(s);
+    for (unsigned r = 0; r < rounds; r++) {
+        out->save_rate_r[r] = (double)res.saved / sv[r];
+        out->load_rate_r[r] = (double)lr.loaded / ld[r];
+    }
+    out->nr = rounds;
     out->save_s = bench_median(sv, rounds);
     out->commit_s = bench_median(cm, rounds);
     out->load_s = bench_median(ld, rounds);
@@ -306,6 +313,57 @@ static size_t bs_targets(const struct bs_all *a, struct bs_target *t)
     return k;
 }
 
+/* The median of per-round ratios num[i] / den[i % nden], and their spread;
+ * an anchor measured once (nden 0) divides every round by its one value. */
+struct bs_spread {
+    double med, lo, hi;
+};
+
+static struct bs_spread bs_rounds(const double *num, unsigned n, const double *den, unsigned nden,
+                                  double once)
+{
+    double v[16];
+    struct bs_spread sp = {0, 0, 0};
+    if (n == 0 || n > 16)
+        return sp;
+    for (unsigned i = 0; i < n; i++)
+        v[i] = ratio(num[i], nden > 0 ? den[i % nden] : once);
+    bench_minmax(v, n, &sp.lo, &sp.hi);
+    sp.med = bench_median(v, n);
+    return sp;
+}
+
+/* pcache's save and load over each anchor, round by round (the anchors run
+ * in a phase of their own after pcache's rounds, round i against round i). */
+struct bs_ratios {
+    struct bs_spread lmdb, lmdb_wm, sqlite_txn, rowwise, redis_save;
+    struct bs_spread lmdb_load, sqlite_load, redis_load;
+};
+
+static void bs_ratios_get(const struct bs_all *a, struct bs_ratios *r)
+{
+    const struct bs_pcache_result *p = &a->pc;
+    const bs_anchor_result *an = &a->an;
+    r->lmdb = bs_rounds(p->save_rate_r, p->nr, an->lmdb_append_save_r, an->n_lmdb, 0);
+    r->lmdb_wm = bs_rounds(p->save_rate_r, p->nr, an->lmdb_append_wm_save_r, an->n_lmdb, 0);
+    r->sqlite_txn = bs_rounds(p->save_rate_r, p->nr, an->sqlite_txn_save_r, an->n_sqlite_txn, 0);
+    r->rowwise = bs_rounds(p->save_rate_r, p->nr, NULL, 0, an->sqlite_rowwise_save);
+    r->redis_save = bs_rounds(p->save_rate_r, p->nr, NULL, 0, an->redis_save);
+    r->lmdb_load = bs_rounds(p->load_rate_r, p->nr, NULL, 0, an->lmdb_scan_load);
+    r->sqlite_load = bs_rounds(p->load_rate_r, p->nr, NULL, 0, an->sqlite_load);
+    r->redis_load = bs_rounds(p->load_rate_r, p->nr, NULL, 0, an->redis_load);
+}
+
+static void bs_json_spread(bench_json *j, const char *key, struct bs_spread sp)
+{
+    char k[96];
+    bench_json_num(j, key, sp.med);
+    snprintf(k, sizeof k, "%s_min", key);
+    bench_json_num(j, k, sp.lo);
+    snprintf(k, sizeof k, "%s_max", key);
+    bench_json_num(j, k, sp.hi);
+}
+
 /* The first BS_SIZED_TARGETS targets of bs_targets are for a save of 1M
  * entries (issue 35: a quick run must not compare a 200k save with them). */
 #define BS_SIZED_TARGETS 4
@@ -341,37 +399,40 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
 {
     const struct bs_pcache_result *p = &a->pc;
     const bs_anchor_result *an = &a->an;
+    struct bs_ratios q;
+    bs_ratios_get(a, &q);
     fprintf(out,
             "pcache-bench store  %s  %ld CPUs  %s%zu entries (16-byte keys, SIP-like values of "
             "%.0f B on average), median of %u runs; cache tier %s\n",
             a->date, sysconf(_SC_NPROCESSORS_ONLN), a->o.quick ? "QUICK: " : "", a->o.n,
             a->avg_value, a->o.rounds, a->tier >= 0 ? pc_tier_name(a->tier) : "?");
-    fprintf(out, "\nsave (entries/s, durable commit included)     entries/s   pcache over it\n");
+    fprintf(out, "\nsave (entries/s, durable commit included)     entries/s   pcache over it "
+                 "(median of per-round ratios)\n");
     fprintf(out, "  %-40s %12.0f  (%.2f s, commit %.2f s)\n", "pcache store (zstd blocks)",
             p->save_rate, p->save_s, p->commit_s);
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "raw LMDB, one txn, sorted, MDB_APPEND",
-            an->lmdb_append_save, ratio(p->save_rate, an->lmdb_append_save));
+            an->lmdb_append_save, q.lmdb.med);
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "raw LMDB, the same with MDB_WRITEMAP",
-            an->lmdb_append_wm_save, ratio(p->save_rate, an->lmdb_append_wm_save));
+            an->lmdb_append_wm_save, q.lmdb_wm.med);
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "SQLite, one transaction", an->sqlite_txn_save,
-            ratio(p->save_rate, an->sqlite_txn_save));
+            q.sqlite_txn.med);
     fprintf(out, "  %-40s %12.1f  %7.0fx  (%llu rows sampled)\n", "SQLite, row by row, autocommit",
-            an->sqlite_rowwise_save, ratio(p->save_rate, an->sqlite_rowwise_save),
+            an->sqlite_rowwise_save, q.rowwise.med,
             (unsigned long long)an->sqlite_rowwise_rows);
     if (an->redis_ran)
         fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server SAVE", an->redis_save,
-                ratio(p->save_rate, an->redis_save));
+                q.redis_save.med);
     else
         fprintf(out, "  %-40s skipped: %s\n", "redis-server SAVE", an->redis_why);
     fprintf(out, "\nload (entries/s, into an empty cache)\n");
     fprintf(out, "  %-40s %12.0f  (%.2f s)\n", "pcache store", p->load_rate, p->load_s);
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "raw LMDB cursor scan + pc_set", an->lmdb_scan_load,
-            ratio(p->load_rate, an->lmdb_scan_load));
+            q.lmdb_load.med);
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "SQLite SELECT + pc_set", an->sqlite_load,
-            ratio(p->load_rate, an->sqlite_load));
+            q.sqlite_load.med);
     if (an->redis_ran)
         fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server restart (RDB load)", an->redis_load,
-                ratio(p->load_rate, an->redis_load));
+                q.redis_load.med);
     fprintf(out, "  (pc_set of the same entries from memory: %.0f/s)\n", a->fill_rate);
     fprintf(out, "\nsize / raw value bytes\n");
     fprintf(out, "  pcache: blocks %.3f, LMDB pages %.3f, data.mdb after one save %.3f\n",
@@ -407,14 +468,16 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
                 : pass                                ? "pass"
                                                       : "MISS");
     }
-    fprintf(out, "  %-34s %12.0f  (pcache save / SQLite row by row)\n", "ratio_vs_sqlite_rowwise",
-            ratio(p->save_rate, an->sqlite_rowwise_save));
+    fprintf(out, "  %-34s %12.0f  (pcache save / SQLite row by row; rounds %.0f-%.0f)\n",
+            "ratio_vs_sqlite_rowwise", q.rowwise.med, q.rowwise.lo, q.rowwise.hi);
 }
 
 static void bs_report_json(const struct bs_all *a, FILE *out)
 {
     const struct bs_pcache_result *p = &a->pc;
     const bs_anchor_result *an = &a->an;
+    struct bs_ratios q;
+    bs_ratios_get(a, &q);
     bench_json j;
     bench_json_begin(&j, out);
     bench_json_str(&j, "bench", "store");
@@ -435,13 +498,12 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
         snprintf(key, sizeof key, "pass_%s", t[i].key);
         bench_json_bool(&j, key, t[i].at_least ? t[i].value >= t[i].goal : t[i].value <= t[i].goal);
     }
-    bench_json_num(&j, "ratio_vs_sqlite_rowwise", ratio(p->save_rate, an->sqlite_rowwise_save));
-    bench_json_num(&j, "ratio_vs_sqlite_txn", ratio(p->save_rate, an->sqlite_txn_save));
-    bench_json_num(&j, "save_ratio_vs_lmdb_append", ratio(p->save_rate, an->lmdb_append_save));
-    bench_json_num(&j, "save_ratio_vs_lmdb_append_writemap",
-                   ratio(p->save_rate, an->lmdb_append_wm_save));
-    bench_json_num(&j, "load_ratio_vs_lmdb_scan", ratio(p->load_rate, an->lmdb_scan_load));
-    bench_json_num(&j, "load_ratio_vs_sqlite", ratio(p->load_rate, an->sqlite_load));
+    bs_json_spread(&j, "ratio_vs_sqlite_rowwise", q.rowwise);
+    bs_json_spread(&j, "ratio_vs_sqlite_txn", q.sqlite_txn);
+    bs_json_spread(&j, "save_ratio_vs_lmdb_append", q.lmdb);
+    bs_json_spread(&j, "save_ratio_vs_lmdb_append_writemap", q.lmdb_wm);
+    bs_json_spread(&j, "load_ratio_vs_lmdb_scan", q.lmdb_load);
+    bs_json_spread(&j, "load_ratio_vs_sqlite", q.sqlite_load);
     bench_json_num(&j, "save_s", p->save_s);
     bench_json_num(&j, "save_commit_s", p->commit_s);
     bench_json_num(&j, "load_s", p->load_s);
@@ -459,7 +521,8 @@ static void bs_report_json(const struct bs_all *a, FILE *out)
     if (an->redis_ran) {
         bench_json_num(&j, "redis_save_entries_per_s", an->redis_save);
         bench_json_num(&j, "redis_load_entries_per_s", an->redis_load);
-        bench_json_num(&j, "save_ratio_vs_redis", ratio(p->save_rate, an->redis_save));
+        bs_json_spread(&j, "save_ratio_vs_redis", q.redis_save);
+        bs_json_spread(&j, "load_ratio_vs_redis", q.redis_load);
         bench_json_num(&j, "redis_rdb_over_raw_values", a->redis_rdb_over_values);
     } else {
         bench_json_str(&j, "redis_skipped", an->redis_why);

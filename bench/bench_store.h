@@ -68,6 +68,10 @@ typedef struct bs_anchor_result {
     double redis_save;            /* SAVE of the same data */
     double redis_load;            /* a restart until the data set answers */
     uint64_t redis_rdb_bytes;
+    /* each round of the anchors run more than once (LMDB: rounds; SQLite
+     * in one transaction: up to 3), for per-round ratios */
+    double lmdb_append_save_r[16], lmdb_append_wm_save_r[16], sqlite_txn_save_r[16];
+    unsigned n_lmdb, n_sqlite_txn;
 } bs_anchor_result;
 
 /* dir: a scratch directory; rounds: medians of that many runs where a run

@@ -256,6 +256,8 @@ static int bs_sqlite_run(const bs_data *d, const char *dir, unsigned rounds, dou
         sqlite3_close(db);
         unlink(path);
     }
+    memcpy(out->sqlite_txn_save_r, r, rounds * sizeof r[0]);
+    out->n_sqlite_txn = rounds;
     out->sqlite_txn_save = bench_median(r, rounds);
     snprintf(path, sizeof path, "%s/rowwise.sqlite", dir);
     sqlite3 *db;
@@ -518,6 +520,9 @@ int bs_anchors_run(const bs_data *d, const char *dir, unsigned rounds, double ro
             return -1;
         bs_rmdir(path);
     }
+    memcpy(out->lmdb_append_save_r, r, rounds * sizeof r[0]);
+    memcpy(out->lmdb_append_wm_save_r, wm, rounds * sizeof wm[0]);
+    out->n_lmdb = rounds;
     out->lmdb_append_save = bench_median(r, rounds);
     out->lmdb_append_wm_save = bench_median(wm, rounds);
     if (bs_sqlite_run(d, dir, rounds < 3 ? rounds : 3, rowwise_s, out) != 0)

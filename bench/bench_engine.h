@@ -42,8 +42,8 @@ extern const struct be_size_info be_size[BE_NSIZE];
 #define BE_MAX_RUNS 15
 
 struct be_cell {
-    double mops, ns;                     /* medians of the runs */
-    double run_mops[BE_MAX_RUNS];        /* each run (round), for per-round ratios */
+    double mops, ns;              /* medians of the runs */
+    double run_mops[BE_MAX_RUNS]; /* each run (round), for per-round ratios */
     double run_ns[BE_MAX_RUNS];
     int nruns;
     uint64_t misses, errors; /* summed over the runs */

@@ -85,25 +85,23 @@ static void targets_eval(const struct be_results *r, struct target t[T_N])
     const struct be_cell *get95 = r->cell[BE_50K][BE_GET95][0];
     double overhead = overhead_per_entry(r);
 
-    t[T_TUNED] = target_of("ratio_vs_local_tuned_95_5_50k",
-                           "95/5, 50k, 1 proc: pcache get vs local-65536",
-                           rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_TUNED], 0), 2.5, 1,
-                           "x");
-    t[T_DEFAULT] = target_of("ratio_vs_local_default_95_5_50k",
-                             "95/5, 50k, 1 proc: pcache get vs local-512",
-                             rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_DEFAULT], 0), 15.0,
-                             1, "x");
-    t[T_CHASE] = target_of("getbuf_over_chase_1m", "get_buf hit at 1M, 1 proc / one chase load",
-                           rounds_ratio(CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF), NULL,
-                                        r->chase_ns),
-                           2.5, 0, "x");
+    t[T_TUNED] =
+        target_of("ratio_vs_local_tuned_95_5_50k", "95/5, 50k, 1 proc: pcache get vs local-65536",
+                  rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_TUNED], 0), 2.5, 1, "x");
+    t[T_DEFAULT] =
+        target_of("ratio_vs_local_default_95_5_50k", "95/5, 50k, 1 proc: pcache get vs local-512",
+                  rounds_ratio(&get95[BE_ENGINE_GET], &get95[BE_LOCAL_DEFAULT], 0), 15.0, 1, "x");
+    t[T_CHASE] =
+        target_of("getbuf_over_chase_1m", "get_buf hit at 1M, 1 proc / one chase load",
+                  rounds_ratio(CELL(r, BE_1M, BE_GET100, 0, BE_ENGINE_GETBUF), NULL, r->chase_ns),
+                  2.5, 0, "x");
     t[T_SCALING] = target_of("scaling_get_2p", "100% get, 50k, get_buf: 2 procs / 1 proc",
                              rounds_ratio(CELL(r, BE_50K, BE_GET100, 1, BE_ENGINE_GETBUF),
                                           CELL(r, BE_50K, BE_GET100, 0, BE_ENGINE_GETBUF), 0),
                              1.8, 1, "x");
-    t[T_OVERHEAD] = target_of("shm_overhead_bytes_per_entry",
-                              "shared bytes per entry beyond key+value, 1M",
-                              (struct spread){overhead, overhead, overhead}, 40.0, 0, " B");
+    t[T_OVERHEAD] =
+        target_of("shm_overhead_bytes_per_entry", "shared bytes per entry beyond key+value, 1M",
+                  (struct spread){overhead, overhead, overhead}, 40.0, 0, " B");
 }
 
 static int target_pass(const struct target *t)
@@ -199,9 +197,9 @@ void be_report_human(const struct be_results *r, FILE *out)
             "(%.2f-%.2f) while another process walks every key in a loop (%.2f walks, %llu "
             "entries, in the windows; target >= 0.90), %.2fx (%.2f-%.2f) with every event "
             "subscribed (within noise)\n",
-            r->mgmt_scan_ratio, r->mgmt_scan_ratio_min, r->mgmt_scan_ratio_max,
-            r->mgmt_scan_walks, (unsigned long long)r->mgmt_scan_entries, r->mgmt_sub_ratio,
-            r->mgmt_sub_ratio_min, r->mgmt_sub_ratio_max);
+            r->mgmt_scan_ratio, r->mgmt_scan_ratio_min, r->mgmt_scan_ratio_max, r->mgmt_scan_walks,
+            (unsigned long long)r->mgmt_scan_entries, r->mgmt_sub_ratio, r->mgmt_sub_ratio_min,
+            r->mgmt_sub_ratio_max);
     if (misses || errors)
         fprintf(out, "WARNING: %llu gets missed a resident key and %llu operations failed\n",
                 (unsigned long long)misses, (unsigned long long)errors);

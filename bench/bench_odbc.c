@@ -365,8 +365,7 @@ int bench_cmd_odbc(int argc, char **argv)
         bench_json_bool(&j, "quick", quick);
     }
     if (quick && !json)
-        printf("QUICK: 100k entries only, %u rounds (the full run adds 1M)\n",
-               rounds);
+        printf("QUICK: 100k entries only, %u rounds (the full run adds 1M)\n", rounds);
     int failed = 0;
     for (size_t s = 0; s < (quick ? 1u : 2u); s++) {
         for (size_t i = 0; i < 3; i++) {

@@ -417,8 +417,7 @@ static void bs_report_text(const struct bs_all *a, FILE *out)
     fprintf(out, "  %-40s %12.0f  %7.2fx\n", "SQLite, one transaction", an->sqlite_txn_save,
             q.sqlite_txn.med);
     fprintf(out, "  %-40s %12.1f  %7.0fx  (%llu rows sampled)\n", "SQLite, row by row, autocommit",
-            an->sqlite_rowwise_save, q.rowwise.med,
-            (unsigned long long)an->sqlite_rowwise_rows);
+            an->sqlite_rowwise_save, q.rowwise.med, (unsigned long long)an->sqlite_rowwise_rows);
     if (an->redis_ran)
         fprintf(out, "  %-40s %12.0f  %7.2fx\n", "redis-server SAVE", an->redis_save,
                 q.redis_save.med);

@@ -87,7 +87,7 @@ typedef struct bs_pause_result {
     double ratio_p999_min, ratio_p999_max;
     double ops_quiet_per_s, ops_save_per_s;
     double ratio_ops, ratio_ops_min, ratio_ops_max; /* ops/s during / quiet, per round */
-    double save_s; /* median save duration under the load */
+    double save_s;                                  /* median save duration under the load */
     unsigned rounds;
     int pinned; /* 1 when both CPU pins took */
 } bs_pause_result;
